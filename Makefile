@@ -1,0 +1,30 @@
+# Two commands for a fresh machine: `make demo` and `make test`. Both set everything up first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test demo bench lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+test: install
+	$(BIN)/python -m pytest -q
+
+demo: install
+	$(BIN)/python -m examples.demo
+
+bench: install
+	$(BIN)/python -m examples.demo --rows 200000 --bench
+
+lint: install
+	$(BIN)/ruff check sparkcep tests examples
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,664 @@
+"""Names, types and the rules of the language, checked in one place.
+
+``analyze(query, schema)`` returns a frozen AnalyzedQuery or raises a QueryError with a code
+and the position of the offending text (a DataError when a referenced column's type cannot
+be used at all).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from sparkcep import functions
+from sparkcep.analysis.bound import (
+    AggregateSpec,
+    AnalyzedQuery,
+    BAgg,
+    BBetween,
+    BBinary,
+    BCall,
+    BCase,
+    BClassifier,
+    BColumn,
+    BExpr,
+    BIn,
+    BIsNull,
+    BLiteral,
+    BMatchNumber,
+    BNav,
+    BUnary,
+    LabelSet,
+    MeasureDef,
+    Pointer,
+    SortKey,
+    Type,
+)
+from sparkcep.errors import DataError, QueryError, Span
+from sparkcep.language import ast
+from sparkcep.language.parser import expand_permute
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: Type | None  # None: a type sparkcep cannot compute with (passed through only)
+    arrow_type: object = None
+
+
+@dataclass
+class _Scope:
+    """Where an expression stands, which decides what it may contain."""
+
+    clause: str  # "DEFINE" or "MEASURES"
+    aggregates: list[AggregateSpec] = field(default_factory=list)
+
+
+_LITERAL_TYPES = {
+    "string": Type.VARCHAR,
+    "boolean": Type.BOOLEAN,
+    "null": Type.NULL,
+    "interval": Type.INTERVAL,
+    "date": Type.DATE,
+    "timestamp": Type.TIMESTAMP,
+}
+
+_TIME_TYPES = (Type.TIMESTAMP, Type.DATE)
+
+
+class Analyzer:
+    def __init__(self, query: ast.Query, schema: list[Column], mode: str = "sql"):
+        self.q = query
+        self.schema = schema
+        self.mode = mode
+        self.variables: list[str] = []
+        self.subsets: dict[str, frozenset[int]] = {}
+
+    # ------------------------------------------------------------ helpers
+    def error(self, code: str, message: str, node: ast.Node | Span | None) -> QueryError:
+        span = node if isinstance(node, Span) else (node.span if node is not None else None)
+        if span is not None and span.line == 0:
+            span = None
+        return QueryError(code, message, span, self.q.text)
+
+    def column(self, name: ast.Name) -> tuple[int, Column]:
+        exact = [i for i, c in enumerate(self.schema) if c.name == name.text]
+        if exact:
+            idx = exact[0]
+        elif name.quoted:
+            raise self.error("UNKNOWN_COLUMN", f"unknown column {name.text!r}{self._suggest(name.text)}", name)
+        else:
+            folded = [i for i, c in enumerate(self.schema) if c.name.upper() == name.text.upper()]
+            if not folded:
+                raise self.error("UNKNOWN_COLUMN", f"unknown column {name.text!r}{self._suggest(name.text)}", name)
+            if len(folded) > 1:
+                names = ", ".join(repr(self.schema[i].name) for i in folded)
+                raise self.error("AMBIGUOUS_COLUMN", f"column {name.text!r} could be any of {names}; quote the name", name)
+            idx = folded[0]
+        col = self.schema[idx]
+        if col.type is None:
+            raise DataError(
+                f"column type {col.arrow_type} is not supported in expressions, PARTITION BY or ORDER BY "
+                "(supported: integers, floating point, boolean, string, timestamp, date, duration)",
+                column=col.name,
+            )
+        return idx, col
+
+    def _suggest(self, text: str) -> str:
+        import difflib
+
+        close = difflib.get_close_matches(text, [c.name for c in self.schema], n=1)
+        return f" (did you mean {close[0]!r}?)" if close else ""
+
+    def labels_of(self, name: ast.Name) -> frozenset[int] | None:
+        """The variable ids a pattern variable or subset name stands for, or None."""
+        key = name.key
+        if key in self.variables:
+            return frozenset({self.variables.index(key)})
+        if key in self.subsets:
+            return self.subsets[key]
+        return None
+
+    # ------------------------------------------------------------ the query
+    def run(self) -> AnalyzedQuery:
+        q = self.q
+        pattern = self.resolve_pattern(q.pattern)
+        self.collect_subsets()
+
+        defined: dict[str, ast.Define] = {}
+        for d in q.defines:
+            key = d.name.key
+            if key in self.subsets:
+                raise self.error("INVALID_DEFINE", f"{d.name.text} is a SUBSET; only pattern variables are defined", d.name)
+            if key not in self.variables:
+                raise self.error("UNKNOWN_VARIABLE", f"DEFINE names {d.name.text}, which is not in PATTERN", d.name)
+            if key in defined:
+                raise self.error("DUPLICATE_NAME", f"variable {d.name.text} is defined twice", d.name)
+            defined[key] = d
+
+        define_scope = _Scope("DEFINE")
+        defines: dict[int, BExpr] = {}
+        for key, d in defined.items():
+            cond = self.bind(d.condition, define_scope, in_row=False)
+            if cond.type not in (Type.BOOLEAN, Type.NULL, Type.ANY):
+                raise self.error("TYPE_MISMATCH", f"the condition of {d.name.text} must be boolean, not {cond.type.value}", d.condition)
+            defines[self.variables.index(key)] = cond
+        if self.mode == "matchregex":
+            self.check_matchregex_first(pattern, defined)
+
+        partition = tuple(self.sort_key(n, False, False) for n in q.partition_by)
+        order = tuple(
+            self.sort_key(s.column, s.descending, bool(s.nulls_first)) for s in q.order_by
+        )
+
+        measure_scope = _Scope("MEASURES")
+        measures = []
+        for m in q.measures:
+            expr = self.bind(m.expr, measure_scope, in_row=False)
+            source = None
+            if isinstance(expr, BNav) and isinstance(expr.inner, BColumn):
+                source = self.schema[expr.inner.index].arrow_type
+            measures.append(MeasureDef(m.name.text, expr, expr.type, source))
+        self.check_output_names(measures)
+
+        rpm = q.rows_per_match
+        skip_mode, skip_target, skip_name = "PAST_LAST", None, None
+        if q.all_matches:
+            skip_mode = "ALL_MATCHES"
+        elif q.skip is not None:
+            skip_mode = q.skip.mode
+            if q.skip.target is not None:
+                skip_target = self.labels_of(q.skip.target)
+                if skip_target is None:
+                    raise self.error("UNKNOWN_VARIABLE", f"AFTER MATCH SKIP names {q.skip.target.text}, which is not a pattern variable or subset", q.skip.target)
+                skip_name = q.skip.target.key
+        has_excl = _has_exclusion(pattern)
+        if has_excl and rpm.mode == "ALL" and rpm.empty == "UNMATCHED":
+            raise self.error("CONFLICTING_CLAUSES", "pattern exclusions {- -} cannot be used with ALL ROWS PER MATCH WITH UNMATCHED ROWS", rpm)
+        if self.mode == "matchregex" and skip_mode not in ("PAST_LAST",):
+            raise self.error("CONFLICTING_CLAUSES", "the matchregex mode reports non-overlapping matches; it cannot be combined with AFTER MATCH SKIP other than PAST LAST ROW or with ALL MATCHES", q.skip)
+
+        within = self.check_within(order)
+        if q.maxlength is not None and q.maxlength < 1:
+            raise self.error("INVALID_MAXLENGTH", "MAXLENGTH must be at least 1", q.maxlength_span)
+
+        return AnalyzedQuery(
+            text=q.text,
+            variables=tuple(self.variables),
+            subsets=dict(self.subsets),
+            pattern=pattern,
+            defines=defines,
+            define_aggregates=tuple(define_scope.aggregates),
+            measures=tuple(measures),
+            measure_aggregates=tuple(measure_scope.aggregates),
+            partition_by=partition,
+            order_by=order,
+            rows_per_match=rpm.mode,
+            empty_matches=rpm.empty,
+            skip_mode=skip_mode,
+            skip_target=skip_target,
+            skip_target_name=skip_name,
+            within=within,
+            maxlength=q.maxlength,
+            mode=self.mode,
+            columns=tuple(c.name for c in self.schema),
+            has_exclusions=has_excl,
+        )
+
+    def sort_key(self, name: ast.Name, descending: bool, nulls_first: bool) -> SortKey:
+        idx, col = self.column(name)
+        if col.type is Type.ARRAY:
+            raise self.error("TYPE_MISMATCH", f"column {col.name!r} holds arrays, which cannot be sorted or partitioned", name)
+        return SortKey(col.name, idx, descending, nulls_first)
+
+    def check_output_names(self, measures: list[MeasureDef]) -> None:
+        seen: dict[str, str] = {}
+        names = [c.name for c in (self.q.partition_by)] if False else []
+        del names
+        part = [self.schema[self.column(n)[0]].name for n in self.q.partition_by]
+        order = [self.schema[self.column(s.column)[0]].name for s in self.q.order_by]
+        fixed = part + ([o for o in order if o not in part] if self.q.rows_per_match.mode == "ALL" else [])
+        for n in fixed:
+            seen[n.upper()] = "a PARTITION BY or ORDER BY column"
+        for m, node in zip(measures, self.q.measures, strict=True):
+            if m.name.upper() in seen:
+                raise self.error("DUPLICATE_NAME", f"measure {m.name!r} has the same name as {seen[m.name.upper()]}", node.name)
+            seen[m.name.upper()] = "another measure"
+        if self.q.rows_per_match.mode == "ALL":
+            for c in self.schema:
+                if c.name.upper() in seen and c.name not in fixed:
+                    node = next((mm.name for mm in self.q.measures if mm.name.text.upper() == c.name.upper()), None)
+                    raise self.error("DUPLICATE_NAME", f"measure {c.name!r} has the same name as an input column, which ALL ROWS PER MATCH also outputs", node)
+
+    def check_within(self, order: tuple[SortKey, ...]):
+        w = self.q.within
+        if w is None:
+            return None
+        if not order:
+            raise self.error("WITHIN_NEEDS_ORDER", "WITHIN measures time on the first ORDER BY column; add ORDER BY", w)
+        col = self.schema[order[0].index]
+        if w.is_interval:
+            if col.type not in _TIME_TYPES:
+                raise self.error("TYPE_MISMATCH", f"WITHIN with an interval needs a timestamp as the first ORDER BY column; {col.name!r} is {col.type.value}", w)
+            if w.value < dt.timedelta(0):
+                raise self.error("INVALID_WITHIN", "WITHIN must not be negative", w)
+        else:
+            if not col.type.numeric:
+                raise self.error("TYPE_MISMATCH", f"WITHIN with a number needs a numeric first ORDER BY column; {col.name!r} is {col.type.value} (use an INTERVAL)", w)
+            if w.value < 0:
+                raise self.error("INVALID_WITHIN", "WITHIN must not be negative", w)
+        return w.value
+
+    # ------------------------------------------------------------ pattern
+    def resolve_pattern(self, node: ast.PatternNode) -> ast.PatternNode:
+        """Collect variables in order of first appearance and expand PERMUTE."""
+        if isinstance(node, ast.PVar):
+            if node.name.key not in self.variables:
+                self.variables.append(node.name.key)
+            return node
+        if isinstance(node, ast.PPermute):
+            items = tuple(self.resolve_pattern(i) for i in node.items)
+            return expand_permute(ast.PPermute(items, span=node.span))
+        if isinstance(node, ast.PConcat):
+            return ast.PConcat(tuple(self.resolve_pattern(i) for i in node.items), span=node.span)
+        if isinstance(node, ast.PAlt):
+            return ast.PAlt(tuple(self.resolve_pattern(i) for i in node.items), span=node.span)
+        if isinstance(node, ast.PQuant):
+            return ast.PQuant(self.resolve_pattern(node.child), node.min, node.max, node.greedy, span=node.span)
+        if isinstance(node, ast.PExclude):
+            return ast.PExclude(self.resolve_pattern(node.child), span=node.span)
+        return node
+
+    def collect_subsets(self) -> None:
+        for s in self.q.subsets:
+            key = s.name.key
+            if key in self.variables:
+                raise self.error("DUPLICATE_NAME", f"SUBSET {s.name.text} has the name of a pattern variable", s.name)
+            if key in self.subsets:
+                raise self.error("DUPLICATE_NAME", f"SUBSET {s.name.text} is defined twice", s.name)
+            members = set()
+            for m in s.members:
+                if m.key not in self.variables:
+                    raise self.error("UNKNOWN_VARIABLE", f"SUBSET {s.name.text} names {m.text}, which is not in PATTERN", m)
+                members.add(self.variables.index(m.key))
+            self.subsets[key] = frozenset(members)
+
+    def check_matchregex_first(self, pattern: ast.PatternNode, defined: dict[str, ast.Define]) -> None:
+        """MatchRegex: a transition from the start state has no partial match to aggregate
+        over, so conditions of variables that can start a match must not read other rows
+        of the match (aggregates, FIRST/LAST, X.col of another variable)."""
+        for key in sorted(_first_variables(pattern)):
+            d = defined.get(key)
+            if d is None:
+                continue
+            bad = _reads_partial_match(d.condition, key)
+            if bad is not None:
+                raise self.error(
+                    "MATCHREGEX_FIRST_AGGREGATE",
+                    f"in matchregex mode, {d.name.text} can start a match, so its condition cannot read the partial match (no rows precede it)",
+                    bad,
+                )
+
+    # ------------------------------------------------------------ expressions
+    def bind(self, e: ast.Expr, scope: _Scope, in_row: bool, row_labels: list | None = None) -> BExpr:
+        """Bind ``e``. Outside a row context column references become pointers; inside one
+        (the argument of a navigation or aggregate) they are plain columns of that row, and
+        their qualifiers are collected in ``row_labels``."""
+        if isinstance(e, ast.Literal):
+            return self.bind_literal(e)
+        if isinstance(e, ast.ColumnRef):
+            return self.bind_column(e, scope, in_row, row_labels)
+        if isinstance(e, ast.Star):
+            raise self.error("SYNTAX", "'*' is only allowed as the argument of COUNT", e)
+        if isinstance(e, ast.Call):
+            return self.bind_call(e, scope, in_row, row_labels)
+        if isinstance(e, ast.Unary):
+            x = self.bind(e.operand, scope, in_row, row_labels)
+            if e.op == "NOT":
+                self.expect_bool(x, e.operand, "NOT")
+                return BUnary("NOT", x, Type.BOOLEAN)
+            if not (x.type.numeric or x.type in (Type.NULL, Type.INTERVAL, Type.ANY)):
+                raise self.error("TYPE_MISMATCH", f"cannot negate a {x.type.value}", e)
+            return BUnary("-", x, x.type if x.type is not Type.NULL else Type.BIGINT)
+        if isinstance(e, ast.Binary):
+            return self.bind_binary(e, scope, in_row, row_labels)
+        if isinstance(e, ast.Between):
+            x, lo, hi = (self.bind(v, scope, in_row, row_labels) for v in (e.operand, e.low, e.high))
+            self.expect_comparable([x, lo, hi], e)
+            return BBetween(x, lo, hi, e.negated)
+        if isinstance(e, ast.InList):
+            x = self.bind(e.operand, scope, in_row, row_labels)
+            items = tuple(self.bind(i, scope, in_row, row_labels) for i in e.items)
+            self.expect_comparable([x, *items], e)
+            return BIn(x, items, e.negated)
+        if isinstance(e, ast.IsNull):
+            return BIsNull(self.bind(e.operand, scope, in_row, row_labels), e.negated)
+        if isinstance(e, ast.Case):
+            operand = self.bind(e.operand, scope, in_row, row_labels) if e.operand is not None else None
+            whens = []
+            for cond, result in e.whens:
+                c = self.bind(cond, scope, in_row, row_labels)
+                if operand is None:
+                    self.expect_bool(c, cond, "WHEN")
+                else:
+                    self.expect_comparable([operand, c], cond)
+                whens.append((c, self.bind(result, scope, in_row, row_labels)))
+            default = self.bind(e.default, scope, in_row, row_labels) if e.default is not None else None
+            rtype = functions.unify([r.type for _, r in whens] + ([default.type] if default else []))
+            if rtype is None:
+                raise self.error("TYPE_MISMATCH", "the results of CASE have different types", e)
+            return BCase(operand, tuple(whens), default, rtype)
+        raise self.error("NOT_SUPPORTED", f"{type(e).__name__} is not supported here", e)  # pragma: no cover
+
+    def bind_literal(self, e: ast.Literal) -> BLiteral:
+        if e.kind == "number":
+            return BLiteral(e.value, Type.BIGINT if isinstance(e.value, int) else Type.DOUBLE)
+        return BLiteral(e.value, _LITERAL_TYPES[e.kind])
+
+    def bind_column(self, e: ast.ColumnRef, scope: _Scope, in_row: bool, row_labels: list | None) -> BExpr:
+        labels: LabelSet = None
+        if e.qualifier is not None:
+            labels = self.labels_of(e.qualifier)
+            if labels is None:
+                raise self.error("UNKNOWN_VARIABLE", f"{e.qualifier.text} is not a pattern variable or subset", e.qualifier)
+        idx, col = self.column(e.column)
+        inner = BColumn(idx, col.name, col.type)
+        if in_row:
+            row_labels.append((labels, e))
+            return inner
+        return BNav(Pointer(labels), inner, col.type)
+
+    def expect_bool(self, x: BExpr, node: ast.Node, what: str) -> None:
+        if x.type not in (Type.BOOLEAN, Type.NULL, Type.ANY):
+            raise self.error("TYPE_MISMATCH", f"{what} needs a boolean, not {x.type.value}", node)
+
+    def expect_comparable(self, xs: list[BExpr], node: ast.Node) -> None:
+        types = [x.type for x in xs]
+        if Type.ANY in types:
+            return
+        if functions.unify(types) is None or Type.ARRAY in types:
+            names = " and ".join(sorted({t.value for t in types if t is not Type.NULL}))
+            raise self.error("TYPE_MISMATCH", f"cannot compare {names}", node)
+
+    def bind_binary(self, e: ast.Binary, scope: _Scope, in_row: bool, row_labels) -> BExpr:
+        left = self.bind(e.left, scope, in_row, row_labels)
+        right = self.bind(e.right, scope, in_row, row_labels)
+        op = e.op
+        lt, rt = left.type, right.type
+        if op in ("AND", "OR"):
+            self.expect_bool(left, e.left, op)
+            self.expect_bool(right, e.right, op)
+            return BBinary(op, left, right, Type.BOOLEAN)
+        if op in ("=", "<>", "<", "<=", ">", ">="):
+            self.expect_comparable([left, right], e)
+            return BBinary(op, left, right, Type.BOOLEAN)
+        if op == "||":
+            for t, n in ((lt, e.left), (rt, e.right)):
+                if t not in (Type.VARCHAR, Type.NULL, Type.ANY):
+                    raise self.error("TYPE_MISMATCH", f"'||' joins strings, not {t.value}", n)
+            return BBinary(op, left, right, Type.VARCHAR)
+        # Arithmetic.
+        if Type.ANY in (lt, rt):
+            return BBinary(op, left, right, Type.ANY)
+        if lt is Type.NULL or rt is Type.NULL:
+            other = rt if lt is Type.NULL else lt
+            return BBinary(op, left, right, other if other is not Type.NULL else Type.BIGINT)
+        if lt.numeric and rt.numeric:
+            rtype = Type.DOUBLE if Type.DOUBLE in (lt, rt) else Type.BIGINT
+            return BBinary(op, left, right, rtype)
+        if op == "-" and lt in _TIME_TYPES and rt in _TIME_TYPES:
+            return BBinary(op, left, right, Type.INTERVAL)
+        if op in ("+", "-") and lt in _TIME_TYPES and rt is Type.INTERVAL:
+            return BBinary(op, left, right, Type.TIMESTAMP)
+        if op == "+" and lt is Type.INTERVAL and rt in _TIME_TYPES:
+            return BBinary(op, left, right, Type.TIMESTAMP)
+        if op in ("+", "-") and lt is Type.INTERVAL and rt is Type.INTERVAL:
+            return BBinary(op, left, right, Type.INTERVAL)
+        if op in ("*", "/") and lt is Type.INTERVAL and rt.numeric:
+            return BBinary(op, left, right, Type.INTERVAL)
+        if op == "*" and lt.numeric and rt is Type.INTERVAL:
+            return BBinary(op, left, right, Type.INTERVAL)
+        raise self.error("TYPE_MISMATCH", f"cannot apply '{op}' to {lt.value} and {rt.value}", e)
+
+    # ------------------------------------------------------------ calls
+    def bind_call(self, e: ast.Call, scope: _Scope, in_row: bool, row_labels) -> BExpr:
+        name = e.name.key if not e.name.quoted else e.name.text.upper()
+        if e.semantics is not None:
+            if scope.clause == "DEFINE" and e.semantics == "FINAL":
+                raise self.error("INVALID_SEMANTICS", "FINAL is not allowed in DEFINE (conditions see only the rows matched so far)", e)
+            if name not in ("FIRST", "LAST", "CLASSIFIER") and name not in functions.AGGREGATES:
+                raise self.error("INVALID_SEMANTICS", f"RUNNING and FINAL apply to FIRST, LAST, CLASSIFIER and aggregates, not {e.name.text}", e)
+        if name in functions.NAVIGATION:
+            if in_row:
+                raise self.error("INVALID_NAVIGATION", f"{e.name.text} cannot be nested here (only FIRST/LAST inside PREV/NEXT)", e)
+            return self.bind_navigation(e, name, scope)
+        if name in functions.AGGREGATES:
+            if in_row:
+                raise self.error("INVALID_AGGREGATE", f"aggregate {e.name.text} cannot be used inside a navigation or another aggregate", e)
+            return self.bind_aggregate(e, name, scope)
+        if name == "CLASSIFIER":
+            if in_row:
+                raise self.error("NOT_SUPPORTED", "CLASSIFIER inside a navigation or aggregate is not supported", e)
+            labels: LabelSet = None
+            if len(e.args) > 1:
+                raise self.error("WRONG_ARGUMENTS", "CLASSIFIER takes at most one pattern variable", e)
+            if e.args:
+                arg = e.args[0]
+                if not (isinstance(arg, ast.ColumnRef) and arg.qualifier is None):
+                    raise self.error("WRONG_ARGUMENTS", "the argument of CLASSIFIER is a pattern variable or subset name", arg)
+                labels = self.labels_of(arg.column)
+                if labels is None:
+                    raise self.error("UNKNOWN_VARIABLE", f"{arg.column.text} is not a pattern variable or subset", arg)
+            running = e.semantics != "FINAL"
+            return BClassifier(Pointer(labels, running=running))
+        if name == "MATCH_NUMBER":
+            if e.args:
+                raise self.error("WRONG_ARGUMENTS", "MATCH_NUMBER takes no arguments", e)
+            if scope.clause == "DEFINE":
+                raise self.error("INVALID_CONTEXT", "MATCH_NUMBER is not allowed in DEFINE", e)
+            if in_row:
+                raise self.error("NOT_SUPPORTED", "MATCH_NUMBER inside a navigation or aggregate is not supported", e)
+            return BMatchNumber()
+        fn = functions.lookup(name)
+        if fn is None:
+            raise self.error("UNKNOWN_FUNCTION", f"unknown function {e.name.text} (register your own with sparkcep.register_function)", e.name)
+        for a in e.args:
+            if isinstance(a, ast.Star):
+                raise self.error("SYNTAX", "'*' is only allowed as the argument of COUNT", a)
+        args = tuple(self.bind(a, scope, in_row, row_labels) for a in e.args)
+        if len(args) < fn.min_args or (fn.max_args is not None and len(args) > fn.max_args):
+            want = str(fn.min_args) if fn.max_args == fn.min_args else f"{fn.min_args} to {fn.max_args if fn.max_args is not None else 'any number of'}"
+            raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes {want} arguments, got {len(args)}", e)
+        rtype = fn.result([a.type for a in args]) if not fn.user_defined else fn.result([])
+        if isinstance(rtype, str):
+            raise self.error("TYPE_MISMATCH", f"{e.name.text} {rtype}", e)
+        return BCall(name, args, fn.impl, fn.null_on_null, rtype)
+
+    def offset_arg(self, e: ast.Call, idx: int) -> int:
+        if len(e.args) <= idx:
+            return 1 if e.name.key in ("PREV", "NEXT") else 0
+        a = e.args[idx]
+        if not (isinstance(a, ast.Literal) and a.kind == "number" and isinstance(a.value, int)):
+            raise self.error("INVALID_NAVIGATION", f"the offset of {e.name.text} must be a whole-number literal", a)
+        if a.value < 0:
+            raise self.error("INVALID_NAVIGATION", f"the offset of {e.name.text} must not be negative", a)
+        return a.value
+
+    def row_expression(self, arg: ast.Expr, scope: _Scope, what: str, node: ast.Node) -> tuple[BExpr, LabelSet, bool]:
+        """Bind a navigation or aggregate argument; its column references must all refer to
+        one label set. Returns (expression, label set, whether any column was referenced)."""
+        refs: list = []
+        inner = self.bind(arg, scope, in_row=True, row_labels=refs)
+        sets = {labels for labels, _ in refs}
+        if len(sets) > 1:
+            raise self.error("INCONSISTENT_LABELS", f"all column references in {what} must use the same pattern variable", node)
+        labels = next(iter(sets)) if sets else None
+        return inner, labels, bool(refs)
+
+    def bind_navigation(self, e: ast.Call, name: str, scope: _Scope) -> BExpr:
+        if not e.args or len(e.args) > 2:
+            raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes an expression and an optional offset", e)
+        offset = self.offset_arg(e, 1)
+        arg = e.args[0]
+        if isinstance(arg, ast.Star):
+            raise self.error("SYNTAX", "'*' is only allowed as the argument of COUNT", arg)
+        running = e.semantics != "FINAL"
+        if name in ("PREV", "NEXT"):
+            physical = -offset if name == "PREV" else offset
+            if isinstance(arg, ast.Call) and arg.name.key in ("FIRST", "LAST"):
+                nested = self.bind_navigation(arg, arg.name.key, scope)
+                if not isinstance(nested, BNav):  # pragma: no cover - bind_navigation returns BNav
+                    raise self.error("INVALID_NAVIGATION", "bad nested navigation", arg)
+                p = nested.pointer
+                return BNav(Pointer(p.labels, p.last, p.offset, physical, p.running), nested.inner, nested.type)
+            if isinstance(arg, ast.Call) and arg.name.key in ("PREV", "NEXT"):
+                raise self.error("INVALID_NAVIGATION", f"{arg.name.text} cannot be nested in {e.name.text}", arg)
+            inner, labels, has_col = self.row_expression(arg, scope, e.name.text, e)
+            if not has_col:
+                raise self.error("INVALID_NAVIGATION", f"the argument of {e.name.text} must reference a column", arg)
+            return BNav(Pointer(labels, True, 0, physical, True), inner, inner.type)
+        if isinstance(arg, ast.Call) and arg.name.key in functions.NAVIGATION:
+            raise self.error("INVALID_NAVIGATION", f"{arg.name.text} cannot be nested in {e.name.text} (only FIRST/LAST inside PREV/NEXT)", arg)
+        inner, labels, has_col = self.row_expression(arg, scope, e.name.text, e)
+        if not has_col:
+            raise self.error("INVALID_NAVIGATION", f"the argument of {e.name.text} must reference a column", arg)
+        return BNav(Pointer(labels, name == "LAST", offset, 0, running), inner, inner.type)
+
+    def bind_aggregate(self, e: ast.Call, name: str, scope: _Scope) -> BExpr:
+        name = "COLLECT" if name == "ARRAY_AGG" else name
+        running = e.semantics != "FINAL"
+        if len(e.args) != 1:
+            raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes one argument", e)
+        arg = e.args[0]
+        if isinstance(arg, ast.Star):
+            if name != "COUNT":
+                raise self.error("WRONG_ARGUMENTS", f"'*' is only allowed as the argument of COUNT, not {e.name.text}", arg)
+            labels: LabelSet = None
+            if arg.qualifier is not None:
+                labels = self.labels_of(arg.qualifier)
+                if labels is None:
+                    raise self.error("UNKNOWN_VARIABLE", f"{arg.qualifier.text} is not a pattern variable or subset", arg.qualifier)
+            spec = AggregateSpec("COUNT", labels, None, running, Type.BIGINT)
+        else:
+            inner, labels, _ = self.row_expression(arg, scope, e.name.text, e)
+            t = inner.type
+            if name == "COUNT":
+                rtype = Type.BIGINT
+            elif name in ("SUM",):
+                if not (t.numeric or t in (Type.NULL, Type.INTERVAL, Type.ANY)):
+                    raise self.error("TYPE_MISMATCH", f"SUM needs numbers, not {t.value}", arg)
+                rtype = t if t is not Type.NULL else Type.BIGINT
+            elif name == "AVG":
+                if not (t.numeric or t in (Type.NULL, Type.ANY)):
+                    raise self.error("TYPE_MISMATCH", f"AVG needs numbers, not {t.value}", arg)
+                rtype = Type.DOUBLE
+            elif name in ("MIN", "MAX"):
+                if t in (Type.ARRAY,):
+                    raise self.error("TYPE_MISMATCH", f"{name} needs values that can be ordered, not {t.value}", arg)
+                rtype = t
+            elif name == "DELTA":
+                if t in _TIME_TYPES:
+                    rtype = Type.INTERVAL
+                elif t.numeric or t in (Type.NULL, Type.INTERVAL, Type.ANY):
+                    rtype = t if t is not Type.NULL else Type.BIGINT
+                else:
+                    raise self.error("TYPE_MISMATCH", f"DELTA needs numbers or timestamps, not {t.value}", arg)
+            else:  # COLLECT
+                rtype = Type.ARRAY
+            spec = AggregateSpec(name, labels, inner, running, rtype)
+        if spec in scope.aggregates:
+            index = scope.aggregates.index(spec)
+        else:
+            scope.aggregates.append(spec)
+            index = len(scope.aggregates) - 1
+        return BAgg(index, spec.type)
+
+
+def _has_exclusion(node: ast.PatternNode) -> bool:
+    if isinstance(node, ast.PExclude):
+        return True
+    children = getattr(node, "items", None) or ([node.child] if hasattr(node, "child") else [])
+    return any(_has_exclusion(c) for c in children)
+
+
+def _first_variables(node: ast.PatternNode) -> set[str]:
+    """Variables that can match the first row of a match."""
+    firsts, _ = _firsts(node)
+    return firsts
+
+
+def _firsts(node: ast.PatternNode) -> tuple[set[str], bool]:
+    """(variables that can come first, whether the node can match nothing)."""
+    if isinstance(node, ast.PVar):
+        return {node.name.key}, False
+    if isinstance(node, (ast.PEmpty, ast.PStart, ast.PEnd)):
+        return set(), True
+    if isinstance(node, ast.PConcat):
+        out: set[str] = set()
+        for item in node.items:
+            f, nullable = _firsts(item)
+            out |= f
+            if not nullable:
+                return out, False
+        return out, True
+    if isinstance(node, ast.PAlt):
+        out, nullable = set(), False
+        for item in node.items:
+            f, n = _firsts(item)
+            out |= f
+            nullable = nullable or n
+        return out, nullable
+    if isinstance(node, ast.PQuant):
+        f, n = _firsts(node.child)
+        return f, n or node.min == 0
+    if isinstance(node, ast.PExclude):
+        return _firsts(node.child)
+    if isinstance(node, ast.PPermute):
+        return _firsts(expand_permute(node))
+    return set(), True  # pragma: no cover
+
+
+def _reads_partial_match(e: ast.Expr, own: str) -> ast.Node | None:
+    """The first sub-expression of ``e`` that reads rows other than the current one."""
+    if isinstance(e, ast.Call):
+        key = e.name.key
+        if key in functions.AGGREGATES or key in ("FIRST", "LAST"):
+            return e
+        if key in ("PREV", "NEXT"):
+            return None  # physical navigation reads the stream, not the partial match
+    if isinstance(e, ast.ColumnRef) and e.qualifier is not None and e.qualifier.key != own:
+        return e
+    for child in _expr_children(e):
+        found = _reads_partial_match(child, own)
+        if found is not None:
+            return found
+    return None
+
+
+def _expr_children(e: ast.Expr) -> list[ast.Expr]:
+    if isinstance(e, ast.Call):
+        return list(e.args)
+    if isinstance(e, ast.Unary):
+        return [e.operand]
+    if isinstance(e, ast.Binary):
+        return [e.left, e.right]
+    if isinstance(e, ast.Between):
+        return [e.operand, e.low, e.high]
+    if isinstance(e, ast.InList):
+        return [e.operand, *e.items]
+    if isinstance(e, ast.IsNull):
+        return [e.operand]
+    if isinstance(e, ast.Case):
+        out = [e.operand] if e.operand is not None else []
+        for c, r in e.whens:
+            out += [c, r]
+        if e.default is not None:
+            out.append(e.default)
+        return out
+    return []
+
+
+def analyze(query: ast.Query, schema: list[Column], mode: str = "sql") -> AnalyzedQuery:
+    if mode not in ("sql", "matchregex"):
+        raise QueryError("INVALID_OPTION", f"mode must be 'sql' or 'matchregex', not {mode!r}")
+    return Analyzer(query, schema, mode).run()

@@ -1,0 +1,212 @@
+"""The analyzer's output: types, bound (name-resolved, type-checked) expressions and the
+frozen AnalyzedQuery. Navigation and aggregates are pulled out into value pointers and
+aggregate specs (as Trino's LogicalIndexExtractor does), leaving plain expressions."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkcep.language import ast
+
+
+class Type(enum.Enum):
+    BOOLEAN = "boolean"
+    BIGINT = "bigint"
+    DOUBLE = "double"
+    VARCHAR = "varchar"
+    TIMESTAMP = "timestamp"
+    DATE = "date"
+    INTERVAL = "interval"
+    ARRAY = "array"
+    NULL = "null"  # the type of the NULL literal: fits anywhere
+    ANY = "any"  # a registered function's untyped result
+
+    @property
+    def numeric(self) -> bool:
+        return self in (Type.BIGINT, Type.DOUBLE)
+
+
+NUMERIC = (Type.BIGINT, Type.DOUBLE)
+
+# A label set: the variable ids a pointer or aggregate ranges over. None: every row of the
+# match (the universal row pattern variable).
+LabelSet = frozenset[int] | None
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """Which row a navigation refers to.
+
+    Start from the rows of ``labels`` seen so far (RUNNING) or in the whole match (FINAL);
+    take the ``offset``-th from the ``last`` (or first) of them; then move ``physical`` rows
+    (PREV: negative, NEXT: positive) in the partition.
+    """
+
+    labels: LabelSet
+    last: bool = True
+    offset: int = 0
+    physical: int = 0
+    running: bool = True
+
+
+@dataclass(frozen=True)
+class AggregateSpec:
+    """An aggregate over the rows of ``labels``: ``func`` one of COUNT, SUM, AVG, MIN, MAX,
+    DELTA, COLLECT; ``arg`` is a row expression (None for COUNT(*))."""
+
+    func: str
+    labels: LabelSet
+    arg: BExpr | None
+    running: bool
+    type: Type
+
+
+class BExpr:
+    type: Type
+
+
+@dataclass(frozen=True)
+class BLiteral(BExpr):
+    value: Any
+    type: Type
+
+
+@dataclass(frozen=True)
+class BColumn(BExpr):
+    """A column of the row that the enclosing pointer (or aggregate) is at."""
+
+    index: int
+    name: str
+    type: Type
+
+
+@dataclass(frozen=True)
+class BNav(BExpr):
+    """Evaluate ``inner`` (a row expression) at the row ``pointer`` designates; NULL if none."""
+
+    pointer: Pointer
+    inner: BExpr
+    type: Type
+
+
+@dataclass(frozen=True)
+class BAgg(BExpr):
+    index: int  # into AnalyzedQuery.define_aggregates or measure_aggregates
+    type: Type
+
+
+@dataclass(frozen=True)
+class BClassifier(BExpr):
+    """The variable name of the row ``pointer`` designates (NULL if none)."""
+
+    pointer: Pointer
+    type: Type = Type.VARCHAR
+
+
+@dataclass(frozen=True)
+class BMatchNumber(BExpr):
+    type: Type = Type.BIGINT
+
+
+@dataclass(frozen=True)
+class BCall(BExpr):
+    name: str
+    args: tuple[BExpr, ...]
+    impl: Callable[..., Any] = field(compare=False)
+    null_on_null: bool
+    type: Type
+
+
+@dataclass(frozen=True)
+class BUnary(BExpr):
+    op: str  # "-", "NOT"
+    operand: BExpr
+    type: Type
+
+
+@dataclass(frozen=True)
+class BBinary(BExpr):
+    op: str
+    left: BExpr
+    right: BExpr
+    type: Type
+
+
+@dataclass(frozen=True)
+class BBetween(BExpr):
+    operand: BExpr
+    low: BExpr
+    high: BExpr
+    negated: bool
+    type: Type = Type.BOOLEAN
+
+
+@dataclass(frozen=True)
+class BIn(BExpr):
+    operand: BExpr
+    items: tuple[BExpr, ...]
+    negated: bool
+    type: Type = Type.BOOLEAN
+
+
+@dataclass(frozen=True)
+class BIsNull(BExpr):
+    operand: BExpr
+    negated: bool
+    type: Type = Type.BOOLEAN
+
+
+@dataclass(frozen=True)
+class BCase(BExpr):
+    operand: BExpr | None
+    whens: tuple[tuple[BExpr, BExpr], ...]
+    default: BExpr | None
+    type: Type
+
+
+@dataclass(frozen=True)
+class SortKey:
+    column: str
+    index: int
+    descending: bool
+    nulls_first: bool
+
+
+@dataclass(frozen=True)
+class MeasureDef:
+    name: str
+    expr: BExpr
+    type: Type
+    source_type: Any = None  # the input column's Arrow type when the measure is a plain column
+
+
+@dataclass(frozen=True)
+class AnalyzedQuery:
+    """Everything later stages need, checked. Variable ids index ``variables``."""
+
+    text: str
+    variables: tuple[str, ...]
+    subsets: dict[str, frozenset[int]]
+    pattern: ast.PatternNode  # PERMUTE expanded; variables resolved by name key
+    defines: dict[int, BExpr]  # variable id -> condition (absent: always true)
+    define_aggregates: tuple[AggregateSpec, ...]
+    measures: tuple[MeasureDef, ...]
+    measure_aggregates: tuple[AggregateSpec, ...]
+    partition_by: tuple[SortKey, ...]
+    order_by: tuple[SortKey, ...]
+    rows_per_match: str  # "ONE", "ALL"
+    empty_matches: str  # "SHOW", "OMIT", "UNMATCHED"
+    skip_mode: str  # "PAST_LAST", "NEXT_ROW", "FIRST", "LAST", "ALL_MATCHES"
+    skip_target: frozenset[int] | None
+    skip_target_name: str | None
+    within: Any | None
+    maxlength: int | None
+    mode: str  # "sql" or "matchregex"
+    columns: tuple[str, ...]  # input column names, in input order
+    has_exclusions: bool
+
+    def variable_id(self, name: str) -> int:
+        return self.variables.index(name)

@@ -1,0 +1,105 @@
+"""The public entry points: match_recognize() and explain()."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcep.analysis.analyzer import analyze
+from sparkcep.compile.plan import Plan, build_plan
+from sparkcep.data import (
+    measure_array,
+    python_values,
+    referenced_columns,
+    schema_of,
+    sort_and_partition,
+    to_arrow,
+)
+from sparkcep.errors import DataError, SparkCepError
+from sparkcep.language.parser import parse
+from sparkcep.runtime.engine import output_rows
+from sparkcep.runtime.vm import Matcher, PartitionData
+
+_OPTIONS = {"mode"}
+
+
+def compile_query(clause: str, table: pa.Table, mode: str = "sql") -> Plan:
+    """Parse, check and plan ``clause`` for the columns of ``table``."""
+    return build_plan(analyze(parse(clause), schema_of(table), mode))
+
+
+def explain(data: Any, clause: str, **options: Any) -> str:
+    """The plan sparkcep would run: clauses as understood and the compiled program."""
+    _check_options(options)
+    table, _ = to_arrow(data)
+    return compile_query(clause, table, options.get("mode", "sql")).explain()
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    unknown = set(options) - _OPTIONS
+    if unknown:
+        raise SparkCepError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(_OPTIONS))})")
+
+
+def match_recognize(data: Any, clause: str, **options: Any) -> Any:
+    """Run ``MATCH_RECOGNIZE ( clause )`` over ``data``.
+
+    ``data`` is a pandas DataFrame or a pyarrow Table; the result is of the same kind.
+    Options: ``mode="sql"`` (SQL:2016, the default) or ``mode="matchregex"`` (a match is
+    reported as soon as one completes; the longest of those ending there wins).
+    """
+    _check_options(options)
+    table, kind = to_arrow(data)
+    plan = compile_query(clause, table, options.get("mode", "sql"))
+    result = run_plan(plan, table)
+    return result.to_pandas() if kind == "pandas" else result
+
+
+def run_plan(plan: Plan, table: pa.Table) -> pa.Table:
+    q = plan.query
+    parts = sort_and_partition(table, q)
+    order = parts.order
+    sorted_idx = pa.array(order, pa.int64())
+    used = referenced_columns(q)
+    cols: list[list[Any] | None] = [None] * table.num_columns
+    for i in used:
+        cols[i] = python_values(table.column(i).take(sorted_idx))
+    order0 = cols[q.order_by[0].index] if q.order_by else None
+    if q.within is not None:
+        for pos, v in enumerate(order0):
+            if v is None:
+                raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL",
+                                column=q.order_by[0].column, row=order[pos])
+
+    matcher = Matcher(plan)
+    out_rows: list[int] = []
+    out_measures: list[list[Any]] = [[] for _ in plan.measures]
+    for start, end in parts.bounds:
+        part = PartitionData([c[start:end] if c is not None else None for c in cols], end - start,
+                             order0[start:end] if order0 is not None else None)
+        for pos, values in output_rows(plan, matcher, part, order[start:end]):
+            out_rows.append(order[start + pos])
+            for j, v in enumerate(values):
+                out_measures[j].append(v)
+
+    taken = table.take(pa.array(out_rows, pa.int64()))
+    names: list[str] = []
+    arrays: list[pa.Array] = []
+    for k in q.partition_by:
+        names.append(k.column)
+        arrays.append(taken.column(k.index))
+    if q.rows_per_match == "ALL":
+        for k in q.order_by:
+            if k.column not in names:
+                names.append(k.column)
+                arrays.append(taken.column(k.index))
+    for m, values in zip(plan.measures, out_measures, strict=True):
+        names.append(m.name)
+        arrays.append(measure_array(m.name, values, m.type, m.source_type))
+    if q.rows_per_match == "ALL":
+        for i, name in enumerate(q.columns):
+            if name not in names:
+                names.append(name)
+                arrays.append(taken.column(i))
+    return pa.table(arrays, names=names) if names else pa.table({})

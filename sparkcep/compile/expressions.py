@@ -1,0 +1,262 @@
+"""Bound expressions → Python closures, with SQL's three-valued logic and NULL rules.
+
+Two kinds of closure come out:
+- row closures ``f(cols, pos)`` evaluate an expression on one row (navigation and aggregate
+  arguments);
+- match closures ``g(ctx)`` evaluate DEFINE conditions and MEASURES against a context that
+  resolves value pointers (``ctx.at(pid)``), aggregates (``ctx.agg(i)``), classifiers
+  (``ctx.label_at(pid)``) and the match number; ``ctx.cols`` holds the partition's columns.
+
+Nothing here evaluates text: the closures are built from the checked syntax tree only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from sparkcep.analysis.bound import (
+    BAgg,
+    BBetween,
+    BBinary,
+    BCall,
+    BCase,
+    BClassifier,
+    BColumn,
+    BExpr,
+    BIn,
+    BIsNull,
+    BLiteral,
+    BMatchNumber,
+    BNav,
+    BUnary,
+    Pointer,
+)
+from sparkcep.errors import DataError
+
+
+class EvaluationError(DataError):
+    """An expression failed on a value (e.g. integer division by zero)."""
+
+
+def _and(a, b):
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return None
+    return True
+
+
+def _or(a, b):
+    if a is True or b is True:
+        return True
+    if a is None or b is None:
+        return None
+    return False
+
+
+def _div(a, b):
+    if isinstance(a, int) and isinstance(b, int) and not isinstance(a, bool):
+        if b == 0:
+            raise EvaluationError("division by zero")
+        q = abs(a) // abs(b)
+        return q if (a >= 0) == (b >= 0) else -q
+    try:
+        return a / b
+    except ZeroDivisionError:
+        if isinstance(a, (int, float)):
+            return math.nan if a == 0 or a != a else math.copysign(math.inf, a) * math.copysign(1, b)
+        raise EvaluationError("division by zero") from None
+
+
+def _mod(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        if b == 0:
+            raise EvaluationError("division by zero")
+        return a - b * _div(a, b)
+    if b == 0:
+        return math.nan
+    return math.fmod(a, b)
+
+
+_ARITH: dict[str, Callable[[Any, Any], Any]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": _div,
+    "%": _mod,
+    "||": lambda a, b: a + b,
+}
+
+_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "=": lambda a, b: a == b,
+    "<>": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
+
+
+class PointerTable:
+    """Assigns each distinct Pointer an id (the index contexts resolve)."""
+
+    def __init__(self):
+        self.pointers: list[Pointer] = []
+
+    def id(self, p: Pointer) -> int:
+        try:
+            return self.pointers.index(p)
+        except ValueError:
+            self.pointers.append(p)
+            return len(self.pointers) - 1
+
+
+def compile_row(e: BExpr) -> Callable[[list, int], Any]:
+    """A closure ``f(cols, pos)`` for a row expression (columns of a single row)."""
+    return _compile(e, None, row=True)
+
+
+def compile_match(e: BExpr, pointers: PointerTable) -> Callable[[Any], Any]:
+    """A closure ``g(ctx)`` for a DEFINE condition or a measure."""
+    return _compile(e, pointers, row=False)
+
+
+def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
+    def sub(x: BExpr):
+        return _compile(x, pointers, row)
+
+    if isinstance(e, BLiteral):
+        v = e.value
+        return (lambda cols, pos: v) if row else (lambda ctx: v)
+    if isinstance(e, BColumn):
+        i = e.index
+        if not row:  # pragma: no cover - the analyzer wraps columns in BNav
+            raise AssertionError("bare column outside a row context")
+        return lambda cols, pos: cols[i][pos]
+    if isinstance(e, BNav):
+        pid = pointers.id(e.pointer)
+        inner = _compile(e.inner, None, row=True)
+
+        def nav(ctx):
+            q = ctx.at(pid)
+            return None if q is None else inner(ctx.cols, q)
+
+        return nav
+    if isinstance(e, BAgg):
+        i = e.index
+        return lambda ctx: ctx.agg(i)
+    if isinstance(e, BClassifier):
+        pid = pointers.id(e.pointer)
+        return lambda ctx: ctx.label_at(pid)
+    if isinstance(e, BMatchNumber):
+        return lambda ctx: ctx.match_number
+    if isinstance(e, BUnary):
+        f = sub(e.operand)
+        if e.op == "NOT":
+            if row:
+                return lambda cols, pos: (lambda v: None if v is None else not v)(f(cols, pos))
+            return lambda ctx: (lambda v: None if v is None else not v)(f(ctx))
+        if row:
+            return lambda cols, pos: (lambda v: None if v is None else -v)(f(cols, pos))
+        return lambda ctx: (lambda v: None if v is None else -v)(f(ctx))
+    if isinstance(e, BBinary):
+        lf, rf = sub(e.left), sub(e.right)
+        if e.op in ("AND", "OR"):
+            short = False if e.op == "AND" else True
+            comb = _and if e.op == "AND" else _or
+            if row:
+                def logic_row(cols, pos):
+                    a = lf(cols, pos)
+                    return short if a is short else comb(a, rf(cols, pos))
+                return logic_row
+
+            def logic(ctx):
+                a = lf(ctx)
+                return short if a is short else comb(a, rf(ctx))
+            return logic
+        op = _COMPARE.get(e.op) or _ARITH[e.op]
+        if row:
+            def binop_row(cols, pos):
+                a = lf(cols, pos)
+                if a is None:
+                    return None
+                b = rf(cols, pos)
+                return None if b is None else op(a, b)
+            return binop_row
+
+        def binop(ctx):
+            a = lf(ctx)
+            if a is None:
+                return None
+            b = rf(ctx)
+            return None if b is None else op(a, b)
+        return binop
+    if isinstance(e, BBetween):
+        xf, lof, hif = sub(e.operand), sub(e.low), sub(e.high)
+        neg = e.negated
+
+        def between(*args):
+            x, lo, hi = xf(*args), lof(*args), hif(*args)
+            r = _and(None if x is None or lo is None else x >= lo, None if x is None or hi is None else x <= hi)
+            return r if not neg or r is None else not r
+        return between
+    if isinstance(e, BIn):
+        xf = sub(e.operand)
+        items = [sub(i) for i in e.items]
+        neg = e.negated
+
+        def in_list(*args):
+            x = xf(*args)
+            if x is None:
+                return None
+            saw_null = False
+            for f in items:
+                v = f(*args)
+                if v is None:
+                    saw_null = True
+                elif v == x:
+                    return not neg
+            return None if saw_null else neg
+        return in_list
+    if isinstance(e, BIsNull):
+        xf = sub(e.operand)
+        if e.negated:
+            return lambda *args: xf(*args) is not None
+        return lambda *args: xf(*args) is None
+    if isinstance(e, BCase):
+        of = sub(e.operand) if e.operand is not None else None
+        whens = [(sub(c), sub(r)) for c, r in e.whens]
+        df = sub(e.default) if e.default is not None else (lambda *args: None)
+
+        def case(*args):
+            if of is None:
+                for c, r in whens:
+                    if c(*args) is True:
+                        return r(*args)
+            else:
+                v = of(*args)
+                if v is not None:
+                    for c, r in whens:
+                        w = c(*args)
+                        if w is not None and w == v:
+                            return r(*args)
+            return df(*args)
+        return case
+    if isinstance(e, BCall):
+        fs = [sub(a) for a in e.args]
+        impl = e.impl
+        null_on_null = e.null_on_null
+        name = e.name
+
+        def call(*args):
+            vals = [f(*args) for f in fs]
+            if null_on_null and any(v is None for v in vals):
+                return None
+            try:
+                return impl(*vals)
+            except Exception as exc:  # a user function may raise anything: name it
+                raise EvaluationError(f"function {name} failed: {exc}") from exc
+        return call
+    raise AssertionError(f"cannot compile {e!r}")  # pragma: no cover

@@ -1,0 +1,127 @@
+"""The executable plan: everything the runtime needs, built from an AnalyzedQuery.
+
+The runtime sees only this module's types (and the instruction program), never the syntax
+tree or the analyzer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcep.analysis.bound import AnalyzedQuery, MeasureDef, Pointer, SortKey
+from sparkcep.compile.aggregates import Aggregate, build
+from sparkcep.compile.expressions import PointerTable, compile_match
+from sparkcep.compile.program import Program, compile_pattern
+
+
+@dataclass(frozen=True)
+class DefinePointer:
+    """How a DEFINE pointer is resolved from a thread's tracked rows."""
+
+    pointer: Pointer
+    track: int  # index into Plan.tracked, or -1 for the universal variable
+
+
+@dataclass(frozen=True)
+class Plan:
+    query: AnalyzedQuery
+    program: Program
+    labels: tuple[str, ...]
+    conditions: tuple[Callable[[Any], Any] | None, ...]  # per label; None: always true
+    # Label sets whose first/last rows DEFINE conditions read; per set how many of each.
+    tracked: tuple[frozenset[int], ...]
+    track_first: tuple[int, ...]
+    track_last: tuple[int, ...]
+    track_members: tuple[tuple[bool, ...], ...]  # [set][label] -> label in set
+    define_pointers: tuple[DefinePointer, ...]
+    define_aggregates: tuple[Aggregate, ...]
+    measures: tuple[MeasureDef, ...]
+    measure_fns: tuple[Callable[[Any], Any], ...]
+    measure_pointers: tuple[Pointer, ...]
+    measure_aggregates: tuple[Aggregate, ...]
+    measure_sets: tuple[frozenset[int], ...]  # label sets measure pointers range over
+
+    @property
+    def partition_by(self) -> tuple[SortKey, ...]:
+        return self.query.partition_by
+
+    @property
+    def order_by(self) -> tuple[SortKey, ...]:
+        return self.query.order_by
+
+    def explain(self) -> str:
+        q = self.query
+        lines = [
+            f"pattern variables: {', '.join(self.labels)}",
+            f"partition by: {', '.join(k.column for k in q.partition_by) or '(none)'}",
+            f"order by: {', '.join(k.column + (' DESC' if k.descending else '') for k in q.order_by) or '(input order)'}",
+            f"rows per match: {q.rows_per_match}" + (f" ({q.empty_matches})" if q.rows_per_match == "ALL" else ""),
+            f"after match: {q.skip_mode}" + (f" {q.skip_target_name}" if q.skip_target_name else ""),
+            f"mode: {q.mode}",
+        ]
+        if q.within is not None:
+            lines.append(f"within: {q.within}")
+        if q.maxlength is not None:
+            lines.append(f"maxlength: {q.maxlength}")
+        lines.append("program:")
+        lines += ["  " + ln for ln in self.program.listing().splitlines()]
+        return "\n".join(lines)
+
+
+def build_plan(q: AnalyzedQuery) -> Plan:
+    labels = q.variables
+    program = compile_pattern(q.pattern, labels, q.text)
+
+    dtable = PointerTable()
+    conditions = tuple(
+        compile_match(q.defines[i], dtable) if i in q.defines else None for i in range(len(labels))
+    )
+    tracked: list[frozenset[int]] = []
+    first_need: list[int] = []
+    last_need: list[int] = []
+    dpointers = []
+    for p in dtable.pointers:
+        if p.labels is None:
+            dpointers.append(DefinePointer(p, -1))
+            continue
+        if p.labels not in tracked:
+            tracked.append(p.labels)
+            first_need.append(0)
+            last_need.append(0)
+        j = tracked.index(p.labels)
+        if p.last:
+            last_need[j] = max(last_need[j], p.offset + 1)
+        else:
+            first_need[j] = max(first_need[j], p.offset + 1)
+        dpointers.append(DefinePointer(p, j))
+    members = tuple(tuple(i in s for i in range(len(labels))) for s in tracked)
+
+    mtable = PointerTable()
+    measure_fns = tuple(compile_match(m.expr, mtable) for m in q.measures)
+    msets = []
+    for p in mtable.pointers:
+        if p.labels is not None and p.labels not in msets:
+            msets.append(p.labels)
+    for spec in q.measure_aggregates:
+        if spec.labels is not None and spec.labels not in msets:
+            msets.append(spec.labels)
+
+    return Plan(
+        query=q,
+        program=program,
+        labels=labels,
+        conditions=conditions,
+        tracked=tuple(tracked),
+        track_first=tuple(first_need),
+        track_last=tuple(last_need),
+        track_members=members,
+        define_pointers=tuple(dpointers),
+        define_aggregates=tuple(build(s) for s in q.define_aggregates),
+        measures=q.measures,
+        measure_fns=measure_fns,
+        measure_pointers=tuple(mtable.pointers),
+        measure_aggregates=tuple(build(s) for s in q.measure_aggregates),
+        measure_sets=tuple(msets),
+    )

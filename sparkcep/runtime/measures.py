@@ -1,0 +1,79 @@
+"""MEASURES over a found match: RUNNING (up to the current row) and FINAL (whole match).
+
+Aggregates are computed in one incremental pass over the match rows; each output row reads
+the running value at its position, so ALL ROWS PER MATCH costs O(rows), not O(rows²).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any
+
+from sparkcep.compile.plan import Plan
+from sparkcep.runtime.vm import Match, PartitionData
+
+
+class MeasureContext:
+    """Evaluates measures of one match; ``index`` is the current row within the match."""
+
+    __slots__ = ("plan", "part", "match", "match_number", "index", "cols", "_sets", "_aggs", "_length")
+
+    def __init__(self, plan: Plan, part: PartitionData, match: Match, match_number: int):
+        self.plan = plan
+        self.part = part
+        self.match = match
+        self.match_number = match_number
+        self.cols = part.cols
+        self._length = match.end - match.start
+        self.index = self._length - 1
+        labels = match.labels
+        self._sets = {
+            s: [i for i, lab in enumerate(labels) if lab in s] for s in plan.measure_sets
+        }
+        self._aggs = []
+        cols = part.cols
+        for agg in plan.measure_aggregates:
+            state = agg.initial
+            values = []
+            for i, lab in enumerate(labels):
+                if agg.applies_to(lab):
+                    state = agg.step(state, cols, match.start + i)
+                values.append(agg.result(state))
+            self._aggs.append((values, agg.result(agg.initial)))
+
+    def _index_of(self, pid: int) -> int | None:
+        p = self.plan.measure_pointers[pid]
+        limit = self.index if p.running else self._length - 1
+        if limit < 0:
+            return None
+        k = p.offset
+        if p.labels is None:
+            i = limit - k if p.last else k
+            return i if 0 <= i <= limit else None
+        rows = self._sets[p.labels]
+        count = bisect_right(rows, limit)
+        if p.last:
+            return rows[count - 1 - k] if count - 1 - k >= 0 else None
+        return rows[k] if k < count else None
+
+    def at(self, pid: int) -> int | None:
+        i = self._index_of(pid)
+        if i is None:
+            return None
+        q = self.match.start + i + self.plan.measure_pointers[pid].physical
+        return q if 0 <= q < self.part.n else None
+
+    def label_at(self, pid: int) -> str | None:
+        i = self._index_of(pid)
+        return None if i is None else self.plan.labels[self.match.labels[i]]
+
+    def agg(self, i: int) -> Any:
+        values, empty = self._aggs[i]
+        spec = self.plan.measure_aggregates[i].spec
+        idx = self.index if spec.running else self._length - 1
+        return values[idx] if idx >= 0 else empty
+
+    def evaluate(self, index: int | None = None) -> list[Any]:
+        """All measures with the current row at ``index`` (default: the last row)."""
+        self.index = self._length - 1 if index is None else index
+        return [f(self) for f in self.plan.measure_fns]

@@ -1,0 +1,284 @@
+"""The thread-list matcher (a Pike VM, after Trino's row pattern Matcher).
+
+Threads run the instruction program in lockstep over the rows of one partition, kept in
+preference order. A thread that reaches ACCEPT ends the search for everything less preferred;
+threads more preferred run on and may replace it. Two threads at the same instruction whose
+futures cannot differ (same tracked rows, aggregate states and loop slots) are merged, the
+more preferred one kept, so the thread list stays small.
+
+A thread is a tuple (pc, history, nav, aggs, slots, excl):
+- history: a linked list (label, excluded, previous) of the labels given to its rows;
+- nav: per tracked label set, (first rows, last rows) as (position, label) pairs;
+- aggs: the states of DEFINE aggregates; slots: LOOP_ENTER positions; excl: exclusion depth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sparkcep.compile.plan import Plan
+from sparkcep.compile.program import (
+    ACCEPT,
+    ASSERT_END,
+    ASSERT_START,
+    EXCL_BEGIN,
+    EXCL_END,
+    JUMP,
+    LOOP_CHECK,
+    LOOP_ENTER,
+    MATCH,
+    SPLIT,
+)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A match: rows ``start`` .. ``end - 1`` of the partition and the label of each."""
+
+    start: int
+    end: int
+    labels: tuple[int, ...]
+    excluded: tuple[bool, ...]
+
+    @property
+    def empty(self) -> bool:
+        return self.end == self.start
+
+    @property
+    def last(self) -> int:
+        """The last row (start - 1 for an empty match)."""
+        return self.end - 1
+
+
+@dataclass
+class PartitionData:
+    """The rows of one partition in match order, column by column (Python values)."""
+
+    cols: list[list[Any]]
+    n: int
+    order0: list[Any] | None = None  # first ORDER BY column, for WITHIN
+
+
+class DefineContext:
+    """What a DEFINE condition sees: the candidate row, its label, and the thread's past."""
+
+    __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "_plan")
+
+    def __init__(self, plan: Plan, cols, pos, label, start, n, nav, agg_states):
+        self._plan = plan
+        self.cols = cols
+        self.pos = pos
+        self.label = label
+        self.start = start
+        self.n = n
+        self.nav = nav
+        self.agg_values = agg_states
+
+    def _entry(self, pid: int):
+        dp = self._plan.define_pointers[pid]
+        p = dp.pointer
+        k = p.offset
+        if dp.track < 0:
+            if p.last:
+                q = self.pos - k
+                return (q, self.label if k == 0 else None) if q >= self.start else None
+            q = self.start + k
+            return (q, self.label if q == self.pos else None) if q <= self.pos else None
+        firsts, lasts = self.nav[dp.track]
+        in_set = self._plan.track_members[dp.track][self.label]
+        if p.last:
+            if in_set:
+                if k == 0:
+                    return (self.pos, self.label)
+                return lasts[k - 1] if k - 1 < len(lasts) else None
+            return lasts[k] if k < len(lasts) else None
+        if k < len(firsts):
+            return firsts[k]
+        if in_set and k == len(firsts):
+            return (self.pos, self.label)
+        return None
+
+    def at(self, pid: int):
+        e = self._entry(pid)
+        if e is None:
+            return None
+        q = e[0] + self._plan.define_pointers[pid].pointer.physical
+        return q if 0 <= q < self.n else None
+
+    def label_at(self, pid: int):
+        e = self._entry(pid)
+        return None if e is None else self._plan.labels[e[1]]
+
+    def agg(self, i: int):
+        return self._plan.define_aggregates[i].result(self.agg_values[i])
+
+    @property
+    def match_number(self):  # pragma: no cover - the analyzer forbids it in DEFINE
+        raise AssertionError("MATCH_NUMBER in DEFINE")
+
+
+_ACCEPTED = "accepted"
+
+
+class Matcher:
+    """Finds matches starting at a given row of a partition."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.code = [(i.op, i.a, i.b) for i in plan.program.instructions]
+        self.maxlength = plan.query.maxlength
+        self.within = plan.query.within
+        self.initial_nav = tuple(((), ()) for _ in plan.tracked)
+        self.initial_aggs = tuple(a.initial for a in plan.define_aggregates)
+        self.initial_slots = (-1,) * plan.program.slots
+
+    # ------------------------------------------------------------ epsilon closure
+    def _closure(self, out: list, seen: set, thread: tuple, pos: int, n: int, by_history: bool) -> None:
+        code = self.code
+        stack = [thread]
+        while stack:
+            t = stack.pop()
+            pc = t[0]
+            key = (pc, id(t[1]) if by_history else t[2], t[3], t[4], t[5])
+            if key in seen:
+                continue
+            seen.add(key)
+            op, a, b = code[pc]
+            if op == MATCH or op == ACCEPT:
+                out.append(t)
+            elif op == SPLIT:
+                stack.append((b,) + t[1:])
+                stack.append((a,) + t[1:])
+            elif op == JUMP:
+                stack.append((a,) + t[1:])
+            elif op == ASSERT_START:
+                if pos == 0:
+                    stack.append((pc + 1,) + t[1:])
+            elif op == ASSERT_END:
+                if pos == n:
+                    stack.append((pc + 1,) + t[1:])
+            elif op == EXCL_BEGIN:
+                stack.append((pc + 1, t[1], t[2], t[3], t[4], t[5] + 1))
+            elif op == EXCL_END:
+                stack.append((pc + 1, t[1], t[2], t[3], t[4], t[5] - 1))
+            elif op == LOOP_ENTER:
+                slots = t[4][:a] + (pos,) + t[4][a + 1 :]
+                stack.append((pc + 1, t[1], t[2], t[3], slots, t[5]))
+            elif op == LOOP_CHECK:
+                if t[4][a] != pos:
+                    stack.append((pc + 1,) + t[1:])
+
+    # ------------------------------------------------------------ one step
+    def _advance(self, t: tuple, part: PartitionData, start: int, pos: int, intern: dict | None):
+        """The thread after labelling row ``pos`` with the label of its MATCH, or None."""
+        plan = self.plan
+        label = self.code[t[0]][1]
+        aggs = t[3]
+        if aggs:
+            cols = part.cols
+            aggs = tuple(
+                a.step(s, cols, pos) if a.applies_to(label) else s
+                for a, s in zip(plan.define_aggregates, aggs, strict=True)
+            )
+        cond = plan.conditions[label]
+        if cond is not None:
+            ctx = DefineContext(plan, part.cols, pos, label, start, part.n, t[2], aggs)
+            if cond(ctx) is not True:
+                return None
+        nav = t[2]
+        if nav:
+            entry = (pos, label)
+            new_nav = []
+            for j, (firsts, lasts) in enumerate(nav):
+                if plan.track_members[j][label]:
+                    if len(firsts) < plan.track_first[j]:
+                        firsts = firsts + (entry,)
+                    if plan.track_last[j]:
+                        lasts = (entry,) + lasts[: plan.track_last[j] - 1]
+                new_nav.append((firsts, lasts))
+            nav = tuple(new_nav)
+        excluded = t[5] > 0
+        if intern is not None:
+            key = (label, excluded, id(t[1]))
+            hist = intern.get(key)
+            if hist is None:
+                hist = intern[key] = (label, excluded, t[1])
+        else:
+            hist = (label, excluded, t[1])
+        return (t[0] + 1, hist, nav, aggs, t[4], t[5])
+
+    def _can_extend(self, part: PartitionData, start: int, pos: int) -> bool:
+        if pos >= part.n:
+            return False
+        if self.maxlength is not None and pos - start + 1 > self.maxlength:
+            return False
+        if self.within is not None:
+            if abs(part.order0[pos] - part.order0[start]) > self.within:
+                return False
+        return True
+
+    @staticmethod
+    def _to_match(start: int, pos: int, hist) -> Match:
+        labels, excl = [], []
+        while hist is not None:
+            labels.append(hist[0])
+            excl.append(hist[1])
+            hist = hist[2]
+        labels.reverse()
+        excl.reverse()
+        return Match(start, pos, tuple(labels), tuple(excl))
+
+    # ------------------------------------------------------------ searches
+    def preferred(self, part: PartitionData, start: int) -> Match | None:
+        """The most preferred match starting at ``start`` (SQL:2016), or None."""
+        return self._run(part, start, "preferred")
+
+    def earliest(self, part: PartitionData, start: int) -> Match | None:
+        """The most preferred of the matches from ``start`` that end first (MatchRegex)."""
+        return self._run(part, start, "earliest")
+
+    def all(self, part: PartitionData, start: int) -> list[Match]:
+        """Every match starting at ``start``, each label assignment once, most preferred first."""
+        return self._run(part, start, "all")
+
+    def _run(self, part: PartitionData, start: int, how: str):
+        code = self.code
+        n = part.n
+        by_history = how == "all"
+        intern: dict | None = {} if by_history else None
+        clist: list = []
+        self._closure(clist, set(), (0, None, self.initial_nav, self.initial_aggs, self.initial_slots, 0), start, n, by_history)
+        best = None
+        pos = start
+        while True:
+            if how == "earliest":
+                for t in clist:
+                    if code[t[0]][0] == ACCEPT:
+                        return self._to_match(start, pos, t[1])
+            nlist: list = []
+            seen: set = set()
+            extend = self._can_extend(part, start, pos)
+            live = False
+            for t in clist:
+                if t[0] == _ACCEPTED:
+                    nlist.append(t)
+                    continue
+                if code[t[0]][0] == ACCEPT:
+                    if how == "all":
+                        nlist.append((_ACCEPTED, self._to_match(start, pos, t[1])))
+                        continue
+                    best = self._to_match(start, pos, t[1])
+                    break
+                if not extend:
+                    continue
+                nt = self._advance(t, part, start, pos, intern)
+                if nt is not None:
+                    self._closure(nlist, seen, nt, pos + 1, n, by_history)
+                    live = True
+            if not live:
+                if how == "all":
+                    return [m for tag, m in (x[:2] for x in nlist if x[0] == _ACCEPTED)]
+                return best
+            clist = nlist
+            pos += 1
