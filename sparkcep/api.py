@@ -56,7 +56,9 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     return result.to_pandas() if kind == "pandas" else result
 
 
-def run_plan(plan: Plan, table: pa.Table) -> pa.Table:
+def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher) -> pa.Table:
+    """Run a plan over a table; ``matcher_factory`` builds the matcher (tests pass the
+    reference matcher here)."""
     q = plan.query
     parts = sort_and_partition(table, q)
     order = parts.order
@@ -72,7 +74,7 @@ def run_plan(plan: Plan, table: pa.Table) -> pa.Table:
                 raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL",
                                 column=q.order_by[0].column, row=order[pos])
 
-    matcher = Matcher(plan)
+    matcher = matcher_factory(plan)
     out_rows: list[int] = []
     out_measures: list[list[Any]] = [[] for _ in plan.measures]
     for start, end in parts.bounds:

@@ -140,11 +140,15 @@ class Matcher:
         while stack:
             t = stack.pop()
             pc = t[0]
-            key = (pc, id(t[1]) if by_history else t[2], t[3], t[4], t[5])
+            op, a, b = code[pc]
+            if op == ACCEPT:
+                # Finished threads differ only in what they matched.
+                key = (pc, id(t[1])) if by_history else (pc,)
+            else:
+                key = (pc, id(t[1]) if by_history else t[2], t[3], t[4], t[5])
             if key in seen:
                 continue
             seen.add(key)
-            op, a, b = code[pc]
             if op == MATCH or op == ACCEPT:
                 out.append(t)
             elif op == SPLIT:
