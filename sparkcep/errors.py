@@ -80,3 +80,13 @@ class DataError(SparkCepError):
         if row is not None:
             parts.append(f"input row {row}")
         super().__init__(" — ".join(parts) if len(parts) > 1 else message)
+
+
+class UnknownColumnError(QueryError, DataError):
+    """The query names a column the data does not have: a QueryError (it points into the
+    query text) and a DataError (it names the column), so either ``except`` catches it."""
+
+    def __init__(self, message: str, column: str, span: Span | None = None, text: str | None = None):
+        QueryError.__init__(self, "UNKNOWN_COLUMN", message, span, text)
+        self.column = column
+        self.row = None

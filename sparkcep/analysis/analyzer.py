@@ -34,7 +34,7 @@ from sparkcep.analysis.bound import (
     SortKey,
     Type,
 )
-from sparkcep.errors import DataError, QueryError, Span
+from sparkcep.errors import DataError, QueryError, Span, UnknownColumnError
 from sparkcep.language import ast
 from sparkcep.language.parser import expand_permute
 
@@ -86,11 +86,11 @@ class Analyzer:
         if exact:
             idx = exact[0]
         elif name.quoted:
-            raise self.error("UNKNOWN_COLUMN", f"unknown column {name.text!r}{self._suggest(name.text)}", name)
+            raise self.unknown_column(name)
         else:
             folded = [i for i, c in enumerate(self.schema) if c.name.upper() == name.text.upper()]
             if not folded:
-                raise self.error("UNKNOWN_COLUMN", f"unknown column {name.text!r}{self._suggest(name.text)}", name)
+                raise self.unknown_column(name)
             if len(folded) > 1:
                 names = ", ".join(repr(self.schema[i].name) for i in folded)
                 raise self.error("AMBIGUOUS_COLUMN", f"column {name.text!r} could be any of {names}; quote the name", name)
@@ -103,6 +103,10 @@ class Analyzer:
                 column=col.name,
             )
         return idx, col
+
+    def unknown_column(self, name: ast.Name) -> UnknownColumnError:
+        span = name.span if name.span.line else None
+        return UnknownColumnError(f"the data has no column {name.text!r}{self._suggest(name.text)}", name.text, span, self.q.text)
 
     def _suggest(self, text: str) -> str:
         import difflib
@@ -213,8 +217,6 @@ class Analyzer:
 
     def check_output_names(self, measures: list[MeasureDef]) -> None:
         seen: dict[str, str] = {}
-        names = [c.name for c in (self.q.partition_by)] if False else []
-        del names
         part = [self.schema[self.column(n)[0]].name for n in self.q.partition_by]
         order = [self.schema[self.column(s.column)[0]].name for s in self.q.order_by]
         fixed = part + ([o for o in order if o not in part] if self.q.rows_per_match.mode == "ALL" else [])

@@ -464,7 +464,7 @@ _PUNCT = {
     "MINUS": "'-'", "QMARK": "'?'", "VBAR": "'|'", "LBRACE": "'{'", "RBRACE": "'}'",
     "CIRCUMFLEX": "'^'", "DOLLAR": "'$'", "EQUAL": "'='", "NAME": "a name", "QUOTED_NAME": "a quoted name",
     "NUMBER": "a number", "STRING": "a string", "COMP_OP": "a comparison", "ADD_OP": "'+', '-' or '||'",
-    "MUL_OP": "'*', '/' or '%'", "RELUCTANT": "'?'", "$END": "end of text",
+    "RELUCTANT": "'?'", "$END": "end of text", "EXCL_OPEN": "'{-'", "EXCL_CLOSE": "'-}'",
 }
 
 
