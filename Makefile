@@ -21,7 +21,7 @@ demo: install
 	$(BIN)/python -m examples.demo
 
 bench: install
-	$(BIN)/python -m examples.demo --rows 200000 --bench
+	$(BIN)/python -m benchmarks.rip_sequential
 
 lint: install
 	$(BIN)/ruff check sparkcep tests examples
