@@ -224,6 +224,16 @@ def test_data_errors_name_column_and_row():
     assert out.column("price").type == pa.decimal128(5, 2)
 
 
+def test_division_by_zero_names_the_row():
+    df = pd.DataFrame({"ts": [2, 1, 0], "d": [1, 0, 1]})
+    with pytest.raises(DataError) as e:
+        sparkcep.match_recognize(df, "ORDER BY ts PATTERN (A+) DEFINE A AS 10 / d > 1")
+    assert e.value.row == 1 and "division by zero in the condition of A" in str(e.value)
+    with pytest.raises(DataError) as e:
+        sparkcep.match_recognize(df, "ORDER BY ts MEASURES 1 / (COUNT(*) - 1) AS x PATTERN (A)")
+    assert e.value.row == 2 and "MEASURES" in str(e.value)
+
+
 def test_bad_data_argument_and_options():
     with pytest.raises(sparkcep.SparkCepError, match="pandas DataFrame or a pyarrow Table"):
         sparkcep.match_recognize([1, 2], "PATTERN (A)")

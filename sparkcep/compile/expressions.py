@@ -37,7 +37,15 @@ from sparkcep.errors import DataError
 
 
 class EvaluationError(DataError):
-    """An expression failed on a value (e.g. integer division by zero)."""
+    """An expression failed on a value (e.g. integer division by zero). ``position`` is the
+    row within its partition, filled in by the matcher; the engine maps it to the input row."""
+
+    position: int | None = None
+
+    def at(self, position: int, where: str) -> EvaluationError:
+        err = EvaluationError(f"{self.message} {where}")
+        err.position = position
+        return err
 
 
 def _and(a, b):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError
 from sparkcep.runtime.measures import MeasureContext
@@ -104,6 +105,14 @@ def _resume(mode: str, target: frozenset[int] | None, target_name: str | None, m
 def output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list[int] | None = None
                 ) -> Iterator[tuple[int, list[Any]]]:
     """(partition row, measure values) for every output row of the partition."""
+    try:
+        yield from _output_rows(plan, matcher, part, row_ids)
+    except EvaluationError as e:
+        pos = e.position
+        raise DataError(e.message, row=row_ids[pos] if (row_ids is not None and pos is not None) else pos) from None
+
+
+def _output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list[int] | None):
     q = plan.query
     nulls = [None] * len(plan.measures)
     all_rows = q.rows_per_match == "ALL"
@@ -114,14 +123,19 @@ def output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list
             continue
         m: Match = item
         number += 1
-        ctx = MeasureContext(plan, part, m, number)
-        if not all_rows:
-            yield m.start, ctx.evaluate()
-            continue
-        if m.empty:
-            if q.empty_matches != "OMIT":
-                yield m.start, ctx.evaluate(-1)
-            continue
-        for i in range(m.end - m.start):
-            if not m.excluded[i]:
-                yield m.start + i, ctx.evaluate(i)
+        try:
+            ctx = MeasureContext(plan, part, m, number)
+            if not all_rows:
+                yield m.start, ctx.evaluate()
+                continue
+            if m.empty:
+                if q.empty_matches != "OMIT":
+                    yield m.start, ctx.evaluate(-1)
+                continue
+            for i in range(m.end - m.start):
+                if not m.excluded[i]:
+                    yield m.start + i, ctx.evaluate(i)
+        except EvaluationError as e:
+            if e.position is not None:
+                raise
+            raise e.at(m.start, "in MEASURES of the match starting at this row") from None

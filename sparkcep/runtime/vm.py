@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import (
     ACCEPT,
@@ -188,7 +189,11 @@ class Matcher:
         cond = plan.conditions[label]
         if cond is not None:
             ctx = DefineContext(plan, part.cols, pos, label, start, part.n, t[2], aggs)
-            if cond(ctx) is not True:
+            try:
+                ok = cond(ctx)
+            except EvaluationError as e:
+                raise e.at(pos, f"in the condition of {plan.labels[label]}") from None
+            if ok is not True:
                 return None
         nav = t[2]
         if nav:
