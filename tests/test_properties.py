@@ -77,6 +77,9 @@ def conditions(draw, var: str, names: list[str]):
         f"PREV(LAST({other}.price), 1) < {k}",
         f"MAX({other}.price) - MIN({other}.price) <= {k}",
         "price IS NULL",
+        f"COUNT(U.*) < {k + 1}",
+        "U.price >= price",
+        "FIRST(U.price, 1) IS NOT NULL",
     ]
     first = draw(st.sampled_from(atoms))
     if draw(st.booleans()):
@@ -109,6 +112,9 @@ def queries(draw):
         "FINAL COUNT(*) AS fcnt",
         f"FINAL LAST({names[0]}.price) AS flast",
         "COLLECT(ts) AS tss",
+        "LAST(U.price) AS lu",
+        "RUNNING COUNT(U.*) AS cu",
+        "CLASSIFIER(U) AS cls_u",
     ]
     measures = draw(st.lists(st.sampled_from(measure_pool), min_size=1, max_size=4, unique=True))
     has_excl = "{-" in pattern
@@ -119,7 +125,7 @@ def queries(draw):
         skip = ""
         defines = [d for d in defines if not _reads_partial(d)]
     else:
-        target = draw(st.sampled_from(names))
+        target = draw(st.sampled_from(names + ["U"]))
         skip = draw(st.sampled_from(["", "AFTER MATCH SKIP TO NEXT ROW", f"AFTER MATCH SKIP TO FIRST {target}",
                                      f"AFTER MATCH SKIP TO LAST {target}", "ALL MATCHES", "AFTER MATCH SKIP PAST LAST ROW"]))
     partition = draw(st.sampled_from(["", "PARTITION BY k"]))
@@ -130,13 +136,14 @@ def queries(draw):
         {rows}
         {skip}
         PATTERN ({pattern}) {bound}
+        SUBSET U = ({names[0]}, {names[-1]})
         {('DEFINE ' + ', '.join(defines)) if defines else ''}"""
     return text, mode
 
 
 def _reads_partial(define: str) -> bool:
     # matchregex: variables that may start a match cannot aggregate; keep the test simple.
-    return any(tok in define for tok in ("COUNT(", "SUM(", "FIRST(", "LAST(", "AVG(", "MAX(", "CLASSIFIER(", ".price <", "A.price", "B.price", "C.price"))
+    return any(tok in define for tok in ("COUNT(", "SUM(", "FIRST(", "LAST(", "AVG(", "MAX(", "CLASSIFIER(", ".price <", "A.price", "B.price", "C.price", "U."))
 
 
 @st.composite

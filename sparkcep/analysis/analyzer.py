@@ -36,7 +36,6 @@ from sparkcep.analysis.bound import (
 )
 from sparkcep.errors import DataError, QueryError, Span, UnknownColumnError
 from sparkcep.language import ast
-from sparkcep.language.parser import expand_permute
 
 
 @dataclass(frozen=True)
@@ -253,14 +252,13 @@ class Analyzer:
 
     # ------------------------------------------------------------ pattern
     def resolve_pattern(self, node: ast.PatternNode) -> ast.PatternNode:
-        """Collect variables in order of first appearance and expand PERMUTE."""
+        """Collect variables in order of first appearance."""
         if isinstance(node, ast.PVar):
             if node.name.key not in self.variables:
                 self.variables.append(node.name.key)
             return node
         if isinstance(node, ast.PPermute):
-            items = tuple(self.resolve_pattern(i) for i in node.items)
-            return expand_permute(ast.PPermute(items, span=node.span))
+            return ast.PPermute(tuple(self.resolve_pattern(i) for i in node.items), span=node.span)
         if isinstance(node, ast.PConcat):
             return ast.PConcat(tuple(self.resolve_pattern(i) for i in node.items), span=node.span)
         if isinstance(node, ast.PAlt):
@@ -616,7 +614,9 @@ def _firsts(node: ast.PatternNode) -> tuple[set[str], bool]:
     if isinstance(node, ast.PExclude):
         return _firsts(node.child)
     if isinstance(node, ast.PPermute):
-        return _firsts(expand_permute(node))
+        # Every item comes first in some order; the whole is empty only if all items are.
+        parts = [_firsts(i) for i in node.items]
+        return set().union(*(f for f, _ in parts)), all(n for _, n in parts)
     return set(), True  # pragma: no cover
 
 

@@ -190,7 +190,7 @@ class AnalyzedQuery:
     text: str
     variables: tuple[str, ...]
     subsets: dict[str, frozenset[int]]
-    pattern: ast.PatternNode  # PERMUTE expanded; variables resolved by name key
+    pattern: ast.PatternNode  # as written; compile turns it into the pattern IR
     defines: dict[int, BExpr]  # variable id -> condition (absent: always true)
     define_aggregates: tuple[AggregateSpec, ...]
     measures: tuple[MeasureDef, ...]

@@ -13,6 +13,7 @@ from typing import Any
 from sparkcep.analysis.bound import AnalyzedQuery, MeasureDef, Pointer, SortKey
 from sparkcep.compile.aggregates import Aggregate, build
 from sparkcep.compile.expressions import PointerTable, compile_match
+from sparkcep.compile.pattern import Pattern, from_ast, to_text
 from sparkcep.compile.program import Program, compile_pattern
 
 
@@ -27,6 +28,7 @@ class DefinePointer:
 @dataclass(frozen=True)
 class Plan:
     query: AnalyzedQuery
+    pattern: Pattern
     program: Program
     labels: tuple[str, ...]
     conditions: tuple[Callable[[Any], Any] | None, ...]  # per label; None: always true
@@ -54,6 +56,7 @@ class Plan:
     def explain(self) -> str:
         q = self.query
         lines = [
+            f"pattern: {to_text(self.pattern, self.labels)}",
             f"pattern variables: {', '.join(self.labels)}",
             f"partition by: {', '.join(k.column for k in q.partition_by) or '(none)'}",
             f"order by: {', '.join(k.column + (' DESC' if k.descending else '') for k in q.order_by) or '(input order)'}",
@@ -72,7 +75,8 @@ class Plan:
 
 def build_plan(q: AnalyzedQuery) -> Plan:
     labels = q.variables
-    program = compile_pattern(q.pattern, labels, q.text)
+    pattern = from_ast(q.pattern, labels)
+    program = compile_pattern(pattern, labels)
 
     dtable = PointerTable()
     conditions = tuple(
@@ -110,6 +114,7 @@ def build_plan(q: AnalyzedQuery) -> Plan:
 
     return Plan(
         query=q,
+        pattern=pattern,
         program=program,
         labels=labels,
         conditions=conditions,

@@ -13,8 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparkcep.compile.pattern import (
+    Alt,
+    Concat,
+    Empty,
+    End,
+    Exclude,
+    Label,
+    Pattern,
+    Repeat,
+    Start,
+    nullable,
+)
 from sparkcep.errors import QueryError
-from sparkcep.language import ast
 
 # Opcodes (ints: the matcher dispatches on them in its inner loop).
 MATCH = 0  # a: label id. Consume the current row if it can be labelled a.
@@ -66,27 +77,9 @@ class Program:
         return "\n".join(out)
 
 
-def nullable(node: ast.PatternNode) -> bool:
-    """Whether the node can match zero rows."""
-    if isinstance(node, ast.PVar):
-        return False
-    if isinstance(node, (ast.PEmpty, ast.PStart, ast.PEnd)):
-        return True
-    if isinstance(node, ast.PConcat):
-        return all(nullable(i) for i in node.items)
-    if isinstance(node, ast.PAlt):
-        return any(nullable(i) for i in node.items)
-    if isinstance(node, ast.PQuant):
-        return node.min == 0 or nullable(node.child)
-    if isinstance(node, ast.PExclude):
-        return nullable(node.child)
-    raise TypeError(node)  # pragma: no cover - PERMUTE is expanded by the analyzer
-
-
 class _Builder:
-    def __init__(self, labels: tuple[str, ...], text: str):
+    def __init__(self, labels: tuple[str, ...]):
         self.labels = labels
-        self.text = text
         self.code: list[list[int]] = []
         self.slots = 0
 
@@ -102,30 +95,30 @@ class _Builder:
     def here(self) -> int:
         return len(self.code)
 
-    def node(self, n: ast.PatternNode) -> None:
-        if isinstance(n, ast.PVar):
-            self.emit(MATCH, self.labels.index(n.name.key))
-        elif isinstance(n, ast.PEmpty):
+    def node(self, n: Pattern) -> None:
+        if isinstance(n, Label):
+            self.emit(MATCH, n.id)
+        elif isinstance(n, Empty):
             pass
-        elif isinstance(n, ast.PStart):
+        elif isinstance(n, Start):
             self.emit(ASSERT_START)
-        elif isinstance(n, ast.PEnd):
+        elif isinstance(n, End):
             self.emit(ASSERT_END)
-        elif isinstance(n, ast.PConcat):
+        elif isinstance(n, Concat):
             for item in n.items:
                 self.node(item)
-        elif isinstance(n, ast.PAlt):
+        elif isinstance(n, Alt):
             self.alternation(list(n.items))
-        elif isinstance(n, ast.PExclude):
+        elif isinstance(n, Exclude):
             self.emit(EXCL_BEGIN)
             self.node(n.child)
             self.emit(EXCL_END)
-        elif isinstance(n, ast.PQuant):
+        elif isinstance(n, Repeat):
             self.quantified(n)
         else:  # pragma: no cover
             raise TypeError(n)
 
-    def alternation(self, items: list[ast.PatternNode]) -> None:
+    def alternation(self, items: list[Pattern]) -> None:
         jumps = []
         for i, item in enumerate(items):
             if i < len(items) - 1:
@@ -139,14 +132,14 @@ class _Builder:
         for j in jumps:
             self.code[j][1] = self.here()
 
-    def optional_iteration(self, child: ast.PatternNode, slot: int | None) -> None:
+    def optional_iteration(self, child: Pattern, slot: int | None) -> None:
         if slot is not None:
             self.emit(LOOP_ENTER, slot)
         self.node(child)
         if slot is not None:
             self.emit(LOOP_CHECK, slot)
 
-    def quantified(self, n: ast.PQuant) -> None:
+    def quantified(self, n: Repeat) -> None:
         for _ in range(n.min):
             self.node(n.child)
         slot = None
@@ -174,8 +167,8 @@ class _Builder:
             self.code[split][1:] = [body, end] if n.greedy else [end, body]
 
 
-def compile_pattern(pattern: ast.PatternNode, labels: tuple[str, ...], text: str = "") -> Program:
-    b = _Builder(labels, text)
+def compile_pattern(pattern: Pattern, labels: tuple[str, ...]) -> Program:
+    b = _Builder(labels)
     b.node(pattern)
     b.emit(ACCEPT)
     return Program(tuple(Instruction(*c) for c in b.code), labels, b.slots)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import itertools
 from importlib import resources
 
 from lark import Lark, Token, Transformer, Tree, v_args
@@ -507,12 +506,3 @@ def parse(text: str) -> ast.Query:
             raise e.orig_exc.with_text(text) from None
         raise
     return ast.Query(**{**query.__dict__, "text": text})
-
-
-def expand_permute(node: ast.PPermute) -> ast.PAlt:
-    """PERMUTE(A, B, C) is the alternation of all orders, in lexicographic order of the
-    listed positions (SQL:2016): A B C | A C B | B A C | B C A | C A B | C B A."""
-    alts = tuple(
-        ast.PConcat(tuple(order), span=node.span) for order in itertools.permutations(node.items)
-    )
-    return ast.PAlt(alts, span=node.span)

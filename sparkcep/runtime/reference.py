@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from sparkcep.compile.pattern import Alt, Concat, Empty, End, Exclude, Label, Pattern, Repeat, Start
 from sparkcep.compile.plan import Plan
-from sparkcep.language import ast
 from sparkcep.runtime.vm import Match, PartitionData
 
 Assignment = tuple[tuple[int, bool], ...]  # (label, excluded) per row from the start
@@ -65,7 +65,7 @@ class ReferenceMatcher:
     def __init__(self, plan: Plan):
         self.plan = plan
         q = plan.query
-        self.pattern = q.pattern
+        self.pattern = plan.pattern
         self.maxlength = q.maxlength
         self.within = q.within
 
@@ -79,32 +79,32 @@ class ReferenceMatcher:
             return False
         return True
 
-    def _gen(self, node: ast.PatternNode, part: PartitionData, start: int, pos: int,
+    def _gen(self, node: Pattern, part: PartitionData, start: int, pos: int,
              assign: Assignment, excluded: bool) -> Iterator[tuple[int, Assignment]]:
-        if isinstance(node, ast.PVar):
+        if isinstance(node, Label):
             if not self._row_ok(part, start, pos):
                 return
-            label = self.plan.labels.index(node.name.key)
+            label = node.id
             new = assign + ((label, excluded),)
             cond = self.plan.conditions[label]
             if cond is None or cond(_Context(self.plan, part, start, new)) is True:
                 yield pos + 1, new
-        elif isinstance(node, ast.PEmpty):
+        elif isinstance(node, Empty):
             yield pos, assign
-        elif isinstance(node, ast.PStart):
+        elif isinstance(node, Start):
             if pos == 0:
                 yield pos, assign
-        elif isinstance(node, ast.PEnd):
+        elif isinstance(node, End):
             if pos == part.n:
                 yield pos, assign
-        elif isinstance(node, ast.PExclude):
+        elif isinstance(node, Exclude):
             yield from self._gen(node.child, part, start, pos, assign, True)
-        elif isinstance(node, ast.PConcat):
+        elif isinstance(node, Concat):
             yield from self._concat(node.items, 0, part, start, pos, assign, excluded)
-        elif isinstance(node, ast.PAlt):
+        elif isinstance(node, Alt):
             for item in node.items:
                 yield from self._gen(item, part, start, pos, assign, excluded)
-        elif isinstance(node, ast.PQuant):
+        elif isinstance(node, Repeat):
             yield from self._repeat(node, 0, part, start, pos, assign, excluded)
         else:  # pragma: no cover
             raise TypeError(node)
@@ -116,7 +116,7 @@ class ReferenceMatcher:
         for p2, a2 in self._gen(items[i], part, start, pos, assign, excluded):
             yield from self._concat(items, i + 1, part, start, p2, a2, excluded)
 
-    def _repeat(self, node: ast.PQuant, count: int, part, start, pos, assign, excluded):
+    def _repeat(self, node: Repeat, count: int, part, start, pos, assign, excluded):
         def more():
             if node.max is not None and count >= node.max:
                 return

@@ -1,0 +1,77 @@
+"""The compiler: golden program listings, IR passes, and the layering rules."""
+
+import ast as pyast
+import pathlib
+
+import pytest
+
+from sparkcep.analysis.analyzer import analyze
+from sparkcep.compile import pattern as ir
+from sparkcep.compile.plan import build_plan
+from sparkcep.language.parser import parse
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+PACKAGE = pathlib.Path(__file__).parent.parent / "sparkcep"
+
+
+def _golden_programs():
+    blocks = (FIXTURES / "programs.txt").read_text().strip().split("\n\n")
+    for block in blocks:
+        head, _, listing = block.partition("\n")
+        yield head.removeprefix("pattern: "), listing.strip()
+
+
+@pytest.mark.parametrize("pattern, listing", list(_golden_programs()))
+def test_program_listing(pattern, listing):
+    plan = build_plan(analyze(parse(f"PATTERN ({pattern})"), []))
+    assert plan.program.listing() == listing
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("A (B C) D", "A B C D"),
+    ("A | (B | C)", "A | B | C"),
+    ("A () B", "A B"),
+    ("(A B)+?", "(A B)+?"),
+    ("PERMUTE(A, B)", "A B | B A"),
+    ("{- A B -}{2,}", "({- A B -}){2,}"),
+])
+def test_pattern_ir_passes(text, expected):
+    q = analyze(parse(f"PATTERN ({text})"), [])
+    assert ir.to_text(ir.from_ast(q.pattern, q.variables), q.variables) == expected
+
+
+def _imports(path: pathlib.Path) -> set[str]:
+    tree = pyast.parse(path.read_text())
+    found = set()
+    for node in pyast.walk(tree):
+        if isinstance(node, pyast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, pyast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def _modules(folder: str):
+    return sorted((PACKAGE / folder).rglob("*.py")) if (PACKAGE / folder).is_dir() else []
+
+
+def test_runtime_depends_only_on_compile_types():
+    for path in _modules("runtime"):
+        for mod in _imports(path):
+            assert not mod.startswith(("sparkcep.language", "sparkcep.analysis.analyzer")), f"{path.name} imports {mod}"
+
+
+def test_compile_does_not_use_the_analyzer():
+    for path in _modules("compile"):
+        for mod in _imports(path):
+            assert not mod.startswith("sparkcep.analysis.analyzer"), f"{path.name} imports {mod}"
+
+
+def test_only_spark_imports_pyspark_and_only_cli_imports_terminal_libraries():
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).parts
+        for mod in _imports(path):
+            if mod.split(".")[0] == "pyspark":
+                assert rel[0] == "spark", f"{path} imports pyspark"
+            if mod.split(".")[0] in ("typer", "click", "rich"):
+                assert rel[0] == "cli", f"{path} imports {mod}"
