@@ -44,6 +44,9 @@ class Plan:
     measure_pointers: tuple[Pointer, ...]
     measure_aggregates: tuple[Aggregate, ...]
     measure_sets: tuple[frozenset[int], ...]  # label sets measure pointers range over
+    # Rows before a match's first row and after its last that PREV/NEXT may read.
+    lookbehind: int
+    lookahead: int
 
     @property
     def partition_by(self) -> tuple[SortKey, ...]:
@@ -112,6 +115,7 @@ def build_plan(q: AnalyzedQuery) -> Plan:
         if spec.labels is not None and spec.labels not in msets:
             msets.append(spec.labels)
 
+    physical = [p.physical for p in dtable.pointers + mtable.pointers]
     return Plan(
         query=q,
         pattern=pattern,
@@ -129,4 +133,6 @@ def build_plan(q: AnalyzedQuery) -> Plan:
         measure_pointers=tuple(mtable.pointers),
         measure_aggregates=tuple(build(s) for s in q.measure_aggregates),
         measure_sets=tuple(msets),
+        lookbehind=max([0] + [-x for x in physical]),
+        lookahead=max([0] + physical),
     )

@@ -10,27 +10,33 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sparkcep.analysis.bound import AnalyzedQuery
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError
 from sparkcep.runtime.measures import MeasureContext
 from sparkcep.runtime.vm import Match, Matcher, PartitionData
 
-# (start row) -> matches found there, most preferred first
-Finder = Callable[[PartitionData, int], list[Match]]
+
+def candidate_finder(q: AnalyzedQuery, matcher: Matcher, part: PartitionData) -> Callable[[int], Any]:
+    """start row -> what the selection needs there: the preferred match (SQL), the
+    earliest-ending match (matchregex), or every match (ALL MATCHES)."""
+    if q.mode == "matchregex":
+        return lambda s: matcher.earliest(part, s)
+    if q.skip_mode == "ALL_MATCHES":
+        return lambda s: matcher.all(part, s)
+    return lambda s: matcher.preferred(part, s)
 
 
-def find_matches(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list[int] | None = None
-                 ) -> Iterator[tuple[str, Any]]:
-    """The matches of one partition in output order, as ("match", Match) items, with
-    ("unmatched", row) items where ALL ROWS PER MATCH WITH UNMATCHED ROWS wants them."""
-    q = plan.query
-    n = part.n
+def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
+                   input_row: Callable[[int], int] = lambda r: r) -> Iterator[tuple]:
+    """The matches of a partition of ``n`` rows in output order, as ("match", Match,
+    match number) items, with ("unmatched", row) items where ALL ROWS PER MATCH WITH
+    UNMATCHED ROWS wants them. ``candidate(start)`` answers what was found at a row
+    (see candidate_finder); this chain of choices is the same for every strategy."""
     want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
     covered = -1  # rows up to here are inside an earlier match
-
-    def input_row(pos: int) -> int:
-        return row_ids[pos] if row_ids is not None else pos
+    number = 0
 
     if q.mode == "matchregex":
         pos = 0
@@ -38,7 +44,7 @@ def find_matches(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: lis
             best = None
             s = pos
             while s < n and (best is None or s <= best.last):
-                m = matcher.earliest(part, s)
+                m = candidate(s)
                 if m is not None and (best is None or m.last < best.last):
                     best = m
                 s += 1
@@ -50,28 +56,31 @@ def find_matches(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: lis
             if want_unmatched:
                 for r in range(pos, best.start):
                     yield ("unmatched", r)
-            yield ("match", best)
+            number += 1
+            yield ("match", best, number)
             pos = best.end if not best.empty else best.start + 1
         return
 
     pos = 0
     while pos < n:
         if q.skip_mode == "ALL_MATCHES":
-            found = matcher.all(part, pos)
+            found = candidate(pos)
             for m in found:
-                yield ("match", m)
+                number += 1
+                yield ("match", m, number)
                 covered = max(covered, m.last)
             if not found and want_unmatched and pos > covered:
                 yield ("unmatched", pos)
             pos += 1
             continue
-        m = matcher.preferred(part, pos)
+        m = candidate(pos)
         if m is None:
             if want_unmatched and pos > covered:
                 yield ("unmatched", pos)
             pos += 1
             continue
-        yield ("match", m)
+        number += 1
+        yield ("match", m, number)
         if m.empty:
             pos += 1
             continue
@@ -104,25 +113,33 @@ def _resume(mode: str, target: frozenset[int] | None, target_name: str | None, m
 
 def output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list[int] | None = None
                 ) -> Iterator[tuple[int, list[Any]]]:
-    """(partition row, measure values) for every output row of the partition."""
+    """(partition row, measure values) for every output row of a whole partition."""
+    def input_row(pos: int) -> int:
+        return row_ids[pos] if row_ids is not None else pos
+
+    items = select_matches(plan.query, part.n, candidate_finder(plan.query, matcher, part), input_row)
+    yield from measure_rows(plan, part, items, input_row)
+
+
+def measure_rows(plan: Plan, part: PartitionData, items, input_row: Callable[[int], int] = lambda r: r
+                 ) -> Iterator[tuple[int, list[Any]]]:
+    """(row, measure values) for the output rows of selected matches and unmatched rows;
+    positions are rows of ``part``."""
     try:
-        yield from _output_rows(plan, matcher, part, row_ids)
+        yield from _measure_rows(plan, part, items)
     except EvaluationError as e:
-        pos = e.position
-        raise DataError(e.message, row=row_ids[pos] if (row_ids is not None and pos is not None) else pos) from None
+        raise DataError(e.message, row=input_row(e.position) if e.position is not None else None) from None
 
 
-def _output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list[int] | None):
+def _measure_rows(plan: Plan, part: PartitionData, items):
     q = plan.query
     nulls = [None] * len(plan.measures)
     all_rows = q.rows_per_match == "ALL"
-    number = 0
-    for kind, item in find_matches(plan, matcher, part, row_ids):
-        if kind == "unmatched":
-            yield item, nulls
+    for item in items:
+        if item[0] == "unmatched":
+            yield item[1], nulls
             continue
-        m: Match = item
-        number += 1
+        _, m, number = item
         try:
             ctx = MeasureContext(plan, part, m, number)
             if not all_rows:

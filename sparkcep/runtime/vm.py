@@ -54,11 +54,34 @@ class Match:
 
 @dataclass
 class PartitionData:
-    """The rows of one partition in match order, column by column (Python values)."""
+    """Rows of one partition in match order, column by column (Python values).
+
+    It may be a window of a longer partition (the run strategy cuts partitions into
+    batches): ``base`` is the partition row of row 0, ``complete`` says whether the last row
+    here is the partition's last row, and matches may only use rows below ``limit``; the
+    rows from ``limit`` to ``n`` are there for NEXT() alone.
+    """
 
     cols: list[list[Any]]
     n: int
     order0: list[Any] | None = None  # first ORDER BY column, for WITHIN
+    base: int = 0
+    complete: bool = True
+    limit: int = -1
+
+    def __post_init__(self):
+        if self.limit < 0:
+            self.limit = self.n
+
+
+class _Unresolved:
+    """The answer depends on rows past the end of the window."""
+
+    def __repr__(self) -> str:
+        return "UNRESOLVED"
+
+
+UNRESOLVED = _Unresolved()
 
 
 class DefineContext:
@@ -135,8 +158,13 @@ class Matcher:
         self.initial_slots = (-1,) * plan.program.slots
 
     # ------------------------------------------------------------ epsilon closure
-    def _closure(self, out: list, seen: set, thread: tuple, pos: int, n: int, by_history: bool) -> None:
+    def _closure(self, out: list, seen: set, thread: tuple, pos: int, part: PartitionData, by_history: bool) -> None:
+        """Follow epsilon instructions from ``thread`` at row ``pos``; append the threads
+        that stop at MATCH or ACCEPT to ``out`` in preference order."""
         code = self.code
+        base = part.base
+        # $ holds only after the partition's real last row.
+        n = part.n if part.complete else -1
         stack = [thread]
         while stack:
             t = stack.pop()
@@ -158,7 +186,7 @@ class Matcher:
             elif op == JUMP:
                 stack.append((a,) + t[1:])
             elif op == ASSERT_START:
-                if pos == 0:
+                if pos + base == 0:
                     stack.append((pc + 1,) + t[1:])
             elif op == ASSERT_END:
                 if pos == n:
@@ -217,11 +245,13 @@ class Matcher:
             hist = (label, excluded, t[1])
         return (t[0] + 1, hist, nav, aggs, t[4], t[5])
 
-    def _can_extend(self, part: PartitionData, start: int, pos: int) -> bool:
-        if pos >= part.n:
-            return False
+    def _can_extend(self, part: PartitionData, start: int, pos: int) -> bool | None:
+        """Whether a match from ``start`` may take row ``pos``; None when that row is past
+        the window and the partition goes on."""
         if self.maxlength is not None and pos - start + 1 > self.maxlength:
             return False
+        if pos >= part.limit:
+            return False if part.complete else None
         if self.within is not None:
             if abs(part.order0[pos] - part.order0[start]) > self.within:
                 return False
@@ -239,25 +269,25 @@ class Matcher:
         return Match(start, pos, tuple(labels), tuple(excl))
 
     # ------------------------------------------------------------ searches
-    def preferred(self, part: PartitionData, start: int) -> Match | None:
+    # Each search returns UNRESOLVED when the window ends before the answer is known.
+    def preferred(self, part: PartitionData, start: int):
         """The most preferred match starting at ``start`` (SQL:2016), or None."""
         return self._run(part, start, "preferred")
 
-    def earliest(self, part: PartitionData, start: int) -> Match | None:
+    def earliest(self, part: PartitionData, start: int):
         """The most preferred of the matches from ``start`` that end first (MatchRegex)."""
         return self._run(part, start, "earliest")
 
-    def all(self, part: PartitionData, start: int) -> list[Match]:
+    def all(self, part: PartitionData, start: int):
         """Every match starting at ``start``, each label assignment once, most preferred first."""
         return self._run(part, start, "all")
 
     def _run(self, part: PartitionData, start: int, how: str):
         code = self.code
-        n = part.n
         by_history = how == "all"
         intern: dict | None = {} if by_history else None
         clist: list = []
-        self._closure(clist, set(), (0, None, self.initial_nav, self.initial_aggs, self.initial_slots, 0), start, n, by_history)
+        self._closure(clist, set(), (0, None, self.initial_nav, self.initial_aggs, self.initial_slots, 0), start, part, by_history)
         best = None
         pos = start
         while True:
@@ -280,10 +310,12 @@ class Matcher:
                     best = self._to_match(start, pos, t[1])
                     break
                 if not extend:
+                    if extend is None:
+                        return UNRESOLVED
                     continue
                 nt = self._advance(t, part, start, pos, intern)
                 if nt is not None:
-                    self._closure(nlist, seen, nt, pos + 1, n, by_history)
+                    self._closure(nlist, seen, nt, pos + 1, part, by_history)
                     live = True
             if not live:
                 if how == "all":
