@@ -56,9 +56,10 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     return result.to_pandas() if kind == "pandas" else result
 
 
-def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher) -> pa.Table:
+def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None) -> pa.Table:
     """Run a plan over a table; ``matcher_factory`` builds the matcher (tests pass the
-    reference matcher here)."""
+    reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
+    sequential engine for each partition (tests pass the run strategy here)."""
     q = plan.query
     parts = sort_and_partition(table, q)
     order = parts.order
@@ -80,7 +81,10 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher) -> pa.Table:
     for start, end in parts.bounds:
         part = PartitionData([c[start:end] if c is not None else None for c in cols], end - start,
                              order0[start:end] if order0 is not None else None)
-        for pos, values in output_rows(plan, matcher, part, order[start:end]):
+        row_ids = order[start:end]
+        rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
+                else output_rows(plan, matcher, part, row_ids))
+        for pos, values in rows:
             out_rows.append(order[start + pos])
             for j, v in enumerate(values):
                 out_measures[j].append(v)
