@@ -9,7 +9,7 @@ import pyarrow as pa
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan, build_plan
 from sparkcep.data import (
-    measure_array,
+    output_table,
     python_values,
     referenced_columns,
     schema_of,
@@ -89,23 +89,4 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
             for j, v in enumerate(values):
                 out_measures[j].append(v)
 
-    taken = table.take(pa.array(out_rows, pa.int64()))
-    names: list[str] = []
-    arrays: list[pa.Array] = []
-    for k in q.partition_by:
-        names.append(k.column)
-        arrays.append(taken.column(k.index))
-    if q.rows_per_match == "ALL":
-        for k in q.order_by:
-            if k.column not in names:
-                names.append(k.column)
-                arrays.append(taken.column(k.index))
-    for m, values in zip(plan.measures, out_measures, strict=True):
-        names.append(m.name)
-        arrays.append(measure_array(m.name, values, m.type, m.source_type))
-    if q.rows_per_match == "ALL":
-        for i, name in enumerate(q.columns):
-            if name not in names:
-                names.append(name)
-                arrays.append(taken.column(i))
-    return pa.table(arrays, names=names) if names else pa.table({})
+    return output_table(plan, table, out_rows, out_measures)

@@ -190,11 +190,86 @@ _ARROW = {
 }
 
 
-def measure_array(name: str, values: list[Any], t: Type, source: pa.DataType | None) -> pa.Array:
-    arrow_type = source if source is not None else _ARROW.get(t)
-    if pa.types.is_dictionary(arrow_type) if arrow_type is not None else False:
-        arrow_type = arrow_type.value_type
+def _plain(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _expr_arrow_type(e, schema: pa.Schema, aggregates) -> pa.DataType | None:
+    """The Arrow type of a measure: the column's own type for a plain column (or an
+    aggregate that keeps it: MIN, MAX, FIRST...), a list of it for COLLECT, else the SQL
+    type's. None: decided by the values (a function registered as "any")."""
+    from sparkcep.analysis.bound import BAgg, BNav
+
+    if isinstance(e, BNav) and isinstance(e.inner, BColumn):
+        return _plain(schema.field(e.inner.index).type)
+    if isinstance(e, BAgg):
+        spec = aggregates[e.index]
+        arg_type = None
+        if spec.arg is not None:
+            arg_type = (_plain(schema.field(spec.arg.index).type) if isinstance(spec.arg, BColumn)
+                        else _ARROW.get(spec.arg.type))
+        if spec.func == "COLLECT":
+            return pa.list_(arg_type if arg_type is not None else pa.null())
+        if spec.func in ("MIN", "MAX") and arg_type is not None:
+            return arg_type
+    if e.type is Type.TIMESTAMP:
+        return pa.timestamp("us")
+    return _ARROW.get(e.type)
+
+
+def measure_types(q: AnalyzedQuery, schema: pa.Schema) -> list[pa.DataType | None]:
+    return [_expr_arrow_type(m.expr, schema, q.measure_aggregates) for m in q.measures]
+
+
+def output_columns(q: AnalyzedQuery) -> list[tuple[str, int | None]]:
+    """Output column names with the input column each copies (None: the i-th measure,
+    in measure order). ONE ROW: partition columns, measures. ALL ROWS: partition columns,
+    ORDER BY columns, measures, the other input columns."""
+    out: list[tuple[str, int | None]] = [(k.column, k.index) for k in q.partition_by]
+    if q.rows_per_match == "ALL":
+        for k in q.order_by:
+            if k.column not in [n for n, _ in out]:
+                out.append((k.column, k.index))
+    out += [(m.name, None) for m in q.measures]
+    if q.rows_per_match == "ALL":
+        names = {n for n, _ in out}
+        out += [(name, i) for i, name in enumerate(q.columns) if name not in names]
+    return out
+
+
+def output_schema(q: AnalyzedQuery, schema: pa.Schema) -> pa.Schema:
+    types = iter(measure_types(q, schema))
+    fields = []
+    for name, idx in output_columns(q):
+        if idx is None:
+            t = next(types)
+            fields.append(pa.field(name, t if t is not None else pa.string()))
+        else:
+            fields.append(schema.field(idx).with_name(name))
+    return pa.schema(fields)
+
+
+def output_table(q_or_plan, table: pa.Table, rows: list[int], measures: list[list[Any]],
+                 types: list[pa.DataType | None] | None = None) -> pa.Table:
+    """The output rows: input columns taken from ``rows`` of ``table``, measure columns
+    from ``measures`` (one list per measure)."""
+    q = getattr(q_or_plan, "query", q_or_plan)
+    types = types if types is not None else measure_types(q, table.schema)
+    taken = table.take(pa.array(rows, pa.int64()))
+    names, arrays = [], []
+    j = 0
+    for name, idx in output_columns(q):
+        names.append(name)
+        if idx is None:
+            arrays.append(measure_array(name, measures[j], types[j]))
+            j += 1
+        else:
+            arrays.append(taken.column(idx))
+    return pa.table(arrays, names=names) if names else pa.table({})
+
+
+def measure_array(name: str, values: list[Any], arrow_type: pa.DataType | None) -> pa.Array:
     try:
         return pa.array(values, type=arrow_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-        raise DataError(f"measure {name!r} has a value that does not fit {arrow_type or t.value}: {e}", column=name) from None
+        raise DataError(f"measure {name!r} has a value that does not fit {arrow_type}: {e}", column=name) from None

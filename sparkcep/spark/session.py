@@ -1,0 +1,90 @@
+"""A Spark session for sparkcep: local mode by default, quiet logs, a clear message when Java
+is missing. A cluster is a ``master`` URL away."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from sparkcep.errors import SparkCepError
+
+_LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+logger.submit.name = org.apache.spark.deploy.SparkSubmit
+logger.submit.level = error
+"""
+
+
+def java_version() -> str | None:
+    """The `java -version` line, or None when no Java runtime is found."""
+    java = shutil.which("java")
+    if java is None and os.environ.get("JAVA_HOME"):
+        candidate = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
+        java = candidate if os.path.exists(candidate) else None
+    if java is None:
+        return None
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stderr or out.stdout).strip().splitlines()
+    return text[0] if text else None
+
+
+def _quiet_environment() -> None:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers must run the interpreter that has sparkcep and pyarrow installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # pandas 3 warns in every Python worker; the warning is about pandas-on-Spark, not us.
+    os.environ.setdefault("PYTHONWARNINGS", "ignore::UserWarning")
+    if "SPARK_CONF_DIR" not in os.environ:
+        conf = os.path.join(tempfile.gettempdir(), "sparkcep-spark-conf")
+        os.makedirs(conf, exist_ok=True)
+        path = os.path.join(conf, "log4j2.properties")
+        if not os.path.exists(path):
+            with open(path, "w") as f:
+                f.write(_LOG4J)
+        os.environ["SPARK_CONF_DIR"] = conf
+
+
+def get_session(master: str | None = None, app_name: str = "sparkcep", config: dict[str, str] | None = None):
+    """The active SparkSession, or a new one on ``master`` (default ``local[*]``)."""
+    if java_version() is None:
+        raise SparkCepError(
+            "Spark needs a Java runtime (Java 17 or newer) and none was found: install one "
+            "(e.g. `apt-get install openjdk-17-jre-headless`) or set JAVA_HOME"
+        )
+    _quiet_environment()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SPARKCEP_MASTER", "local[*]"))
+    settings = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": str(max(2, (os.cpu_count() or 2) * 2)),
+        "spark.sql.adaptive.enabled": "true",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.memory": os.environ.get("SPARKCEP_DRIVER_MEMORY", "4g"),
+    }
+    settings.update(config or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
