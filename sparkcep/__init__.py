@@ -1,9 +1,16 @@
 """sparkcep: complex event processing for Python — SQL:2016 MATCH_RECOGNIZE over pandas,
-Arrow (and, with the Spark runner, Spark) tables."""
+Arrow and Spark tables."""
 
 from sparkcep.api import explain, match_recognize
 from sparkcep.errors import DataError, QueryError, SparkCepError
 from sparkcep.functions import register_function, unregister_function
+
+
+def sql(spark, statement: str, **options):
+    """Run ``SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...]`` on Spark."""
+    from sparkcep.spark.sql import sql as _sql
+
+    return _sql(spark, statement, **options)
 
 __all__ = [
     "DataError",
@@ -12,6 +19,7 @@ __all__ = [
     "explain",
     "match_recognize",
     "register_function",
+    "sql",
     "unregister_function",
 ]
 __version__ = "0.1.0"

@@ -21,7 +21,11 @@ from sparkcep.language.parser import parse
 from sparkcep.runtime.engine import output_rows
 from sparkcep.runtime.vm import Matcher, PartitionData
 
-_OPTIONS = {"mode"}
+_OPTIONS = {"mode", "strategy", "batch", "shared"}
+
+
+def is_spark_dataframe(data: Any) -> bool:
+    return type(data).__module__.startswith("pyspark.") and hasattr(data, "sparkSession")
 
 
 def compile_query(clause: str, table: pa.Table, mode: str = "sql") -> Plan:
@@ -30,10 +34,18 @@ def compile_query(clause: str, table: pa.Table, mode: str = "sql") -> Plan:
 
 
 def explain(data: Any, clause: str, **options: Any) -> str:
-    """The plan sparkcep would run: clauses as understood and the compiled program."""
+    """The plan sparkcep would run: clauses as understood, the compiled program and, for a
+    Spark DataFrame, the strategy ``auto`` picks (which counts the rows)."""
     _check_options(options)
+    mode = options.get("mode", "sql")
+    if is_spark_dataframe(data):
+        from sparkcep.spark.batch import choose_strategy, compile_for
+
+        plan = compile_for(data, clause, mode)[0]
+        run = choose_strategy(data, clause, **options)
+        return plan.explain() + "\n" + run.describe()
     table, _ = to_arrow(data)
-    return compile_query(clause, table, options.get("mode", "sql")).explain()
+    return compile_query(clause, table, mode).explain()
 
 
 def _check_options(options: dict[str, Any]) -> None:
@@ -45,11 +57,20 @@ def _check_options(options: dict[str, Any]) -> None:
 def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     """Run ``MATCH_RECOGNIZE ( clause )`` over ``data``.
 
-    ``data`` is a pandas DataFrame or a pyarrow Table; the result is of the same kind.
-    Options: ``mode="sql"`` (SQL:2016, the default) or ``mode="matchregex"`` (a match is
-    reported as soon as one completes; the longest of those ending there wins).
+    ``data`` is a pandas DataFrame, a pyarrow Table or a Spark DataFrame; the result is of
+    the same kind. Options: ``mode="sql"`` (SQL:2016, the default) or ``mode="matchregex"``
+    (a match is reported as soon as one completes; the longest of those ending there wins).
+    Spark only: ``strategy`` ("auto", "sequential", "partition", "runs", "rr"), ``batch``
+    (rows per batch for runs/rr) and ``shared`` (rows a batch reads past its end).
     """
     _check_options(options)
+    if is_spark_dataframe(data):
+        from sparkcep.spark.batch import match_recognize_spark
+
+        return match_recognize_spark(data, clause, **options)
+    strategy = options.get("strategy", "auto")
+    if strategy not in ("auto", "sequential"):
+        raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially")
     table, kind = to_arrow(data)
     plan = compile_query(clause, table, options.get("mode", "sql"))
     result = run_plan(plan, table)

@@ -43,10 +43,7 @@ def to_arrow(data: Any) -> tuple[pa.Table, str]:
             dup = next(n for n in names if names.count(n) > 1)
             raise DataError("column names must be unique", column=dup)
         return data, "arrow"
-    kind = type(data).__module__.split(".")[0]
-    if kind == "pyspark":
-        raise SparkCepError("Spark DataFrames are not supported yet: the Spark runner is not built; pass a pandas DataFrame or an Arrow table")
-    raise SparkCepError(f"data must be a pandas DataFrame or a pyarrow Table, not {type(data).__name__}")
+    raise SparkCepError(f"data must be a pandas DataFrame, a pyarrow Table or a Spark DataFrame, not {type(data).__name__}")
 
 
 def sql_type(t: pa.DataType) -> Type | None:

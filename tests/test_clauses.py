@@ -235,10 +235,12 @@ def test_division_by_zero_names_the_row():
 
 
 def test_bad_data_argument_and_options():
-    with pytest.raises(sparkcep.SparkCepError, match="pandas DataFrame or a pyarrow Table"):
+    with pytest.raises(sparkcep.SparkCepError, match="pandas DataFrame, a pyarrow Table or a Spark DataFrame"):
         sparkcep.match_recognize([1, 2], "PATTERN (A)")
     with pytest.raises(sparkcep.SparkCepError, match="unknown option"):
-        sparkcep.match_recognize(pd.DataFrame({"a": [1]}), "PATTERN (A)", strategy="x")
+        sparkcep.match_recognize(pd.DataFrame({"a": [1]}), "PATTERN (A)", strategie="x")
+    with pytest.raises(sparkcep.SparkCepError, match="needs a Spark DataFrame"):
+        sparkcep.match_recognize(pd.DataFrame({"a": [1]}), "PATTERN (A)", strategy="runs")
 
 
 def test_explain_shows_program():

@@ -184,6 +184,21 @@ def match_recognize_spark(
     return _by_runs(plan, base, arrow_schema, spark_schema, chosen)
 
 
+def choose_strategy(df, clause: str, *, strategy: str = "auto", batch: int | None = None,
+                    shared: int | None = None, mode: str = "sql") -> SparkRun:
+    """The strategy a run would use (for explain)."""
+    from pyspark.sql import functions as F
+
+    plan = compile_for(df, clause, mode)[0]
+    run = SparkRun(strategy, "requested", batch=batch)
+    if strategy == "auto":
+        _choose(plan, df.withColumn(ROW, F.monotonically_increasing_id()), run, batch)
+    if run.strategy in ("runs", "rr"):
+        run.batch = batch or DEFAULT_BATCH
+        run.shared = 0 if run.strategy == "rr" else (shared if shared is not None else default_shared(plan, run.batch))
+    return run
+
+
 def _choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
     """auto: look at sizes and key counts, then pick."""
     from pyspark.sql import functions as F
@@ -255,7 +270,7 @@ def _arrow_of(spark_schema) -> pa.Schema:
 
 
 # ---------------------------------------------------------------- runs
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class _Part:
     start: int  # first global index
     n: int

@@ -1,0 +1,129 @@
+"""``sparkcep.sql(spark, "SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...]")``.
+
+The MATCH_RECOGNIZE clause runs on sparkcep; the parts around it are handed to Spark SQL
+over a temporary view of its result.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+from sparkcep.errors import QueryError, Span
+
+_counter = itertools.count(1)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _scan(text: str):
+    """(position, character, depth) for characters outside quotes and comments."""
+    depth = 0
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c in "'\"`":
+            j = text.find(c, i + 1)
+            while j != -1 and j + 1 < n and text[j + 1] == c:
+                j = text.find(c, j + 2)
+            i = n if j == -1 else j + 1
+            continue
+        if text.startswith("--", i):
+            j = text.find("\n", i)
+            i = n if j == -1 else j + 1
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j == -1 else j + 2
+            continue
+        if c == "(":
+            depth += 1
+        yield i, c, depth
+        if c == ")":
+            depth -= 1
+        i += 1
+
+
+def _keyword_at(text: str, word: str, depth: int = 0) -> list[int]:
+    hits = []
+    prev = ""
+    for i, c, d in _scan(text):
+        if d == depth and text[i:i + len(word)].upper() == word and not (prev.isalnum() or prev == "_"):
+            after = text[i + len(word):i + len(word) + 1]
+            if not (after.isalnum() or after == "_"):
+                hits.append(i)
+        prev = c
+    return hits
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    before = text[:offset]
+    line = before.count("\n") + 1
+    col = offset - (before.rfind("\n") + 1) + 1
+    return line, col
+
+
+def split_statement(text: str) -> tuple[str, str, str, int, str | None, str]:
+    """(select list, source, clause, clause offset, alias, rest) of a statement."""
+    hits = _keyword_at(text, "MATCH_RECOGNIZE")
+    if not hits:
+        raise QueryError("SYNTAX", "the statement has no MATCH_RECOGNIZE clause", Span(1, 1), text)
+    if len(hits) > 1:
+        raise QueryError("NOT_SUPPORTED", "more than one MATCH_RECOGNIZE in one statement is not supported",
+                         Span(*_position(text, hits[1])), text)
+    mr = hits[0]
+    froms = [f for f in _keyword_at(text, "FROM") if f < mr]
+    selects = _keyword_at(text, "SELECT")
+    if not froms or not selects or selects[0] > froms[-1]:
+        raise QueryError("SYNTAX", "expected SELECT ... FROM <table> MATCH_RECOGNIZE (...)", Span(*_position(text, mr)), text)
+    select_list = text[selects[0] + len("SELECT"):froms[-1]].strip()
+    source = text[froms[-1] + len("FROM"):mr].strip()
+    open_at = text.find("(", mr)
+    if open_at < 0 or text[mr + len("MATCH_RECOGNIZE"):open_at].strip():
+        raise QueryError("SYNTAX", "expected '(' after MATCH_RECOGNIZE", Span(*_position(text, mr)), text)
+    close_at = None
+    for i, c, d in _scan(text):
+        if i > open_at and c == ")" and d == 1:
+            close_at = i
+            break
+    if close_at is None:
+        raise QueryError("SYNTAX", "MATCH_RECOGNIZE ( is never closed", Span(*_position(text, open_at)), text)
+    clause = text[open_at + 1:close_at]
+    rest = text[close_at + 1:].strip()
+    alias = None
+    m = re.match(r"(?i)(AS\s+)?([A-Za-z_][A-Za-z0-9_]*)", rest)
+    if m and m.group(2).upper() not in ("WHERE", "ORDER", "GROUP", "LIMIT", "HAVING", "UNION", "JOIN", "LEFT", "INNER"):
+        alias = m.group(2)
+        rest = rest[m.end():].strip()
+    return select_list, source, clause, open_at + 1, alias, rest.rstrip(";").strip()
+
+
+def shift_error(e: QueryError, text: str, offset: int) -> QueryError:
+    """A QueryError about the clause, re-pointed into the whole statement."""
+    if e.span is None:
+        return QueryError(e.code, e.message, None, text)
+    line0, col0 = _position(text, offset)
+    line = line0 + e.span.line - 1
+    col = col0 + e.span.column - 1 if e.span.line == 1 else e.span.column
+    return QueryError(e.code, e.message, Span(line, col), text)
+
+
+def sql(spark, statement: str, **options):
+    """Run a SELECT statement whose FROM clause holds one MATCH_RECOGNIZE."""
+    from sparkcep.api import match_recognize
+
+    select_list, source, clause, offset, alias, rest = split_statement(statement)
+    if source.startswith("(") and source.endswith(")"):
+        src = spark.sql(source[1:-1])
+    elif _WORD.fullmatch(source.replace(".", "_").replace("`", "")):
+        src = spark.table(source)
+    else:
+        raise QueryError("NOT_SUPPORTED", f"the source of MATCH_RECOGNIZE must be a table, a view or a (subquery), not {source!r}",
+                         Span(*_position(statement, statement.find(source))), statement)
+    try:
+        result = match_recognize(src, clause, **options)
+    except QueryError as e:
+        raise shift_error(e, statement, offset) from None
+    view = f"sparkcep_match_{next(_counter)}"
+    result.createOrReplaceTempView(view)
+    return spark.sql(f"SELECT {select_list} FROM {view}" + (f" AS {alias}" if alias else "") + (f" {rest}" if rest else ""))

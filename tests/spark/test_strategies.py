@@ -1,0 +1,111 @@
+"""Every Spark strategy returns exactly the sequential engine's rows (real local Spark)."""
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import sparkcep
+from sparkcep import DataError
+from sparkcep.workloads import matchregex, rip
+from sparkcep.workloads.stock import stock_trades, trade_stream
+from tests.spark.helpers import assert_same, rows
+
+
+@pytest.fixture(scope="module")
+def stream():
+    return stock_trades(1500, seed=11)
+
+
+@pytest.mark.parametrize("name", rip.NAMES)
+def test_rip_queries_all_strategies(spark, stream, name):
+    # Batches of 200 rows are far shorter than the stream; MAXLENGTH 40 sets the overlap.
+    assert_same(spark, stream, rip.query(name, maxlength=40), batch=200)
+
+
+@pytest.mark.parametrize("name", ["Q1", "Q3", "Q8"])
+def test_rip_unbounded_and_all_matches(spark, stream, name):
+    # No MAXLENGTH: runs still alive at a batch end are finished by follow-up passes.
+    assert_same(spark, stream, rip.query(name), batch=150, strategies=("runs", "rr"))
+    assert_same(spark, stream, rip.query(name, skip="ALL MATCHES", maxlength=30), batch=150,
+                strategies=("runs", "partition"))
+
+
+@pytest.mark.parametrize("name", matchregex.NAMES)
+def test_matchregex_finance_queries(spark, name):
+    trades = trade_stream(4000, symbols=12, seed=5)
+    assert_same(spark, trades, matchregex.query(name), mode="matchregex", batch=97)
+
+
+def test_batch_shorter_than_a_match_and_matches_across_batches(spark):
+    pdf = pd.DataFrame({"ts": range(60), "v": [1] * 25 + [2] + [1] * 33 + [2]})
+    clause = "ORDER BY ts MEASURES COUNT(*) AS n, FIRST(ts) AS t0 ALL ROWS PER MATCH PATTERN (A+ B) DEFINE A AS v = 1, B AS v = 2"
+    expected = assert_same(spark, pdf, clause, batch=4, shared=1, strategies=("runs", "rr"))
+    assert sum(expected.values()) == 60
+
+
+def test_skip_modes_unmatched_rows_and_ties(spark):
+    pdf = pd.DataFrame({"ts": [0, 1, 1, 2, 3, 3, 4, 5, 6, 7], "v": [1, 2, 1, 3, 1, 2, 2, 3, 1, 1]})
+    for skip in ("AFTER MATCH SKIP TO NEXT ROW", "AFTER MATCH SKIP TO LAST B", "ALL MATCHES", ""):
+        clause = f"""ORDER BY ts MEASURES MATCH_NUMBER() AS mn, CLASSIFIER() AS cls
+            ALL ROWS PER MATCH WITH UNMATCHED ROWS {skip}
+            PATTERN (A B+ C?) DEFINE A AS v = 1, B AS v = 2, C AS v = 3"""
+        assert_same(spark, pdf, clause, batch=3)
+
+
+def test_partitions_null_keys_empty_and_skewed(spark):
+    keys = ["big"] * 400 + [f"k{i}" for i in range(40) for _ in range(5)] + [None] * 7
+    pdf = pd.DataFrame({"k": keys, "ts": range(len(keys))})
+    pdf["v"] = [(i * 7919) % 5 for i in range(len(keys))]
+    clause = """PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n, LAST(v) AS lv
+        PATTERN (A B+) DEFINE A AS v < 2, B AS v > PREV(v)"""
+    assert_same(spark, pdf, clause, batch=50)
+    empty = spark.createDataFrame(pdf).limit(0)
+    assert sparkcep.match_recognize(empty, clause, strategy="runs").count() == 0
+    assert sparkcep.match_recognize(empty, clause, strategy="partition").count() == 0
+
+
+def test_result_does_not_depend_on_spark_partitions(spark, stream):
+    clause = rip.query("Q4", partition_by="symbol", maxlength=20)
+    df = spark.createDataFrame(stream)
+    one = rows(sparkcep.match_recognize(df.coalesce(1), clause, strategy="partition"))
+    many = rows(sparkcep.match_recognize(df.repartition(7), clause, strategy="partition"))
+    assert one == many
+
+
+def test_auto_picks_and_explains(spark, stream):
+    df = spark.createDataFrame(stream)
+    text = sparkcep.explain(df, rip.query("Q7"), batch=500)
+    assert "strategy: runs" in text and "program:" in text
+    keyed = spark.createDataFrame(stock_trades(2000, symbols=50, seed=2))
+    assert "strategy: partition" in sparkcep.explain(keyed, rip.query("Q7", partition_by="symbol"), batch=500)
+
+
+def test_errors_from_workers_are_data_errors(spark):
+    df = spark.createDataFrame(pd.DataFrame({"ts": [0, 1, 2], "d": [1, 0, 1]}))
+    with pytest.raises(DataError, match="division by zero"):
+        sparkcep.match_recognize(df, "ORDER BY ts PATTERN (A+) DEFINE A AS 10 / d > 1", strategy="runs", batch=2).collect()
+    with pytest.raises(sparkcep.QueryError):
+        sparkcep.match_recognize(df, "ORDER BY nope PATTERN (A)")
+
+
+def test_sql_statement(spark, stream):
+    spark.createDataFrame(stream).createOrReplaceTempView("trades")
+    out = sparkcep.sql(spark, """
+        SELECT m.first_trade, m.length FROM trades MATCH_RECOGNIZE (
+            ORDER BY timestamp, tradeId
+            MEASURES FIRST(tradeId) AS first_trade, COUNT(*) AS length
+            PATTERN (A B C)
+            DEFINE A AS price < 70, B AS price > A.price, C AS price < B.price AND price < A.price
+        ) AS m WHERE m.first_trade > 100 ORDER BY m.first_trade""").toPandas()
+    local = sparkcep.match_recognize(stream, rip.query("Q7"))
+    assert out.first_trade.tolist() == [t for t in local.first_trade.tolist() if t > 100]
+    with pytest.raises(sparkcep.QueryError) as e:
+        sparkcep.sql(spark, "SELECT *\nFROM trades MATCH_RECOGNIZE (\n  ORDER BY timestamp\n  PATTERN (A) DEFINE A AS pricee > 1)")
+    assert (e.value.line, e.value.column) == (4, 27)
+
+
+def test_arrow_types_round_trip(spark):
+    t = pa.table({"ts": pa.array([1, 2, 3], pa.int32()), "f": pa.array([1.5, 2.5, 3.5], pa.float32()),
+                  "s": ["a", "b", "c"]})
+    clause = "ORDER BY ts MEASURES COLLECT(s) AS ss, MAX(f) AS mf, SUM(ts) AS st PATTERN (A+)"
+    assert_same(spark, t, clause, batch=2)
