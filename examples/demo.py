@@ -1,53 +1,133 @@
-"""The demo job: RIP's head-and-shoulders query (Q1) and an M-shape (double top) over a
-generated stock stream, on the local sequential engine. (It moves onto Spark with the Spark
-runner.)"""
+"""The demo job, on Spark local: RIP's head-and-shoulders query (Q1) over a generated
+StockTrade stream and MatchRegex's M-shape (finance1) over a trade stream with 390 symbols.
+Writes Parquet, prints the first matches and saves a chart with matches marked."""
 
 from __future__ import annotations
 
 import argparse
+import pathlib
+import sys
 import time
 
-import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from rich.console import Console
+from rich.table import Table
 
 import sparkcep
-from sparkcep.workloads import rip
-from sparkcep.workloads.stock import stock_trades
+from sparkcep.errors import SparkCepError
+from sparkcep.workloads import matchregex, rip
+from sparkcep.workloads.stock import stock_trades, trade_stream
 
-M_SHAPE = """
-PARTITION BY symbol
-ORDER BY timestamp, tradeId
-MEASURES FIRST(tradeId) AS start_trade, LAST(tradeId) AS end_trade,
-         MAX(U1.price) AS first_top, MAX(U2.price) AS second_top, COUNT(*) AS length
-PATTERN (R1+ F1+ R2+ F2+) MAXLENGTH 40
-SUBSET U1 = (R1), U2 = (R2)
-DEFINE R1 AS price > PREV(price),
-       F1 AS price < PREV(price),
-       R2 AS price > PREV(price) AND price > FIRST(R1.price),
-       F2 AS price < PREV(price) AND price < LAST(F1.price)
-"""
+console = Console()
 
 
-def main() -> None:
+def _write(pdf, path: pathlib.Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pandas(pdf, preserve_index=False), path, coerce_timestamps="us",
+                   allow_truncated_timestamps=True)
+
+
+def _show(pdf, title: str, n: int = 8) -> None:
+    t = Table(title=title)
+    for c in pdf.columns:
+        t.add_column(str(c))
+    for row in pdf.head(n).itertuples(index=False):
+        t.add_row(*[f"{v:.2f}" if isinstance(v, float) else str(v) for v in row])
+    console.print(t)
+
+
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--rows", type=int, default=50_000)
-    ap.add_argument("--symbols", type=int, default=10)
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--out", default="out/demo")
+    ap.add_argument("--master", default=None)
     args = ap.parse_args()
+    out = pathlib.Path(args.out)
 
-    pd.set_option("display.width", 160)
-    trades = stock_trades(args.rows, symbols=args.symbols, seed=42)
-    print(f"StockTrade stream: {len(trades):,} trades over {args.symbols} symbols, price uniform in [50, 150]\n")
+    from sparkcep.spark.batch import SparkRun, collect_errors, match_recognize_spark
+    from sparkcep.spark.session import get_session
 
-    q1 = rip.query("Q1", partition_by="symbol", maxlength=100,
-                   measures="FIRST(tradeId) AS start_trade, C.price AS left_shoulder, G.price AS head, "
-                            "K.price AS right_shoulder, LAST(M.price) AS reversal, COUNT(*) AS length")
-    for title, text in (("RIP Q1 head and shoulders", q1), ("M-shape (double top)", M_SHAPE)):
+    try:
+        spark = get_session(args.master)
+    except SparkCepError as e:
+        console.print(f"[bold red]cannot start Spark:[/] {e}")
+        return 1
+    console.print(f"Spark {spark.version} on {spark.sparkContext.master}")
+
+    stock_path, trades_path = out / "stock.parquet", out / "trades.parquet"
+    stock = stock_trades(args.rows, seed=42)
+    trades = trade_stream(args.rows, symbols=390, seed=42)
+    _write(stock, stock_path)
+    _write(trades, trades_path)
+    console.print(f"generated {len(stock):,} StockTrade events and {len(trades):,} trades over 390 symbols in {out}/")
+
+    jobs = [
+        ("RIP Q1 head and shoulders", stock_path, out / "q1_matches",
+         rip.query("Q1", maxlength=100, measures="FIRST(tradeId) AS start_trade, LAST(tradeId) AS end_trade, "
+                   "C.price AS left_shoulder, G.price AS head, K.price AS right_shoulder, LAST(M.price) AS reversal"),
+         "sql"),
+        ("MatchRegex finance1 M-shape", trades_path, out / "finance1_matches", matchregex.query("finance1"), "matchregex"),
+    ]
+    results = {}
+    for title, src, dst, clause, mode in jobs:
+        run = SparkRun("auto", "")
         t0 = time.perf_counter()
-        out = sparkcep.match_recognize(trades, text)
+        with collect_errors():
+            df = spark.read.parquet(str(src))
+            result = match_recognize_spark(df, clause, mode=mode, run=run).persist()
+            result.write.mode("overwrite").parquet(str(dst))
+            matches = result.toPandas()
         dt = time.perf_counter() - t0
-        print(f"== {title}: {len(out):,} matches in {dt:.2f} s ({len(trades) / dt:,.0f} events/s)")
-        print(out.head(8).to_string(index=False))
-        print()
+        console.print(f"\n[bold]{title}[/]: {len(matches):,} matches in {dt:.1f} s — {run.describe()}")
+        sort_key = "start_trade" if "start_trade" in matches else "first_seq"
+        matches = matches.sort_values(sort_key).reset_index(drop=True)
+        _show(matches, f"first matches (all in {dst}/)")
+        results[title] = matches
+
+    chart = out / "matches.png"
+    _chart(stock, results["RIP Q1 head and shoulders"], trades, results["MatchRegex finance1 M-shape"], chart)
+    console.print(f"\nchart of prices with matches marked: {chart}")
+    return 0
+
+
+def _chart(stock, q1, trades, m_shapes, path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 7))
+    if len(q1):
+        first = int(q1.start_trade.iloc[0])
+        lo, hi = max(1, first - 40), first + 160
+    else:
+        lo, hi = 1, 200
+    window = stock[(stock.tradeId >= lo) & (stock.tradeId <= hi)]
+    top.plot(window.tradeId, window.price, lw=0.8, color="#333")
+    for r in q1.itertuples():
+        if r.end_trade >= lo and r.start_trade <= hi:
+            top.axvspan(r.start_trade, r.end_trade, color="tab:orange", alpha=0.3)
+    top.set_title("RIP Q1 head and shoulders on the StockTrade stream (matches shaded)")
+    top.set_xlabel("tradeId")
+    top.set_ylabel("price")
+
+    if len(m_shapes):
+        sym = m_shapes.symbol.value_counts().index[0]
+        series = trades[trades.symbol == sym].reset_index(drop=True)
+        ms = m_shapes[m_shapes.symbol == sym]
+        span = series[series.seq <= int(ms.last_seq.iloc[min(len(ms) - 1, 3)]) + 200]
+        bottom.plot(span.seq, span.price, lw=0.8, color="#333")
+        for r in ms.itertuples():
+            if r.first_seq <= span.seq.max():
+                bottom.axvspan(r.first_seq, r.last_seq, color="tab:blue", alpha=0.3)
+        bottom.set_title(f"MatchRegex finance1 M-shape, symbol {sym} (matches shaded)")
+    bottom.set_xlabel("seq")
+    bottom.set_ylabel("price")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

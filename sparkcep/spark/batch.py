@@ -110,6 +110,19 @@ def _reraise(exc: Exception) -> None:
     raise DataError(info["message"], column=info.get("column"), row=info.get("row")) from None
 
 
+@contextlib.contextmanager
+def collect_errors():
+    """Around Spark actions on a sparkcep result: errors raised in workers come back as the
+    DataError they were."""
+    try:
+        yield
+    except SparkCepError:
+        raise
+    except Exception as e:  # noqa: BLE001 - Spark wraps worker errors in its own types
+        _reraise(e)
+        raise
+
+
 def _collect_arrow(df) -> pa.Table:
     try:
         return df.toArrow()
