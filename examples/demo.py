@@ -14,7 +14,6 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-import sparkcep
 from sparkcep.errors import SparkCepError
 from sparkcep.workloads import matchregex, rip
 from sparkcep.workloads.stock import stock_trades, trade_stream
