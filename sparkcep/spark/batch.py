@@ -259,7 +259,9 @@ def _by_groups(plan: Plan, base, spark_schema, single: bool):
 
         return grouped.applyInArrow(drop_and_run, spark_schema)
     keys = [k.column for k in plan.query.partition_by]
-    return base.groupBy(*keys).applyInArrow(task, spark_schema)
+    # An explicit repartition keeps adaptive execution from merging all groups into one task.
+    slots = 4 * base.sparkSession.sparkContext.defaultParallelism
+    return base.repartition(slots, *keys).groupBy(*keys).applyInArrow(task, spark_schema)
 
 
 def _group_task(p: Plan, table: pa.Table, spark_schema) -> pa.Table:
@@ -437,6 +439,12 @@ def _window_rows(
     return joined.drop(BUCKET, "__ws", "__we")
 
 
+def _slots(df, windows: int) -> int:
+    """Shuffle partitions for window tasks: one per window up to a few per core (an explicit
+    count, so adaptive execution does not merge the windows into one task)."""
+    return max(1, min(windows, 4 * df.sparkSession.sparkContext.defaultParallelism))
+
+
 def _table_window(table: pa.Table, w: Window, expected: int) -> pa.Table:
     t = table.take(pc.sort_indices(table, sort_keys=[(GIDX, "ascending")]))
     if t.num_rows != expected:  # pragma: no cover - a bug in window planning, never data
@@ -473,6 +481,7 @@ def _candidates(plan: Plan, ordered, parts, windows, eval_cols: list[str], batch
             return _candidate_task(cloudpickle.loads(payload), table, arrow_out)
 
     rows = _window_rows(ordered, parts, windows, batch, eval_cols)
+    rows = rows.repartition(_slots(ordered, len(windows)), WIN)
     return _collect_arrow(rows.groupBy(WIN).applyInArrow(task, out_schema))
 
 
@@ -545,8 +554,9 @@ def _measures(
         with _errors_to_driver():
             return _measure_task(cloudpickle.loads(payload), rows_t, items_t, out_arrow)
 
-    grouped_rows = rows.groupBy(WIN)
-    grouped_items = items_df.groupBy(WIN)
+    slots = _slots(ordered, len(mwindows))
+    grouped_rows = rows.repartition(slots, WIN).groupBy(WIN)
+    grouped_items = items_df.repartition(slots, WIN).groupBy(WIN)
     return grouped_rows.cogroup(grouped_items).applyInArrow(task, spark_schema)
 
 
