@@ -22,6 +22,7 @@ demo: install
 
 bench: install
 	$(BIN)/python -m benchmarks.rip_sequential
+	$(BIN)/python -m benchmarks.spark_strategies
 
 lint: install
 	$(BIN)/ruff check sparkcep tests examples

@@ -175,3 +175,36 @@ def to_text(p: Pattern, labels: tuple[str, ...]) -> str:
 def _wrap(p: Pattern, labels, weaker) -> str:
     text = to_text(p, labels)
     return f"({text})" if isinstance(p, weaker) else text
+
+
+def first_labels(p: Pattern) -> frozenset[int]:
+    """Labels that can match the first row of a match."""
+    return frozenset(_firsts(p)[0])
+
+
+def _firsts(p: Pattern) -> tuple[set[int], bool]:
+    if isinstance(p, Label):
+        return {p.id}, False
+    if isinstance(p, (Empty, Start, End)):
+        return set(), True
+    if isinstance(p, Concat):
+        out: set[int] = set()
+        for item in p.items:
+            f, n = _firsts(item)
+            out |= f
+            if not n:
+                return out, False
+        return out, True
+    if isinstance(p, Alt):
+        out, any_null = set(), False
+        for item in p.items:
+            f, n = _firsts(item)
+            out |= f
+            any_null = any_null or n
+        return out, any_null
+    if isinstance(p, Repeat):
+        f, n = _firsts(p.child)
+        return f, n or p.min == 0
+    if isinstance(p, Exclude):
+        return _firsts(p.child)
+    raise TypeError(p)  # pragma: no cover

@@ -10,11 +10,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.analysis.bound import AnalyzedQuery, MeasureDef, Pointer, SortKey
+from sparkcep.analysis.bound import (
+    AnalyzedQuery,
+    BBinary,
+    BExpr,
+    MeasureDef,
+    Pointer,
+    SortKey,
+    Type,
+)
 from sparkcep.compile.aggregates import Aggregate, build
 from sparkcep.compile.expressions import PointerTable, compile_match
-from sparkcep.compile.pattern import Pattern, from_ast, to_text
+from sparkcep.compile.pattern import (
+    Concat,
+    Label,
+    Pattern,
+    first_labels,
+    from_ast,
+    nullable,
+    to_text,
+)
 from sparkcep.compile.program import Program, compile_pattern
+from sparkcep.compile.vectorize import conjuncts, is_row_local
 
 
 @dataclass(frozen=True)
@@ -32,6 +49,13 @@ class Plan:
     program: Program
     labels: tuple[str, ...]
     conditions: tuple[Callable[[Any], Any] | None, ...]  # per label; None: always true
+    # The same conditions split for vectorized evaluation: row-local conjuncts (evaluated
+    # over whole columns) and the closure of the remaining conjuncts (None: nothing left).
+    local_parts: tuple[tuple[BExpr, ...], ...]
+    residuals: tuple[Callable[[Any], Any] | None, ...]
+    first: frozenset[int]  # labels that can match a match's first row
+    nullable: bool  # the pattern can match no rows
+    fixed: tuple[int, ...] | None  # the labels of a pattern that is a plain sequence of variables
     # Label sets whose first/last rows DEFINE conditions read; per set how many of each.
     tracked: tuple[frozenset[int], ...]
     track_first: tuple[int, ...]
@@ -76,6 +100,13 @@ class Plan:
         return "\n".join(lines)
 
 
+def _and_all(parts: list[BExpr]) -> BExpr:
+    out = parts[0]
+    for p in parts[1:]:
+        out = BBinary("AND", out, p, Type.BOOLEAN)
+    return out
+
+
 def build_plan(q: AnalyzedQuery) -> Plan:
     labels = q.variables
     pattern = from_ast(q.pattern, labels)
@@ -85,6 +116,20 @@ def build_plan(q: AnalyzedQuery) -> Plan:
     conditions = tuple(
         compile_match(q.defines[i], dtable) if i in q.defines else None for i in range(len(labels))
     )
+    local_parts, residuals = [], []
+    for i in range(len(labels)):
+        cond = q.defines.get(i)
+        parts = conjuncts(cond) if cond is not None else []
+        local = tuple(c for c in parts if is_row_local(c, i))
+        rest = [c for c in parts if not is_row_local(c, i)]
+        local_parts.append(local)
+        residuals.append(compile_match(_and_all(rest), dtable) if rest else None)
+    fixed = None
+    if isinstance(pattern, Label):
+        fixed = (pattern.id,)
+    elif isinstance(pattern, Concat) and all(isinstance(x, Label) for x in pattern.items):
+        fixed = tuple(x.id for x in pattern.items)
+
     tracked: list[frozenset[int]] = []
     first_need: list[int] = []
     last_need: list[int] = []
@@ -122,6 +167,11 @@ def build_plan(q: AnalyzedQuery) -> Plan:
         program=program,
         labels=labels,
         conditions=conditions,
+        local_parts=tuple(local_parts),
+        residuals=tuple(residuals),
+        first=first_labels(pattern),
+        nullable=nullable(pattern),
+        fixed=fixed,
         tracked=tuple(tracked),
         track_first=tuple(first_need),
         track_last=tuple(last_need),

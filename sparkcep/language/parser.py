@@ -42,7 +42,8 @@ MAX_PERMUTE_ITEMS = 7
 @functools.cache
 def _lark() -> Lark:
     grammar = resources.files("sparkcep.language").joinpath("match_recognize.lark").read_text()
-    return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=False)
+    return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=False,
+                cache=True)  # lark keeps the built tables in a temp file keyed by the grammar
 
 
 def _span_of(item) -> Span:

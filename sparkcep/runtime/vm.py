@@ -14,7 +14,7 @@ A thread is a tuple (pc, history, nav, aggs, slots, excl):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcep.compile.expressions import EvaluationError
@@ -31,6 +31,7 @@ from sparkcep.compile.program import (
     MATCH,
     SPLIT,
 )
+from sparkcep.compile.vectorize import column_arrays, condition_mask
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ class PartitionData:
     base: int = 0
     complete: bool = True
     limit: int = -1
+    # Per-partition results a matcher derives once (vectorized condition masks).
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
         if self.limit < 0:
@@ -157,6 +160,29 @@ class Matcher:
         self.initial_aggs = tuple(a.initial for a in plan.define_aggregates)
         self.initial_slots = (-1,) * plan.program.slots
 
+    # ------------------------------------------------------------ per partition
+    def prepare(self, part: PartitionData) -> tuple[list, list[bool] | None]:
+        """Condition masks per label (a list of bools, or None where the row evaluator
+        must run the whole condition) and the rows where a non-empty match may start."""
+        cached = part.cache.get("masks")
+        if cached is not None:
+            return cached
+        plan = self.plan
+        used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
+        arrays = column_arrays({i: part.cols[i] for i in used}, part.n) if used else None
+        masks = [condition_mask(list(parts), arrays) if parts else None for parts in plan.local_parts]
+        starts = None
+        if not plan.nullable and plan.first and all(masks[lab] is not None for lab in plan.first):
+            import numpy as np
+
+            any_first = np.zeros(part.n, dtype=bool)
+            for lab in plan.first:
+                any_first |= masks[lab]
+            starts = any_first.tolist()
+        out = ([m.tolist() if m is not None else None for m in masks], starts)
+        part.cache["masks"] = out
+        return out
+
     # ------------------------------------------------------------ epsilon closure
     def _closure(self, out: list, seen: set, thread: tuple, pos: int, part: PartitionData, by_history: bool) -> None:
         """Follow epsilon instructions from ``thread`` at row ``pos``; append the threads
@@ -203,10 +229,17 @@ class Matcher:
                     stack.append((pc + 1,) + t[1:])
 
     # ------------------------------------------------------------ one step
-    def _advance(self, t: tuple, part: PartitionData, start: int, pos: int, intern: dict | None):
+    def _advance(self, t: tuple, part: PartitionData, start: int, pos: int, intern: dict | None, masks: list):
         """The thread after labelling row ``pos`` with the label of its MATCH, or None."""
         plan = self.plan
         label = self.code[t[0]][1]
+        mask = masks[label]
+        if mask is not None:
+            if not mask[pos]:
+                return None
+            cond = plan.residuals[label]
+        else:
+            cond = plan.conditions[label]
         aggs = t[3]
         if aggs:
             cols = part.cols
@@ -214,7 +247,6 @@ class Matcher:
                 a.step(s, cols, pos) if a.applies_to(label) else s
                 for a, s in zip(plan.define_aggregates, aggs, strict=True)
             )
-        cond = plan.conditions[label]
         if cond is not None:
             ctx = DefineContext(plan, part.cols, pos, label, start, part.n, t[2], aggs)
             try:
@@ -284,6 +316,9 @@ class Matcher:
 
     def _run(self, part: PartitionData, start: int, how: str):
         code = self.code
+        masks, starts = self.prepare(part)
+        if starts is not None and start < part.limit and not starts[start]:
+            return [] if how == "all" else None  # no variable that can come first matches here
         by_history = how == "all"
         intern: dict | None = {} if by_history else None
         clist: list = []
@@ -313,7 +348,7 @@ class Matcher:
                     if extend is None:
                         return UNRESOLVED
                     continue
-                nt = self._advance(t, part, start, pos, intern)
+                nt = self._advance(t, part, start, pos, intern, masks)
                 if nt is not None:
                     self._closure(nlist, seen, nt, pos + 1, part, by_history)
                     live = True
@@ -323,3 +358,23 @@ class Matcher:
                 return best
             clist = nlist
             pos += 1
+
+
+def _columns_in(e):
+    """Column references inside a bound expression."""
+    from sparkcep.analysis.bound import BColumn
+
+    if isinstance(e, BColumn):
+        yield e
+        return
+    for name in getattr(e, "__dataclass_fields__", {}):
+        if name == "impl":
+            continue
+        v = getattr(e, name)
+        items = v if isinstance(v, tuple) else (v,)
+        for x in items:
+            if isinstance(x, tuple):
+                for y in x:
+                    yield from _columns_in(y)
+            elif hasattr(x, "__dataclass_fields__"):
+                yield from _columns_in(x)

@@ -1,14 +1,19 @@
 """Every Spark strategy returns exactly the sequential engine's rows (real local Spark)."""
 
+import os
+
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep import DataError
 from sparkcep.workloads import matchregex, rip
 from sparkcep.workloads.stock import stock_trades, trade_stream
 from tests.spark.helpers import assert_same, rows
+from tests.test_properties import queries, tables
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +114,17 @@ def test_arrow_types_round_trip(spark):
                   "s": ["a", "b", "c"]})
     clause = "ORDER BY ts MEASURES COLLECT(s) AS ss, MAX(f) AS mf, SUM(ts) AS st PATTERN (A+)"
     assert_same(spark, t, clause, batch=2)
+
+
+@settings(max_examples=int(os.environ.get("SPARKCEP_SPARK_EXAMPLES", "12")), deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(queries(), tables(), st.integers(1, 4))
+def test_random_queries_on_spark(spark, query, table, batch):
+    text, mode = query
+    try:
+        sparkcep.match_recognize(table, text, mode=mode)
+    except DataError:
+        return  # a data-dependent error (e.g. SKIP TO a missing variable): covered above
+    if table.num_rows == 0:
+        return  # Spark cannot take an empty frame without a schema
+    assert_same(spark, table, text, mode=mode, batch=batch, strategies=("runs", "partition"))

@@ -1,0 +1,251 @@
+"""Row-local conditions → numpy: one boolean column per pattern variable, computed once per
+partition instead of once per thread and row.
+
+A DEFINE condition is split into its AND-ed conjuncts. A conjunct is row-local when every
+value it reads is a column of the current row or of a row a fixed distance away (PREV/NEXT of
+the variable being defined, or of the universal variable), combined with literals,
+arithmetic, comparisons, AND/OR/NOT, BETWEEN, IN and IS NULL. Row-local conjuncts become a
+mask that is TRUE exactly where they all are TRUE under SQL's three-valued logic; the other
+conjuncts stay closures and run only where the mask is TRUE.
+
+Values are (data, valid) array pairs; integer arithmetic is vectorized only while the
+operands are small enough that int64 cannot overflow (checked per partition), otherwise the
+conjunct falls back to the row evaluator for that partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from sparkcep.analysis.bound import (
+    BBetween,
+    BBinary,
+    BColumn,
+    BExpr,
+    BIn,
+    BIsNull,
+    BLiteral,
+    BNav,
+    BUnary,
+    Type,
+)
+
+# int64 arithmetic is exact while |values| stay below this after a few products.
+_SAFE_INT = 2**31
+
+Values = tuple[np.ndarray, np.ndarray]  # (data, valid)
+
+
+class _NotVectorizable(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class ColumnArrays:
+    """A partition's columns as numpy: data and validity per column index."""
+
+    data: dict[int, np.ndarray]
+    valid: dict[int, np.ndarray]
+    n: int
+    small_ints: dict[int, bool]
+
+
+def conjuncts(e: BExpr) -> list[BExpr]:
+    if isinstance(e, BBinary) and e.op == "AND":
+        return conjuncts(e.left) + conjuncts(e.right)
+    return [e]
+
+
+def is_row_local(e: BExpr, label: int) -> bool:
+    try:
+        _check(e, label)
+        return True
+    except _NotVectorizable:
+        return False
+
+
+def _check(e: BExpr, label: int) -> None:
+    if isinstance(e, BLiteral):
+        if e.type not in (Type.BIGINT, Type.DOUBLE, Type.BOOLEAN, Type.VARCHAR, Type.NULL):
+            raise _NotVectorizable
+        if e.type is Type.BIGINT and abs(e.value) >= _SAFE_INT:
+            raise _NotVectorizable
+        return
+    if isinstance(e, BNav):
+        p = e.pointer
+        if not (p.last and p.offset == 0 and (p.labels is None or label in p.labels)):
+            raise _NotVectorizable
+        if not isinstance(e.inner, BColumn) or e.inner.type not in (Type.BIGINT, Type.DOUBLE, Type.BOOLEAN, Type.VARCHAR):
+            raise _NotVectorizable
+        return
+    if isinstance(e, BUnary):
+        _check(e.operand, label)
+        return
+    if isinstance(e, BBinary):
+        if e.op in ("/", "%", "||"):
+            raise _NotVectorizable
+        if e.op == "*" and e.type is Type.BIGINT and (_has_int_product(e.left) or _has_int_product(e.right)):
+            raise _NotVectorizable  # two factors below 2**31 fit int64; more might not
+        _check(e.left, label)
+        _check(e.right, label)
+        return
+    if isinstance(e, BBetween):
+        for x in (e.operand, e.low, e.high):
+            _check(x, label)
+        return
+    if isinstance(e, BIn):
+        for x in (e.operand, *e.items):
+            _check(x, label)
+        return
+    if isinstance(e, BIsNull):
+        _check(e.operand, label)
+        return
+    raise _NotVectorizable
+
+
+def _has_int_product(e: BExpr) -> bool:
+    if isinstance(e, BBinary):
+        if e.op == "*" and e.type is Type.BIGINT:
+            return True
+        return _has_int_product(e.left) or _has_int_product(e.right)
+    if isinstance(e, BUnary):
+        return _has_int_product(e.operand)
+    return False
+
+
+def _shift(a: np.ndarray, v: np.ndarray, by: int) -> Values:
+    """Values of the row ``by`` rows away (NULL outside the partition)."""
+    if by == 0:
+        return a, v
+    n = len(a)
+    data = np.zeros_like(a) if a.dtype != object else np.full(n, None, dtype=object)
+    valid = np.zeros(n, dtype=bool)
+    if by > 0:
+        if by < n:
+            data[: n - by] = a[by:]
+            valid[: n - by] = v[by:]
+    else:
+        k = -by
+        if k < n:
+            data[k:] = a[: n - k]
+            valid[k:] = v[: n - k]
+    return data, valid
+
+
+def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
+    """Evaluate a row-local expression over every row (the row being labelled is row i)."""
+    n = cols.n
+    if isinstance(e, BLiteral):
+        if e.value is None:
+            return np.zeros(n), np.zeros(n, dtype=bool)
+        dtype = object if isinstance(e.value, str) else None
+        return np.full(n, e.value, dtype=dtype), np.ones(n, dtype=bool)
+    if isinstance(e, BNav):
+        i = e.inner.index
+        if e.inner.type is Type.BIGINT and not cols.small_ints.get(i, False):
+            raise _NotVectorizable
+        return _shift(cols.data[i], cols.valid[i], e.pointer.physical)
+    if isinstance(e, BUnary):
+        d, v = evaluate(e.operand, cols)
+        return (~d.astype(bool), v) if e.op == "NOT" else (-d, v)
+    if isinstance(e, BBinary):
+        if e.op in ("AND", "OR"):
+            (a, av), (b, bv) = evaluate(e.left, cols), evaluate(e.right, cols)
+            a_true, a_false = av & a.astype(bool), av & ~a.astype(bool)
+            b_true, b_false = bv & b.astype(bool), bv & ~b.astype(bool)
+            if e.op == "AND":
+                t, f = a_true & b_true, a_false | b_false
+            else:
+                t, f = a_true | b_true, a_false & b_false
+            return t, t | f
+        (a, av), (b, bv) = evaluate(e.left, cols), evaluate(e.right, cols)
+        valid = av & bv
+        with np.errstate(all="ignore"):
+            if e.op in _CMP:
+                return _compare(e.op, a, b, valid), valid
+            return _ARITH[e.op](a, b), valid
+    if isinstance(e, BBetween):
+        (x, xv), (lo, lv), (hi, hv) = (evaluate(y, cols) for y in (e.operand, e.low, e.high))
+        with np.errstate(all="ignore"):
+            ge = _compare(">=", x, lo, xv & lv)
+            le = _compare("<=", x, hi, xv & hv)
+        t = ge & le & xv & lv & hv
+        f = (xv & lv & ~ge) | (xv & hv & ~le)
+        if e.negated:
+            t, f = f, t
+        return t, t | f
+    if isinstance(e, BIn):
+        x, xv = evaluate(e.operand, cols)
+        t = np.zeros(n, dtype=bool)
+        saw_null = np.zeros(n, dtype=bool)
+        for item in e.items:
+            d, v = evaluate(item, cols)
+            t |= _compare("=", x, d, xv & v) & v
+            saw_null |= ~v
+        unknown = ~xv | (~t & saw_null)
+        f = ~t & ~unknown
+        if e.negated:
+            t, f = f, t
+        return t, t | f
+    if isinstance(e, BIsNull):
+        _, v = evaluate(e.operand, cols)
+        return (v if e.negated else ~v), np.ones(n, dtype=bool)
+    raise _NotVectorizable
+
+
+_CMP = {"=", "<>", "<", "<=", ">", ">="}
+
+_ARITH: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "+": np.add,
+    "-": np.subtract,
+    "*": np.multiply,
+}
+
+
+def _compare(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    if a.dtype == object or b.dtype == object:
+        out = np.zeros(len(a), dtype=bool)
+        idx = np.nonzero(valid)[0]
+        fn = {"=": lambda x, y: x == y, "<>": lambda x, y: x != y, "<": lambda x, y: x < y,
+              "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y}[op]
+        for i in idx:
+            out[i] = fn(a[i], b[i])
+        return out
+    fn = {"=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal,
+          ">": np.greater, ">=": np.greater_equal}[op]
+    return fn(a, b) & valid
+
+
+def condition_mask(parts: list[BExpr], cols: ColumnArrays) -> np.ndarray | None:
+    """TRUE where every part is TRUE; None if a part cannot be vectorized here."""
+    mask = np.ones(cols.n, dtype=bool)
+    try:
+        for p in parts:
+            d, v = evaluate(p, cols)
+            mask &= v & d.astype(bool)
+    except _NotVectorizable:
+        return None
+    return mask
+
+
+def column_arrays(values: dict[int, list], n: int) -> ColumnArrays:
+    """numpy columns from the evaluator's Python lists (NULL → invalid)."""
+    data, valid, small = {}, {}, {}
+    for i, col in values.items():
+        v = np.fromiter((x is not None for x in col), dtype=bool, count=n)
+        sample = next((x for x in col if x is not None), None)
+        if isinstance(sample, bool):
+            d = np.fromiter((bool(x) if x is not None else False for x in col), dtype=bool, count=n)
+        elif isinstance(sample, int):
+            d = np.fromiter((x if x is not None else 0 for x in col), dtype=np.int64, count=n) \
+                if all(x is None or -2**63 <= x < 2**63 for x in col) else np.array(col, dtype=object)
+            small[i] = d.dtype != object and (n == 0 or int(np.abs(d).max(initial=0)) < _SAFE_INT)
+        elif isinstance(sample, float):
+            d = np.fromiter((x if x is not None else 0.0 for x in col), dtype=np.float64, count=n)
+        else:
+            d = np.array(col, dtype=object)
+        data[i], valid[i] = d, v
+    return ColumnArrays(data, valid, n, small)

@@ -1,0 +1,65 @@
+"""The sparkcep command line, run as a user would (real files, real local Spark)."""
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+import sparkcep
+from sparkcep.workloads import rip
+
+CLI = [sys.executable, "-m", "sparkcep.cli.main"]
+
+
+def run_cli(*args, cwd):
+    env = dict(os.environ, SPARKCEP_MASTER="local[2]", COLUMNS="200")
+    return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cli")
+    r = run_cli("generate", "stock", "--rows", "3000", "--seed", "4", "--output", "stock.parquet", cwd=d)
+    assert r.returncode == 0, r.stderr
+    r = run_cli("generate", "stock", "--rows", "500", "--format", "csv", "--output", "stock.csv", cwd=d)
+    assert r.returncode == 0, r.stderr
+    (d / "q7.sql").write_text(rip.query("Q7"))
+    return d
+
+
+def test_run_writes_parquet_and_prints_summary(workdir):
+    r = run_cli("run", "-q", "q7.sql", "-i", "stock.parquet", "-o", "out_q7", "--strategy", "runs", "--batch", "700", cwd=workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "sparkcep run" in r.stdout and "strategy: runs" in r.stdout
+    got = pd.read_parquet(workdir / "out_q7")
+    expected = sparkcep.match_recognize(pd.read_parquet(workdir / "stock.parquet"), rip.query("Q7"))
+    assert sorted(got.first_trade) == sorted(expected.first_trade) and len(got) > 0
+
+
+def test_run_csv_in_json_out(workdir):
+    r = run_cli("run", "-q", "q7.sql", "-i", "stock.csv", "-o", "out_json", "--format", "json", cwd=workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    parts = list((workdir / "out_json").glob("*.json"))
+    assert parts and sum(len(p.read_text().splitlines()) for p in parts) > 0
+
+
+def test_clear_errors(workdir):
+    (workdir / "bad.sql").write_text("ORDER BY timestampp PATTERN (A)")
+    r = run_cli("run", "-q", "bad.sql", "-i", "stock.parquet", "-o", "x", cwd=workdir)
+    assert r.returncode == 2 and "no column 'timestampp'" in r.stderr and "Traceback" not in r.stderr
+    (workdir / "typed.sql").write_text("ORDER BY timestamp PATTERN (A) DEFINE A AS symbol > 3")
+    r = run_cli("run", "-q", "typed.sql", "-i", "stock.parquet", "-o", "x", cwd=workdir)
+    assert r.returncode == 2 and "TYPE_MISMATCH" in r.stderr
+    (workdir / "junk.parquet").write_text("not parquet")
+    r = run_cli("run", "-q", "q7.sql", "-i", "junk.parquet", "-o", "x", cwd=workdir)
+    assert r.returncode == 2 and "cannot read" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("run", "-q", "q7.sql", "-i", "missing.parquet", "-o", "x", cwd=workdir)
+    assert r.returncode == 2 and "does not exist" in r.stderr
+
+
+def test_explain(workdir):
+    r = run_cli("explain", "-q", "q7.sql", "-i", "stock.parquet", cwd=workdir)
+    assert r.returncode == 0, r.stderr
+    assert "program:" in r.stdout and "strategy:" in r.stdout
