@@ -19,6 +19,7 @@ from sparkcep.data import (
 from sparkcep.errors import DataError, SparkCepError
 from sparkcep.language.parser import parse
 from sparkcep.runtime.engine import output_rows
+from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 
 _OPTIONS = {"mode", "strategy", "batch", "shared"}
@@ -77,7 +78,8 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     return result.to_pandas() if kind == "pandas" else result
 
 
-def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None) -> pa.Table:
+def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None,
+             use_kernel: bool | None = None) -> pa.Table:
     """Run a plan over a table; ``matcher_factory`` builds the matcher (tests pass the
     reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
     sequential engine for each partition (tests pass the run strategy here)."""
@@ -97,6 +99,9 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
                                 column=q.order_by[0].column, row=order[pos])
 
     matcher = matcher_factory(plan)
+    if use_kernel is None:
+        use_kernel = matcher_factory is Matcher
+    kernel = KernelMatcher.for_plan(plan) if use_kernel else None
     out_rows: list[int] = []
     out_measures: list[list[Any]] = [[] for _ in plan.measures]
     for start, end in parts.bounds:
@@ -104,7 +109,7 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
                              order0[start:end] if order0 is not None else None)
         row_ids = order[start:end]
         rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
-                else output_rows(plan, matcher, part, row_ids))
+                else output_rows(plan, matcher, part, row_ids, kernel))
         for pos, values in rows:
             out_rows.append(order[start + pos])
             for j, v in enumerate(values):

@@ -155,9 +155,9 @@ def tables(draw):
     return pa.table({"ts": pa.array(ts, pa.int64()), "k": pa.array(keys, pa.int64()), "price": pa.array(prices, pa.int64())})
 
 
-def _run(plan, table, factory):
+def _run(plan, table, factory, use_kernel=None):
     try:
-        return run_plan(plan, table, factory).to_pylist()
+        return run_plan(plan, table, factory, use_kernel=use_kernel).to_pylist()
     except DataError as e:
         return ("error", type(e).__name__, str(e))
 
@@ -168,7 +168,7 @@ def test_engine_equals_reference(query, table):
     text, mode = query
     plan = compile_query(text, table, mode)
     expected = _run(plan, table, ReferenceMatcher)
-    got = _run(plan, table, Matcher)
-    assert got == expected, f"\n{text}\nmode={mode}\n{table.to_pylist()}"
+    assert _run(plan, table, Matcher, use_kernel=False) == expected, f"python matcher\n{text}\nmode={mode}\n{table.to_pylist()}"
+    assert _run(plan, table, Matcher, use_kernel=True) == expected, f"kernel\n{text}\nmode={mode}\n{table.to_pylist()}"
 
 

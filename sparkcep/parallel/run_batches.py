@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from sparkcep.compile.plan import Plan
 from sparkcep.runtime.engine import candidate_finder, measure_rows, select_matches
+from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
 
 
@@ -65,9 +66,16 @@ def shift(m: Match, by: int) -> Match:
 def find_candidates(plan: Plan, part: PartitionData, w: Window) -> list[tuple[int, Any]]:
     """(global start, answer) for the window's start rows, answers in global positions;
     starts with nothing found are left out. The batch task of the first pass."""
+    starts = w.starts if w.starts is not None else range(w.own_start, w.own_end)
+    q = plan.query
+    kernel = KernelMatcher.for_plan(plan) if q.skip_mode != "ALL_MATCHES" else None
+    if kernel is not None and w.starts is None:
+        found = kernel.candidates(part, w.own_start - w.start, w.own_end - w.start, q.mode == "matchregex")
+        if found is not None:
+            return [(s + w.start, r if r is UNRESOLVED or r is None else shift(r, w.start))
+                    for s, r in found if r is not None]
     find = candidate_finder(plan.query, Matcher(plan), part)
     out = []
-    starts = w.starts if w.starts is not None else range(w.own_start, w.own_end)
     for s in starts:
         r = find(s - w.start)
         if r is UNRESOLVED:

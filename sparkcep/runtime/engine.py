@@ -111,13 +111,16 @@ def _resume(mode: str, target: frozenset[int] | None, target_name: str | None, m
     return at
 
 
-def output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list[int] | None = None
-                ) -> Iterator[tuple[int, list[Any]]]:
-    """(partition row, measure values) for every output row of a whole partition."""
+def output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list[int] | None = None,
+                kernel=None) -> Iterator[tuple[int, list[Any]]]:
+    """(partition row, measure values) for every output row of a whole partition; the
+    compiled ``kernel`` (runtime.fast.KernelMatcher) selects the matches when it can."""
     def input_row(pos: int) -> int:
         return row_ids[pos] if row_ids is not None else pos
 
-    items = select_matches(plan.query, part.n, candidate_finder(plan.query, matcher, part), input_row)
+    items = kernel.select(part, input_row) if kernel is not None else None
+    if items is None:
+        items = select_matches(plan.query, part.n, candidate_finder(plan.query, matcher, part), input_row)
     yield from measure_rows(plan, part, items, input_row)
 
 

@@ -1,0 +1,122 @@
+"""Which plans the compiled kernel can run, and the tables it runs them from.
+
+The kernel (sparkcep.runtime.kernel) is the thread-list matcher of runtime.vm compiled by
+numba, for plans whose DEFINE conditions are
+- row-local conjuncts, already folded into per-label masks (compile.vectorize), and
+- comparisons between two operands, each a number, or a numeric column at the current row,
+  at the last or first row of a variable or subset, or at the match's first row (each with a
+  PREV/NEXT offset), optionally times a number.
+Anything else (aggregates or CLASSIFIER in DEFINE, LAST(X, n) with n > 0, strings, user
+functions in non-local parts, ALL MATCHES) runs on the Python matcher; both give the same
+answers (tests enforce it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sparkcep.analysis.bound import BBinary, BColumn, BExpr, BLiteral, BNav, Type
+from sparkcep.compile.plan import Plan
+from sparkcep.compile.vectorize import conjuncts, is_row_local
+
+# Operand kinds.
+LITERAL, CURRENT, REGISTER, MATCH_START = 0, 1, 2, 3
+OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4, "<>": 5}
+SKIP_MODES = {"PAST_LAST": 0, "NEXT_ROW": 1, "FIRST": 2, "LAST": 3}
+MAX_SLOTS = 8
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    # Registers: row positions a thread carries; reg_first[r] says first (else last) row of
+    # the labels with reg_member[r, label] set.
+    reg_member: np.ndarray  # bool [R, labels]
+    reg_first: np.ndarray  # bool [R]
+    # Dynamic conjuncts, one row each: label, op, then per side kind, column slot, register,
+    # physical offset, and (as floats) literal value and scale.
+    dyn_int: np.ndarray  # int64 [D, 10]: label, op, lk, lcol, lreg, lphys, rk, rcol, rreg, rphys
+    dyn_float: np.ndarray  # float64 [D, 4]: lval, lscale, rval, rscale
+    columns: tuple[int, ...]  # input column index of each column slot
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def kernel_spec(plan: Plan) -> KernelSpec | None:
+    """The kernel tables for ``plan``, or None when it needs the Python matcher."""
+    q = plan.query
+    if q.skip_mode == "ALL_MATCHES" or plan.define_aggregates or plan.program.slots > MAX_SLOTS:
+        return None
+    if q.within is not None and not isinstance(q.within, (int, float)):
+        return None  # interval WITHIN compares timestamps: Python matcher
+    regs: list[tuple[frozenset[int], bool]] = []
+    columns: list[int] = []
+    dyn_int, dyn_float = [], []
+    try:
+        for label, cond in enumerate(q.defines.get(i) for i in range(len(plan.labels))):
+            if cond is None:
+                continue
+            for part in conjuncts(cond):
+                if is_row_local(part, label):
+                    continue
+                ints, floats = _conjunct(part, label, regs, columns)
+                dyn_int.append(ints)
+                dyn_float.append(floats)
+    except _Unsupported:
+        return None
+    n_labels = len(plan.labels)
+    member = np.zeros((len(regs), n_labels), dtype=np.bool_)
+    for r, (labels, _) in enumerate(regs):
+        for lab in labels:
+            member[r, lab] = True
+    return KernelSpec(
+        member,
+        np.array([first for _, first in regs], dtype=np.bool_),
+        np.array(dyn_int, dtype=np.int64).reshape(len(dyn_int), 10),
+        np.array(dyn_float, dtype=np.float64).reshape(len(dyn_float), 4),
+        tuple(columns),
+    )
+
+
+def _conjunct(e: BExpr, label: int, regs, columns) -> tuple[list[int], list[float]]:
+    if not (isinstance(e, BBinary) and e.op in OPS):
+        raise _Unsupported
+    left = _operand(e.left, label, regs, columns)
+    right = _operand(e.right, label, regs, columns)
+    return [label, OPS[e.op], *left[:4], *right[:4]], [left[4], left[5], right[4], right[5]]
+
+
+def _operand(e: BExpr, label: int, regs, columns) -> tuple[int, int, int, int, float, float]:
+    """(kind, column slot, register, physical, literal, scale)."""
+    scale = 1.0
+    if isinstance(e, BBinary) and e.op == "*":
+        if isinstance(e.right, BLiteral) and e.right.type in (Type.BIGINT, Type.DOUBLE) and e.right.value is not None:
+            scale, e = float(e.right.value), e.left
+        elif isinstance(e.left, BLiteral) and e.left.type in (Type.BIGINT, Type.DOUBLE) and e.left.value is not None:
+            scale, e = float(e.left.value), e.right
+        else:
+            raise _Unsupported
+    if isinstance(e, BLiteral):
+        if e.type not in (Type.BIGINT, Type.DOUBLE) or e.value is None:
+            raise _Unsupported
+        return (LITERAL, 0, 0, 0, float(e.value) * scale, 1.0)
+    if not (isinstance(e, BNav) and isinstance(e.inner, BColumn) and e.inner.type in (Type.BIGINT, Type.DOUBLE)):
+        raise _Unsupported
+    p = e.pointer
+    if p.offset != 0 or not p.running:
+        raise _Unsupported
+    if e.inner.index not in columns:
+        columns.append(e.inner.index)
+    slot = columns.index(e.inner.index)
+    if p.labels is None:
+        kind = CURRENT if p.last else MATCH_START
+        return (kind, slot, 0, p.physical, 0.0, scale)
+    if p.last and label in p.labels:
+        return (CURRENT, slot, 0, p.physical, 0.0, scale)
+    key = (p.labels, not p.last)
+    if key not in regs:
+        regs.append(key)
+    return (REGISTER, slot, regs.index(key), p.physical, 0.0, scale)

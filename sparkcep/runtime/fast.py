@@ -1,0 +1,142 @@
+"""The compiled kernel behind the Matcher interface: partitions as numpy arrays, results as
+Match objects. Used wherever kernel_spec accepts the plan and the data fit (numeric columns
+exactly representable as float64); otherwise runtime.vm runs."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from sparkcep.compile.kernel_spec import SKIP_MODES, KernelSpec, kernel_spec
+from sparkcep.compile.plan import Plan
+from sparkcep.compile.vectorize import column_arrays, condition_mask
+from sparkcep.errors import DataError
+from sparkcep.runtime import kernel
+from sparkcep.runtime.vm import UNRESOLVED, Match, PartitionData, _columns_in
+
+_EXACT = 2.0**53
+# SPARKCEP_KERNEL=0 turns the compiled kernel off (the Python matcher then runs everything).
+ENABLED = os.environ.get("SPARKCEP_KERNEL", "1") != "0"
+
+
+class KernelMatcher:
+    def __init__(self, plan: Plan, spec: KernelSpec):
+        self.plan = plan
+        self.spec = spec
+        ins = plan.program.instructions
+        self.op = np.array([i.op for i in ins], dtype=np.int64)
+        self.a = np.array([i.a for i in ins], dtype=np.int64)
+        self.b = np.array([i.b for i in ins], dtype=np.int64)
+        self.maxlength = plan.query.maxlength if plan.query.maxlength is not None else -1
+        q = plan.query
+        self.skip_member = np.zeros(len(plan.labels), dtype=np.bool_)
+        for lab in q.skip_target or ():
+            self.skip_member[lab] = True
+
+    @classmethod
+    def for_plan(cls, plan: Plan) -> KernelMatcher | None:
+        if not ENABLED:
+            return None
+        spec = kernel_spec(plan)
+        return cls(plan, spec) if spec is not None else None
+
+    def arrays(self, part: PartitionData):
+        """The kernel's inputs for a partition, or None when the data do not fit it."""
+        cached = part.cache.get("kernel")
+        if cached is not None:
+            return cached if cached != "no" else None
+        plan, n = self.plan, part.n
+        used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
+        arrays = column_arrays({i: part.cols[i] for i in used}, n) if used else None
+        masks = np.ones((len(plan.labels), n), dtype=np.bool_)
+        for label, parts in enumerate(plan.local_parts):
+            if parts:
+                m = condition_mask(list(parts), arrays)
+                if m is None:
+                    part.cache["kernel"] = "no"
+                    return None
+                masks[label] = m
+        k = len(self.spec.columns)
+        cols = np.zeros((max(k, 1), n), dtype=np.float64)
+        valid = np.zeros((max(k, 1), n), dtype=np.bool_)
+        for slot, idx in enumerate(self.spec.columns):
+            values = part.cols[idx]
+            for r, v in enumerate(values):
+                if v is not None:
+                    if isinstance(v, int) and abs(v) >= _EXACT:
+                        part.cache["kernel"] = "no"
+                        return None
+                    cols[slot, r] = v
+                    valid[slot, r] = True
+        within = self.plan.query.within
+        if within is not None:
+            order0 = np.array([float(x) for x in part.order0], dtype=np.float64)
+            if any(isinstance(x, int) and abs(x) >= _EXACT for x in part.order0):
+                part.cache["kernel"] = "no"
+                return None
+        else:
+            order0 = np.zeros(1, dtype=np.float64)
+        out = (masks, cols, valid, order0, float(within) if within is not None else 0.0)
+        part.cache["kernel"] = out
+        return out
+
+    def select(self, part: PartitionData, input_row=lambda r: r):
+        """select_matches' items for a whole partition, or None if the data do not fit."""
+        arr = self.arrays(part)
+        if arr is None:
+            return None
+        masks, cols, valid, order0, within = arr
+        q, s = self.plan.query, self.spec
+        skip = SKIP_MODES.get(q.skip_mode, 0)
+        want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
+        starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
+            skip, q.mode == "matchregex", self.skip_member, want_unmatched, self.op, self.a, self.b, masks,
+            s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
+            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots)
+        if err:
+            name = q.skip_target_name
+            mode = q.skip_mode
+            if err == 1:
+                raise DataError(f"AFTER MATCH SKIP TO {mode} {name}: the match has no row labelled {name}, "
+                                "so there is no row to resume at", row=input_row(int(err_row)))
+            raise DataError(f"AFTER MATCH SKIP TO {mode} {name} would resume at the first row of the same "
+                            "match and loop forever", row=input_row(int(err_row)))
+        labels, excl = labels.tolist(), excl.tolist()
+        offs = offs.tolist()
+        matches = [Match(st, en, tuple(labels[offs[i]:offs[i + 1]]), tuple(bool(x) for x in excl[offs[i]:offs[i + 1]]))
+                   for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))]
+        items = []
+        rows = np.nonzero(unmatched)[0].tolist() if want_unmatched else []
+        j = 0
+        for number, m in enumerate(matches, start=1):
+            while j < len(rows) and rows[j] < m.start:
+                items.append(("unmatched", rows[j]))
+                j += 1
+            items.append(("match", m, number))
+        items += [("unmatched", r) for r in rows[j:]]
+        return items
+
+    def candidates(self, part: PartitionData, first: int, last: int, earliest: bool):
+        """[(start, Match | None | UNRESOLVED)] for starts in [first, last) of a window."""
+        arr = self.arrays(part)
+        if arr is None:
+            return None
+        masks, cols, valid, order0, within = arr
+        q, s = self.plan.query, self.spec
+        ends, offs, labels, excl = kernel.candidates(
+            first, last, earliest, self.op, self.a, self.b, masks, s.reg_member, s.reg_first, s.dyn_int,
+            s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,
+            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots)
+        ends, offs, labels, excl = ends.tolist(), offs.tolist(), labels.tolist(), excl.tolist()
+        out = []
+        for i, e in enumerate(ends):
+            st = first + i
+            if e == kernel.UNRESOLVED:
+                out.append((st, UNRESOLVED))
+            elif e == kernel.NO_MATCH:
+                out.append((st, None))
+            else:
+                out.append((st, Match(st, e, tuple(labels[offs[i]:offs[i + 1]]),
+                                      tuple(bool(x) for x in excl[offs[i]:offs[i + 1]]))))
+        return out

@@ -1,0 +1,517 @@
+"""The thread-list matcher compiled with numba, for plans kernel_spec accepts.
+
+Same algorithm as runtime.vm (threads in preference order, merged when their futures cannot
+differ, ACCEPT cutting everything less preferred), over:
+- masks[label, row]: the row-local parts of the conditions (compile.vectorize);
+- dynamic comparisons read from per-thread registers (first/last rows of variables);
+- a history arena (label, excluded, parent) from which a match's labels are read back.
+
+``select`` runs a whole partition's match selection (AFTER MATCH SKIP, matchregex) in one
+call; ``candidates`` answers per start row for the run strategy's windows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from sparkcep.compile.program import (
+    ACCEPT,
+    ASSERT_END,
+    ASSERT_START,
+    EXCL_BEGIN,
+    EXCL_END,
+    JUMP,
+    LOOP_CHECK,
+    LOOP_ENTER,
+    MATCH,
+    SPLIT,
+)
+
+UNRESOLVED = -2
+NO_MATCH = -1
+
+
+@njit(cache=True)
+def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
+    """(value, ok) of one operand for the row being labelled at ``pos``."""
+    if kind == 0:
+        return lit, True
+    if kind == 1:
+        r = pos + phys
+    elif kind == 3:
+        r = start + phys
+    else:
+        base = regs[reg]
+        if base < 0:
+            return 0.0, False
+        r = base + phys
+    if r < 0 or r >= n or not valid[col, r]:
+        return 0.0, False
+    return cols[col, r] * scale, True
+
+
+@njit(cache=True)
+def _compare(op, a, b):
+    if op == 0:
+        return a < b
+    if op == 1:
+        return a <= b
+    if op == 2:
+        return a > b
+    if op == 3:
+        return a >= b
+    if op == 4:
+        return a == b
+    return a != b
+
+
+@njit(cache=True)
+def _grow(arr, need):
+    if need <= arr.shape[0]:
+        return arr
+    out = np.empty(max(need, arr.shape[0] * 2), dtype=arr.dtype)
+    out[: arr.shape[0]] = arr
+    return out
+
+
+@njit(cache=True)
+def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
+            cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
+            n_regs, n_slots, hist_label, hist_excl, hist_parent):
+    """The preferred (or earliest-ending) match from ``start``: (end, history node) with end
+    NO_MATCH or UNRESOLVED when there is none; the arena may grow and is returned."""
+    W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
+    cap = 64
+    cur = np.empty((cap, W), dtype=np.int64)
+    cur_h = np.empty(cap, dtype=np.int64)
+    nxt = np.empty((cap, W), dtype=np.int64)
+    nxt_h = np.empty(cap, dtype=np.int64)
+    stack = np.empty((cap, W), dtype=np.int64)
+    stack_h = np.empty(cap, dtype=np.int64)
+    n_hist = 0
+    # initial thread
+    ncur = 0
+    init = np.full(W, -1, dtype=np.int64)
+    init[0] = 0
+    init[1] = 0
+    # closure of the initial thread into cur
+    sp = 0
+    stack[0, :] = init
+    stack_h[0] = -1
+    sp = 1
+    pos = start
+    while sp > 0:
+        sp -= 1
+        t = stack[sp].copy()
+        h = stack_h[sp]
+        pc = t[0]
+        dup = False
+        for i in range(ncur):
+            same = True
+            for k in range(W):
+                if cur[i, k] != t[k]:
+                    same = False
+                    break
+            if same:
+                dup = True
+                break
+        if dup:
+            continue
+        op = op_[pc]
+        if op == MATCH or op == ACCEPT:
+            if ncur >= cur.shape[0]:
+                c2 = np.empty((cur.shape[0] * 2, W), dtype=np.int64)
+                c2[:ncur] = cur[:ncur]
+                cur = c2
+                h2 = np.empty(cur.shape[0], dtype=np.int64)
+                h2[:ncur] = cur_h[:ncur]
+                cur_h = h2
+            cur[ncur] = t
+            cur_h[ncur] = h
+            ncur += 1
+            continue
+        if sp + 2 >= stack.shape[0]:
+            s2 = np.empty((stack.shape[0] * 2, W), dtype=np.int64)
+            s2[:sp] = stack[:sp]
+            stack = s2
+            sh2 = np.empty(stack.shape[0], dtype=np.int64)
+            sh2[:sp] = stack_h[:sp]
+            stack_h = sh2
+        if op == SPLIT:
+            stack[sp] = t
+            stack[sp, 0] = b_[pc]
+            stack_h[sp] = h
+            sp += 1
+            stack[sp] = t
+            stack[sp, 0] = a_[pc]
+            stack_h[sp] = h
+            sp += 1
+        elif op == JUMP:
+            t[0] = a_[pc]
+            stack[sp] = t
+            stack_h[sp] = h
+            sp += 1
+        elif op == ASSERT_START:
+            if pos + base == 0:
+                t[0] = pc + 1
+                stack[sp] = t
+                stack_h[sp] = h
+                sp += 1
+        elif op == ASSERT_END:
+            if complete and pos == n:
+                t[0] = pc + 1
+                stack[sp] = t
+                stack_h[sp] = h
+                sp += 1
+        elif op == EXCL_BEGIN:
+            t[0] = pc + 1
+            t[1] += 1
+            stack[sp] = t
+            stack_h[sp] = h
+            sp += 1
+        elif op == EXCL_END:
+            t[0] = pc + 1
+            t[1] -= 1
+            stack[sp] = t
+            stack_h[sp] = h
+            sp += 1
+        elif op == LOOP_ENTER:
+            t[0] = pc + 1
+            t[2 + n_regs + a_[pc]] = pos
+            stack[sp] = t
+            stack_h[sp] = h
+            sp += 1
+        elif op == LOOP_CHECK:
+            if t[2 + n_regs + a_[pc]] != pos:
+                t[0] = pc + 1
+                stack[sp] = t
+                stack_h[sp] = h
+                sp += 1
+    best_end = NO_MATCH
+    best_h = -1
+    regs = np.empty(max(n_regs, 1), dtype=np.int64)
+    while True:
+        if want_earliest:
+            for i in range(ncur):
+                if op_[cur[i, 0]] == ACCEPT:
+                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, n_hist
+        # may the match take row pos?
+        extend = 1
+        if maxlength >= 0 and pos - start + 1 > maxlength:
+            extend = 0
+        elif pos >= limit:
+            extend = 0 if complete else -1
+        elif use_within and abs(order0[pos] - order0[start]) > within:
+            extend = 0
+        nn = 0
+        live = False
+        for i in range(ncur):
+            pc = cur[i, 0]
+            if op_[pc] == ACCEPT:
+                best_end = pos
+                best_h = cur_h[i]
+                break
+            if extend == 0:
+                continue
+            if extend == -1:
+                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, n_hist
+            label = a_[pc]
+            if not masks[label, pos]:
+                continue
+            for r in range(n_regs):
+                regs[r] = cur[i, 2 + r]
+            # registers as if this row had the label (LAST: this row; FIRST: if unset)
+            for r in range(n_regs):
+                if reg_member[r, label]:
+                    if reg_first[r]:
+                        if regs[r] < 0:
+                            regs[r] = pos
+                    else:
+                        regs[r] = pos
+            ok = True
+            for d in range(dyn_int.shape[0]):
+                if dyn_int[d, 0] != label:
+                    continue
+                lv, lok = _value(dyn_int[d, 2], dyn_int[d, 3], dyn_int[d, 4], dyn_int[d, 5],
+                                 dyn_float[d, 0], dyn_float[d, 1], pos, start, regs, cols, valid, n)
+                if not lok:
+                    ok = False
+                    break
+                rv, rok = _value(dyn_int[d, 6], dyn_int[d, 7], dyn_int[d, 8], dyn_int[d, 9],
+                                 dyn_float[d, 2], dyn_float[d, 3], pos, start, regs, cols, valid, n)
+                if not rok or not _compare(dyn_int[d, 1], lv, rv):
+                    ok = False
+                    break
+            if not ok:
+                continue
+            # history node
+            if n_hist >= hist_label.shape[0]:
+                hist_label = _grow(hist_label, n_hist + 1)
+                hist_excl = _grow(hist_excl, n_hist + 1)
+                hist_parent = _grow(hist_parent, n_hist + 1)
+            hist_label[n_hist] = label
+            hist_excl[n_hist] = 1 if cur[i, 1] > 0 else 0
+            hist_parent[n_hist] = cur_h[i]
+            h = n_hist
+            n_hist += 1
+            t = cur[i].copy()
+            t[0] = pc + 1
+            for r in range(n_regs):
+                t[2 + r] = regs[r]
+            live = True
+            # closure of t at pos + 1 into nxt
+            sp = 0
+            stack[0] = t
+            stack_h[0] = h
+            sp = 1
+            p1 = pos + 1
+            while sp > 0:
+                sp -= 1
+                u = stack[sp].copy()
+                uh = stack_h[sp]
+                upc = u[0]
+                dup = False
+                for j in range(nn):
+                    same = True
+                    if op_[upc] == ACCEPT:
+                        same = nxt[j, 0] == upc
+                    else:
+                        for k in range(W):
+                            if nxt[j, k] != u[k]:
+                                same = False
+                                break
+                    if same:
+                        dup = True
+                        break
+                if dup:
+                    continue
+                op = op_[upc]
+                if op == MATCH or op == ACCEPT:
+                    if nn >= nxt.shape[0]:
+                        c2 = np.empty((nxt.shape[0] * 2, W), dtype=np.int64)
+                        c2[:nn] = nxt[:nn]
+                        nxt = c2
+                        h2 = np.empty(nxt.shape[0], dtype=np.int64)
+                        h2[:nn] = nxt_h[:nn]
+                        nxt_h = h2
+                    nxt[nn] = u
+                    nxt_h[nn] = uh
+                    nn += 1
+                    continue
+                if sp + 2 >= stack.shape[0]:
+                    s2 = np.empty((stack.shape[0] * 2, W), dtype=np.int64)
+                    s2[:sp] = stack[:sp]
+                    stack = s2
+                    sh2 = np.empty(stack.shape[0], dtype=np.int64)
+                    sh2[:sp] = stack_h[:sp]
+                    stack_h = sh2
+                if op == SPLIT:
+                    stack[sp] = u
+                    stack[sp, 0] = b_[upc]
+                    stack_h[sp] = uh
+                    sp += 1
+                    stack[sp] = u
+                    stack[sp, 0] = a_[upc]
+                    stack_h[sp] = uh
+                    sp += 1
+                elif op == JUMP:
+                    u[0] = a_[upc]
+                    stack[sp] = u
+                    stack_h[sp] = uh
+                    sp += 1
+                elif op == ASSERT_START:
+                    if p1 + base == 0:
+                        u[0] = upc + 1
+                        stack[sp] = u
+                        stack_h[sp] = uh
+                        sp += 1
+                elif op == ASSERT_END:
+                    if complete and p1 == n:
+                        u[0] = upc + 1
+                        stack[sp] = u
+                        stack_h[sp] = uh
+                        sp += 1
+                elif op == EXCL_BEGIN:
+                    u[0] = upc + 1
+                    u[1] += 1
+                    stack[sp] = u
+                    stack_h[sp] = uh
+                    sp += 1
+                elif op == EXCL_END:
+                    u[0] = upc + 1
+                    u[1] -= 1
+                    stack[sp] = u
+                    stack_h[sp] = uh
+                    sp += 1
+                elif op == LOOP_ENTER:
+                    u[0] = upc + 1
+                    u[2 + n_regs + a_[upc]] = p1
+                    stack[sp] = u
+                    stack_h[sp] = uh
+                    sp += 1
+                elif op == LOOP_CHECK:
+                    if u[2 + n_regs + a_[upc]] != p1:
+                        u[0] = upc + 1
+                        stack[sp] = u
+                        stack_h[sp] = uh
+                        sp += 1
+        if not live:
+            return best_end, best_h, hist_label, hist_excl, hist_parent, n_hist
+        # swap
+        tmp = cur
+        cur = nxt
+        nxt = tmp
+        tmph = cur_h
+        cur_h = nxt_h
+        nxt_h = tmph
+        ncur = nn
+        pos += 1
+    return best_end, best_h, hist_label, hist_excl, hist_parent, n_hist  # pragma: no cover
+
+
+@njit(cache=True)
+def _read_labels(h, hist_label, hist_excl, hist_parent, out_l, out_e, at):
+    """Write the labels of history node ``h`` (oldest first) at out[at:]; returns count."""
+    k = 0
+    x = h
+    while x >= 0:
+        k += 1
+        x = hist_parent[x]
+    x = h
+    i = k - 1
+    while x >= 0:
+        out_l[at + i] = hist_label[x]
+        out_e[at + i] = hist_excl[x]
+        i -= 1
+        x = hist_parent[x]
+    return k
+
+
+@njit(cache=True)
+def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, masks, reg_member,
+           reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
+           n_regs, n_slots):
+    """The whole partition's selected matches, in order: (starts, ends, label offsets,
+    labels, excluded, unmatched rows, error code, error row). Error codes: 1 skip target
+    absent from the match, 2 skip to the match's own first row."""
+    starts = np.empty(16, dtype=np.int64)
+    ends = np.empty(16, dtype=np.int64)
+    offs = np.zeros(17, dtype=np.int64)
+    labels = np.empty(64, dtype=np.int64)
+    excl = np.empty(64, dtype=np.int64)
+    unmatched = np.zeros(n, dtype=np.bool_)
+    nm = 0
+    hist_label = np.empty(256, dtype=np.int64)
+    hist_excl = np.empty(256, dtype=np.int64)
+    hist_parent = np.empty(256, dtype=np.int64)
+    covered = -1
+    pos = 0
+    while pos < n:
+        if matchregex:
+            best_s = -1
+            best_e = -1
+            s = pos
+            while s < n and (best_s < 0 or s <= best_e - 1):
+                e, h, hist_label, hist_excl, hist_parent, _ = _search(
+                    s, True, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                    n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
+                    hist_label, hist_excl, hist_parent)
+                if e >= 0 and (best_s < 0 or e - 1 < best_e - 1):
+                    best_s, best_e = s, e
+                s += 1
+            if best_s < 0:
+                if want_unmatched:
+                    for r in range(pos, n):
+                        unmatched[r] = True
+                break
+            if want_unmatched:
+                for r in range(pos, best_s):
+                    unmatched[r] = True
+            # search the chosen start again: later searches reused the history arena
+            e, h, hist_label, hist_excl, hist_parent, _ = _search(
+                best_s, True, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
+                hist_label, hist_excl, hist_parent)
+            s = best_s
+        else:
+            e, h, hist_label, hist_excl, hist_parent, _ = _search(
+                pos, False, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
+                hist_label, hist_excl, hist_parent)
+            if e < 0:
+                if want_unmatched and pos > covered:
+                    unmatched[pos] = True
+                pos += 1
+                continue
+            s = pos
+        # record the match
+        if nm >= starts.shape[0]:
+            starts = _grow(starts, nm + 1)
+            ends = _grow(ends, nm + 1)
+        if nm + 1 >= offs.shape[0]:
+            offs = _grow(offs, nm + 2)
+        length = e - s
+        if offs[nm] + length >= labels.shape[0]:
+            labels = _grow(labels, offs[nm] + length + 1)
+            excl = _grow(excl, offs[nm] + length + 1)
+        _read_labels(h, hist_label, hist_excl, hist_parent, labels, excl, offs[nm])
+        starts[nm] = s
+        ends[nm] = e
+        offs[nm + 1] = offs[nm] + length
+        nm += 1
+        if matchregex:
+            pos = e if e > s else s + 1
+            continue
+        if e == s:
+            pos += 1
+            continue
+        if e - 1 > covered:
+            covered = e - 1
+        if skip_mode == 0:
+            pos = e
+        elif skip_mode == 1:
+            pos = s + 1
+        else:
+            target = -1
+            for i in range(length):
+                if skip_member[labels[offs[nm - 1] + i]]:
+                    if skip_mode == 2:
+                        target = s + i
+                        break
+                    target = s + i
+            if target < 0:
+                return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 1, s
+            if target == s:
+                return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 2, s
+            pos = target
+    return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
+
+
+@njit(cache=True)
+def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
+               cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots):
+    """Per start row in [first, last): end (NO_MATCH / UNRESOLVED) and label offsets."""
+    m = last - first
+    ends = np.empty(m, dtype=np.int64)
+    offs = np.zeros(m + 1, dtype=np.int64)
+    labels = np.empty(64, dtype=np.int64)
+    excl = np.empty(64, dtype=np.int64)
+    hist_label = np.empty(256, dtype=np.int64)
+    hist_excl = np.empty(256, dtype=np.int64)
+    hist_parent = np.empty(256, dtype=np.int64)
+    for i in range(m):
+        s = first + i
+        e, h, hist_label, hist_excl, hist_parent, _ = _search(
+            s, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+            limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
+            hist_label, hist_excl, hist_parent)
+        ends[i] = e
+        length = e - s if e >= 0 else 0
+        if offs[i] + length >= labels.shape[0]:
+            labels = _grow(labels, offs[i] + length + 1)
+            excl = _grow(excl, offs[i] + length + 1)
+        if e >= 0:
+            _read_labels(h, hist_label, hist_excl, hist_parent, labels, excl, offs[i])
+        offs[i + 1] = offs[i] + length
+    return ends, offs, labels, excl

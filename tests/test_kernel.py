@@ -1,0 +1,138 @@
+"""The compiled kernel against the reference matcher, on queries built only from what the
+kernel runs (row-local conditions and comparisons with other variables' rows), so that
+every example exercises it."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from sparkcep.api import compile_query, run_plan
+from sparkcep.errors import DataError, QueryError
+from sparkcep.parallel.run_batches import LocalBackend, run_partition
+from sparkcep.runtime.fast import KernelMatcher
+from sparkcep.runtime.reference import ReferenceMatcher
+from tests.test_properties import patterns, tables, used_vars
+
+EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500"))
+
+
+@st.composite
+def kernel_conditions(draw, var: str, names: list[str]):
+    other = draw(st.sampled_from(names))
+    k = draw(st.integers(0, 3))
+    op = draw(st.sampled_from(["<", "<=", ">", ">=", "=", "<>"]))
+    atoms = [
+        f"price {op} {k}",
+        f"price {op} PREV(price)",
+        f"price {op} {other}.price",
+        f"{other}.price {op} price",
+        f"price {op} FIRST({other}.price)",
+        f"PREV(price) {op} {other}.price",
+        f"price {op} FIRST(price)",
+        f"price * 2 {op} {other}.price",
+        f"price {op} {other}.price * 0.5",
+        f"NEXT(price) {op} LAST({other}.price)",
+        f"price {op} PREV(U.price)",
+        f"price IS NULL OR price {op} {k}",
+    ]
+    n = draw(st.integers(1, 3))
+    return " AND ".join("(" + draw(st.sampled_from(atoms)) + ")" for _ in range(n))
+
+
+@st.composite
+def kernel_queries(draw):
+    pattern = draw(patterns())
+    names = used_vars(pattern) or ["A"]
+    if not used_vars(pattern):
+        pattern += " A"
+    defines = [f"{v} AS {draw(kernel_conditions(v, names))}" for v in names if draw(st.integers(0, 3)) > 0]
+    mode = draw(st.sampled_from(["sql", "sql", "matchregex"]))
+    target = draw(st.sampled_from(names + ["U"]))
+    skip = "" if mode == "matchregex" else draw(st.sampled_from(
+        ["", "AFTER MATCH SKIP TO NEXT ROW", f"AFTER MATCH SKIP TO FIRST {target}", f"AFTER MATCH SKIP TO LAST {target}"]))
+    rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH"]
+                                + ([] if "{-" in pattern else ["ALL ROWS PER MATCH WITH UNMATCHED ROWS"])))
+    bound = draw(st.sampled_from(["", "MAXLENGTH 3", "WITHIN 2"]))
+    text = f"""{draw(st.sampled_from(["", "PARTITION BY k"]))} ORDER BY ts
+        MEASURES MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, COUNT(*) AS n
+        {rows} {skip}
+        PATTERN ({pattern}) {bound}
+        SUBSET U = ({names[0]}, {names[-1]})
+        {('DEFINE ' + ', '.join(defines)) if defines else ''}"""
+    return text, mode
+
+
+def _run(fn):
+    try:
+        return fn()
+    except DataError as e:
+        return ("error", str(e).split(" — ")[0])
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(kernel_queries(), tables(), st.integers(1, 4))
+def test_kernel_equals_reference(query, table, batch):
+    text, mode = query
+    try:
+        plan = compile_query(text, table, mode)
+    except QueryError as e:
+        assume(e.code != "MATCHREGEX_FIRST_AGGREGATE")
+        raise
+    assert KernelMatcher.for_plan(plan) is not None, text
+    expected = _run(lambda: run_plan(plan, table, ReferenceMatcher).to_pylist())
+    assert _run(lambda: run_plan(plan, table, use_kernel=True).to_pylist()) == expected, text
+
+    def runs(plan, part, row_ids):
+        order0 = plan.query.order_by[0].index
+        backend = LocalBackend(plan, part.cols, order0, part.n, lambda r: row_ids[r])
+        return run_partition(plan, part.n, backend, batch, None, lambda r: row_ids[r])
+
+    assert _run(lambda: run_plan(plan, table, partition_runner=runs).to_pylist()) == expected, text
+
+
+def test_kernel_declines_what_it_cannot_run():
+    t = pa.table({"ts": [1], "price": [1], "name": ["x"]})
+    for cond in ("COUNT(A.*) > 1", "CLASSIFIER(A) = 'A'", "LAST(A.price, 1) > 0", "name > A.name"):
+        plan = compile_query(f"ORDER BY ts PATTERN (A B) DEFINE B AS {cond}", t)
+        assert KernelMatcher.for_plan(plan) is None, cond
+    plan = compile_query("ORDER BY ts ALL MATCHES PATTERN (A B) DEFINE B AS price > A.price", t)
+    assert KernelMatcher.for_plan(plan) is None
+
+
+_ROWS = pa.table({
+    "ts": list(range(40)),
+    "k": [i % 2 for i in range(40)],
+    "price": [(i * 7 + (i * i) % 5) % 6 for i in range(40)],
+})
+
+REGISTER_CASES = [
+    "PATTERN (B+) DEFINE B AS price >= FIRST(B.price)",
+    "PATTERN (A B+) DEFINE B AS price <= FIRST(B.price)",
+    "PATTERN (A B+ C) DEFINE B AS price > A.price, C AS price < A.price",
+    "PATTERN (A B* C) DEFINE B AS price >= PREV(B.price), C AS price < LAST(B.price)",
+    "PATTERN (A (B | C)+ D) SUBSET U = (B, C) DEFINE D AS price < FIRST(U.price)",
+    "PATTERN (A (B | C)+ D) SUBSET U = (B, C) DEFINE D AS price > LAST(U.price)",
+    "PATTERN (A+ B) DEFINE A AS price >= FIRST(price), B AS price < FIRST(price)",
+    "PATTERN (A B+) DEFINE B AS PREV(price) < A.price * 2",
+    "PATTERN (A B+) DEFINE B AS NEXT(price) <> A.price",
+    "PATTERN (A B C) DEFINE B AS price = A.price, C AS price <> B.price",
+    "PATTERN (A B+ C) DEFINE B AS price <= A.price, C AS price >= PREV(A.price, 0) * 1.5",
+    "PATTERN ((A B)+ C) DEFINE B AS price > A.price, C AS price < FIRST(A.price) * 2",
+    "PATTERN (A{2,} B) DEFINE A AS price >= FIRST(A.price), B AS price < LAST(A.price)",
+]
+
+
+@pytest.mark.parametrize("skip", ["", "AFTER MATCH SKIP TO NEXT ROW", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"])
+@pytest.mark.parametrize("clause", REGISTER_CASES)
+def test_registers_against_reference(clause, skip):
+    text = f"PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS t0, COUNT(*) AS n {skip} {clause}"
+    plan = compile_query(text, _ROWS)
+    assert KernelMatcher.for_plan(plan) is not None
+    expected = run_plan(plan, _ROWS, ReferenceMatcher).to_pylist()
+    assert run_plan(plan, _ROWS, use_kernel=True).to_pylist() == expected
+    assert expected  # the case matches something
