@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan, build_plan
 from sparkcep.data import (
+    LazyColumns,
     output_table,
-    python_values,
     referenced_columns,
     schema_of,
     sort_and_partition,
@@ -88,15 +89,14 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     order = parts.order
     sorted_idx = pa.array(order, pa.int64())
     used = referenced_columns(q)
-    cols: list[list[Any] | None] = [None] * table.num_columns
-    for i in used:
-        cols[i] = python_values(table.column(i).take(sorted_idx))
-    order0 = cols[q.order_by[0].index] if q.order_by else None
+    arrays = [table.column(i).take(sorted_idx) if i in used else None for i in range(table.num_columns)]
     if q.within is not None:
-        for pos, v in enumerate(order0):
-            if v is None:
-                raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL",
-                                column=q.order_by[0].column, row=order[pos])
+        nulls = pc.is_null(arrays[q.order_by[0].index]).to_numpy(zero_copy_only=False).nonzero()[0]
+        if len(nulls):
+            raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL",
+                            column=q.order_by[0].column, row=order[int(nulls[0])])
+    columns = LazyColumns(arrays)
+    order_index = q.order_by[0].index if q.order_by else None
 
     matcher = matcher_factory(plan)
     if use_kernel is None:
@@ -105,8 +105,7 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     out_rows: list[int] = []
     out_measures: list[list[Any]] = [[] for _ in plan.measures]
     for start, end in parts.bounds:
-        part = PartitionData([c[start:end] if c is not None else None for c in cols], end - start,
-                             order0[start:end] if order0 is not None else None)
+        part = PartitionData(columns.slice(start, end - start), end - start, order_index)
         row_ids = order[start:end]
         rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
                 else output_rows(plan, matcher, part, row_ids, kernel))

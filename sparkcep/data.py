@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -270,3 +271,49 @@ def measure_array(name: str, values: list[Any], arrow_type: pa.DataType | None) 
         return pa.array(values, type=arrow_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         raise DataError(f"measure {name!r} has a value that does not fit {arrow_type}: {e}", column=name) from None
+
+
+class LazyColumns:
+    """Columns of one partition (or window): Arrow arrays, turned into Python lists only
+    when the Python evaluator asks (``cols[i]``) and into numpy arrays for the kernel
+    (``numpy(i)``). Unread columns are None."""
+
+    def __init__(self, arrays: list[pa.Array | pa.ChunkedArray | None]):
+        self._arrow = arrays
+        self._py: list[list[Any] | None] = [None] * len(arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrow)
+
+    def __getitem__(self, i: int) -> list[Any] | None:
+        if self._arrow[i] is None:
+            return None
+        if self._py[i] is None:
+            self._py[i] = python_values(self._arrow[i])
+        return self._py[i]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def numpy(self, i: int):
+        """(data, valid) as numpy for numeric and boolean columns, else None."""
+        col = self._arrow[i]
+        if col is None:
+            return None
+        t = col.type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+            return None
+        valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
+        fill = False if pa.types.is_boolean(t) else 0
+        data = pc.fill_null(col, fill).to_numpy(zero_copy_only=False)
+        if pa.types.is_integer(t):
+            data = data.astype(np.int64, copy=False)
+        elif pa.types.is_floating(t):
+            data = data.astype(np.float64, copy=False)
+        return data, valid
+
+    def slice(self, start: int, length: int) -> LazyColumns:
+        return LazyColumns([None if a is None else a.slice(start, length) for a in self._arrow])
+
+    def materialized(self) -> list[list[Any] | None]:
+        return [self[i] for i in range(len(self))]

@@ -249,3 +249,25 @@ def column_arrays(values: dict[int, list], n: int) -> ColumnArrays:
             d = np.array(col, dtype=object)
         data[i], valid[i] = d, v
     return ColumnArrays(data, valid, n, small)
+
+
+def arrays_for(cols, used: set[int], n: int) -> ColumnArrays:
+    """numpy columns for ``used``: straight from Arrow where ``cols`` can (LazyColumns),
+    else from its Python lists."""
+    data, valid, small, rest = {}, {}, {}, {}
+    numpy = getattr(cols, "numpy", None)
+    for i in used:
+        got = numpy(i) if numpy is not None else None
+        if got is None:
+            rest[i] = cols[i]
+            continue
+        d, v = got
+        data[i], valid[i] = d, v
+        if d.dtype == np.int64:
+            small[i] = n == 0 or int(np.abs(d).max(initial=0)) < _SAFE_INT
+    if rest:
+        extra = column_arrays(rest, n)
+        data.update(extra.data)
+        valid.update(extra.valid)
+        small.update(extra.small_ints)
+    return ColumnArrays(data, valid, n, small)

@@ -51,11 +51,10 @@ def make_window(plan: Plan, n: int, batch: int, own_start: int, own_end: int, ma
                   match_end, own_start, own_end, starts)
 
 
-def window_data(cols: Sequence[Sequence[Any] | None], order0_index: int | None, w: Window, n: int) -> PartitionData:
-    """The PartitionData of window ``w`` from full partition columns (already sliced rows
-    may be passed with w.start == 0)."""
-    part_cols = [None if c is None else list(c) for c in cols]
-    return PartitionData(part_cols, w.end - w.start, part_cols[order0_index] if order0_index is not None else None,
+def window_data(cols, order0_index: int | None, w: Window, n: int) -> PartitionData:
+    """The PartitionData of window ``w``; ``cols`` holds the window's rows (lists or
+    data.LazyColumns)."""
+    return PartitionData(cols, w.end - w.start, order0_index,
                          base=w.start, complete=w.match_end >= n, limit=w.match_end - w.start)
 
 
@@ -190,7 +189,10 @@ class LocalBackend:
         self.input_row = input_row
 
     def _data(self, w: Window) -> PartitionData:
-        sliced = [None if c is None else c[w.start:w.end] for c in self.cols]
+        if hasattr(self.cols, "slice"):
+            sliced = self.cols.slice(w.start, w.end - w.start)
+        else:
+            sliced = [None if c is None else c[w.start:w.end] for c in self.cols]
         return window_data(sliced, self.order0_index, w, self.n)
 
     def candidates(self, windows: Iterable[Window]) -> list[tuple[int, Any]]:

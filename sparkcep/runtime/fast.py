@@ -10,7 +10,7 @@ import numpy as np
 
 from sparkcep.compile.kernel_spec import SKIP_MODES, KernelSpec, kernel_spec
 from sparkcep.compile.plan import Plan
-from sparkcep.compile.vectorize import column_arrays, condition_mask
+from sparkcep.compile.vectorize import arrays_for, condition_mask
 from sparkcep.errors import DataError
 from sparkcep.runtime import kernel
 from sparkcep.runtime.vm import UNRESOLVED, Match, PartitionData, _columns_in
@@ -48,7 +48,7 @@ class KernelMatcher:
             return cached if cached != "no" else None
         plan, n = self.plan, part.n
         used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
-        arrays = column_arrays({i: part.cols[i] for i in used}, n) if used else None
+        arrays = arrays_for(part.cols, used, n) if used else None
         masks = np.ones((len(plan.labels), n), dtype=np.bool_)
         for label, parts in enumerate(plan.local_parts):
             if parts:
@@ -61,20 +61,19 @@ class KernelMatcher:
         cols = np.zeros((max(k, 1), n), dtype=np.float64)
         valid = np.zeros((max(k, 1), n), dtype=np.bool_)
         for slot, idx in enumerate(self.spec.columns):
-            values = part.cols[idx]
-            for r, v in enumerate(values):
-                if v is not None:
-                    if isinstance(v, int) and abs(v) >= _EXACT:
-                        part.cache["kernel"] = "no"
-                        return None
-                    cols[slot, r] = v
-                    valid[slot, r] = True
-        within = self.plan.query.within
-        if within is not None:
-            order0 = np.array([float(x) for x in part.order0], dtype=np.float64)
-            if any(isinstance(x, int) and abs(x) >= _EXACT for x in part.order0):
+            got = _exact_floats(arrays_for(part.cols, {idx}, n), idx)
+            if got is None:
                 part.cache["kernel"] = "no"
                 return None
+            cols[slot], valid[slot] = got
+        within = self.plan.query.within
+        if within is not None:
+            idx = part.order_index
+            got = _exact_floats(arrays_for(part.cols, {idx}, n), idx)
+            if got is None:
+                part.cache["kernel"] = "no"
+                return None
+            order0 = got[0]
         else:
             order0 = np.zeros(1, dtype=np.float64)
         out = (masks, cols, valid, order0, float(within) if within is not None else 0.0)
@@ -140,3 +139,14 @@ class KernelMatcher:
                 out.append((st, Match(st, e, tuple(labels[offs[i]:offs[i + 1]]),
                                       tuple(bool(x) for x in excl[offs[i]:offs[i + 1]]))))
         return out
+
+
+def _exact_floats(arrays, idx: int):
+    """(float64 data, valid) of a numeric column, or None when int64 values would not stay
+    exact as float64."""
+    d, v = arrays.data[idx], arrays.valid[idx]
+    if d.dtype == object:
+        return None
+    if d.dtype == np.int64 and len(d) and int(np.abs(d[v]).max(initial=0)) >= _EXACT:
+        return None
+    return d.astype(np.float64), v

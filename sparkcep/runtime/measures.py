@@ -23,6 +23,7 @@ class MeasureContext:
         self.part = part
         self.match = match
         self.match_number = match_number
+        # Only matched rows are read here: columns convert one at a time, when first read.
         self.cols = part.cols
         self._length = match.end - match.start
         self.index = self._length - 1
@@ -31,7 +32,7 @@ class MeasureContext:
             s: [i for i, lab in enumerate(labels) if lab in s] for s in plan.measure_sets
         }
         self._aggs = []
-        cols = part.cols
+        cols = self.cols
         for agg in plan.measure_aggregates:
             state = agg.initial
             values = []

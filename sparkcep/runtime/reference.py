@@ -27,7 +27,7 @@ class _Context:
 
     def __init__(self, plan: Plan, part: PartitionData, start: int, assign: Assignment):
         self.plan = plan
-        self.cols = part.cols
+        self.cols = part.py()
         self.n = part.n
         self.start = start
         self.labels = [lab for lab, _ in assign]

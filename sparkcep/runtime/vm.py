@@ -31,7 +31,7 @@ from sparkcep.compile.program import (
     MATCH,
     SPLIT,
 )
-from sparkcep.compile.vectorize import column_arrays, condition_mask
+from sparkcep.compile.vectorize import arrays_for, condition_mask
 
 
 @dataclass(frozen=True)
@@ -63,9 +63,9 @@ class PartitionData:
     rows from ``limit`` to ``n`` are there for NEXT() alone.
     """
 
-    cols: list[list[Any]]
+    cols: Any  # per column a list of values (or data.LazyColumns, which converts on demand)
     n: int
-    order0: list[Any] | None = None  # first ORDER BY column, for WITHIN
+    order_index: int | None = None  # the first ORDER BY column, for WITHIN
     base: int = 0
     complete: bool = True
     limit: int = -1
@@ -75,6 +75,19 @@ class PartitionData:
     def __post_init__(self):
         if self.limit < 0:
             self.limit = self.n
+
+    def py(self) -> list:
+        """The columns as Python lists (what the row evaluator indexes)."""
+        got = self.cache.get("py")
+        if got is None:
+            cols = self.cols
+            got = cols.materialized() if hasattr(cols, "materialized") else list(cols)
+            self.cache["py"] = got
+        return got
+
+    @property
+    def order0(self) -> list[Any] | None:
+        return None if self.order_index is None else self.cols[self.order_index]
 
 
 class _Unresolved:
@@ -169,7 +182,7 @@ class Matcher:
             return cached
         plan = self.plan
         used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
-        arrays = column_arrays({i: part.cols[i] for i in used}, part.n) if used else None
+        arrays = arrays_for(part.cols, used, part.n) if used else None
         masks = [condition_mask(list(parts), arrays) if parts else None for parts in plan.local_parts]
         starts = None
         if not plan.nullable and plan.first and all(masks[lab] is not None for lab in plan.first):
@@ -242,13 +255,13 @@ class Matcher:
             cond = plan.conditions[label]
         aggs = t[3]
         if aggs:
-            cols = part.cols
+            cols = part.py()
             aggs = tuple(
                 a.step(s, cols, pos) if a.applies_to(label) else s
                 for a, s in zip(plan.define_aggregates, aggs, strict=True)
             )
         if cond is not None:
-            ctx = DefineContext(plan, part.cols, pos, label, start, part.n, t[2], aggs)
+            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, t[2], aggs)
             try:
                 ok = cond(ctx)
             except EvaluationError as e:

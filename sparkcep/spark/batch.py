@@ -31,7 +31,7 @@ from pyspark import cloudpickle
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.api import run_plan
 from sparkcep.compile.plan import Plan, build_plan
-from sparkcep.data import output_schema, output_table, python_values, referenced_columns, schema_of
+from sparkcep.data import LazyColumns, output_schema, output_table, referenced_columns, schema_of
 from sparkcep.errors import DataError, SparkCepError
 from sparkcep.language.parser import parse
 from sparkcep.parallel.run_batches import (
@@ -491,9 +491,7 @@ def _candidate_task(payload, table: pa.Table, arrow_out: pa.Schema) -> pa.Table:
     pi, w = wins[wid]
     t = _table_window(table, w, w.end - w.start)
     used = _used_columns(p, None)
-    cols = [
-        python_values(t.column(n)) if i in used else None for i, n in enumerate(p.query.columns)
-    ]
+    cols = LazyColumns([t.column(n) if i in used else None for i, n in enumerate(p.query.columns)])
     order0 = p.query.order_by[0].index if p.query.order_by else None
     part = window_data(cols, order0, w, prts[pi].n)
     row_ids = t.column(ROW).to_pylist()
@@ -570,7 +568,7 @@ def _measure_task(payload, rows_t: pa.Table, items_t: pa.Table, out_arrow: pa.Sc
     row_ids = t.column(ROW).to_pylist()
     data = t.select([f.name for f in in_schema])
     used = _used_columns(p, in_schema)
-    cols = [python_values(data.column(i)) if i in used else None for i in range(data.num_columns)]
+    cols = LazyColumns([data.column(i) if i in used else None for i in range(data.num_columns)])
     order0 = p.query.order_by[0].index if p.query.order_by else None
     part = window_data(cols, order0, w, prts[pi].n)
     items = []
