@@ -146,7 +146,7 @@ def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
         keys += ks
     helper.append((ROW_ID, pa.array(range(n), pa.int64())))
     keys.append((ROW_ID, "ascending"))
-    if len(keys) == 1:
+    if len(keys) == 1 or (not q.partition_by and _already_ordered(table, q.order_by)):
         order = list(range(n))
     else:
         t = pa.table(dict(helper))
@@ -165,6 +165,30 @@ def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
     if n:
         bounds.append((start, n))
     return Partitions(order, bounds)
+
+
+def _already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
+    """Whether the rows already stand in ORDER BY order (event streams usually do), so
+    sorting can be skipped. Only for numeric and timestamp keys without NULL or NaN."""
+    n = table.num_rows
+    if n < 2:
+        return True
+    less = np.zeros(n - 1, dtype=bool)
+    equal = np.ones(n - 1, dtype=bool)
+    for k in keys:
+        col = table.column(k.index)
+        t = col.type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)):
+            return False
+        if col.null_count:
+            return False
+        a = col.to_numpy()
+        if pa.types.is_floating(t) and np.isnan(a).any():
+            return False
+        first, second = (a[1:], a[:-1]) if k.descending else (a[:-1], a[1:])
+        less |= equal & (first < second)
+        equal &= first == second
+    return bool((less | equal).all())
 
 
 def _same_key(a: Any, b: Any) -> bool:

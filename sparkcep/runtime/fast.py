@@ -76,7 +76,12 @@ class KernelMatcher:
             order0 = got[0]
         else:
             order0 = np.zeros(1, dtype=np.float64)
-        out = (masks, cols, valid, order0, float(within) if within is not None else 0.0)
+        first_ok = np.ones(n, dtype=np.bool_)
+        if not plan.nullable and plan.first:
+            first_ok = np.zeros(n, dtype=np.bool_)
+            for lab in plan.first:
+                first_ok |= masks[lab]
+        out = (masks, cols, valid, order0, float(within) if within is not None else 0.0, first_ok)
         part.cache["kernel"] = out
         return out
 
@@ -85,14 +90,14 @@ class KernelMatcher:
         arr = self.arrays(part)
         if arr is None:
             return None
-        masks, cols, valid, order0, within = arr
+        masks, cols, valid, order0, within, first_ok = arr
         q, s = self.plan.query, self.spec
         skip = SKIP_MODES.get(q.skip_mode, 0)
         want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
         starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
             skip, q.mode == "matchregex", self.skip_member, want_unmatched, self.op, self.a, self.b, masks,
             s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
-            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots)
+            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok)
         if err:
             name = q.skip_target_name
             mode = q.skip_mode
@@ -121,12 +126,12 @@ class KernelMatcher:
         arr = self.arrays(part)
         if arr is None:
             return None
-        masks, cols, valid, order0, within = arr
+        masks, cols, valid, order0, within, first_ok = arr
         q, s = self.plan.query, self.spec
         ends, offs, labels, excl = kernel.candidates(
             first, last, earliest, self.op, self.a, self.b, masks, s.reg_member, s.reg_first, s.dyn_int,
             s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,
-            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots)
+            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok)
         ends, offs, labels, excl = ends.tolist(), offs.tolist(), labels.tolist(), excl.tolist()
         out = []
         for i, e in enumerate(ends):

@@ -391,10 +391,11 @@ def _read_labels(h, hist_label, hist_excl, hist_parent, out_l, out_e, at):
 @njit(cache=True)
 def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, masks, reg_member,
            reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
-           n_regs, n_slots):
+           n_regs, n_slots, first_ok):
     """The whole partition's selected matches, in order: (starts, ends, label offsets,
     labels, excluded, unmatched rows, error code, error row). Error codes: 1 skip target
-    absent from the match, 2 skip to the match's own first row."""
+    absent from the match, 2 skip to the match's own first row. ``first_ok[row]`` is False
+    where no match can start (no variable that can come first matches the row)."""
     starts = np.empty(16, dtype=np.int64)
     ends = np.empty(16, dtype=np.int64)
     offs = np.zeros(17, dtype=np.int64)
@@ -413,6 +414,9 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
             best_e = -1
             s = pos
             while s < n and (best_s < 0 or s <= best_e - 1):
+                if not first_ok[s]:
+                    s += 1
+                    continue
                 e, h, hist_label, hist_excl, hist_parent, _ = _search(
                     s, True, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                     n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
@@ -435,6 +439,11 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                 hist_label, hist_excl, hist_parent)
             s = best_s
         else:
+            if not first_ok[pos]:
+                if want_unmatched and pos > covered:
+                    unmatched[pos] = True
+                pos += 1
+                continue
             e, h, hist_label, hist_excl, hist_parent, _ = _search(
                 pos, False, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                 n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
@@ -490,7 +499,8 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
 
 @njit(cache=True)
 def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
-               cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots):
+               cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
+               first_ok):
     """Per start row in [first, last): end (NO_MATCH / UNRESOLVED) and label offsets."""
     m = last - first
     ends = np.empty(m, dtype=np.int64)
@@ -502,6 +512,10 @@ def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_f
     hist_parent = np.empty(256, dtype=np.int64)
     for i in range(m):
         s = first + i
+        if s < limit and not first_ok[s]:
+            ends[i] = NO_MATCH
+            offs[i + 1] = offs[i]
+            continue
         e, h, hist_label, hist_excl, hist_parent, _ = _search(
             s, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
             limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
