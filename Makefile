@@ -21,7 +21,11 @@ demo: install
 	$(BIN)/python -m examples.demo
 
 bench: install
+	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m benchmarks.rip_sequential
+	$(BIN)/python -m benchmarks.numpy_reference
+	$(BIN)/python -m benchmarks.peers --rows 20000
+	$(BIN)/python -m benchmarks.matchregex
 	$(BIN)/python -m benchmarks.spark_strategies
 
 lint: install

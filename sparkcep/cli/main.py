@@ -218,6 +218,32 @@ def explain(
         _fail(str(e))
 
 
+BENCHMARKS = {
+    "rip": "benchmarks.rip_sequential",
+    "numpy": "benchmarks.numpy_reference",
+    "peers": "benchmarks.peers",
+    "matchregex": "benchmarks.matchregex",
+    "spark": "benchmarks.spark_strategies",
+}
+
+
+@app.command()
+def bench(
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex or spark"),
+    rows: int | None = typer.Option(None, "--rows", "-n"),
+) -> None:
+    """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""
+    import subprocess
+
+    module = BENCHMARKS.get(name)
+    if module is None:
+        _fail(f"unknown benchmark {name!r} (one of {', '.join(BENCHMARKS)})")
+    if not pathlib.Path("benchmarks", module.split(".")[1] + ".py").exists():
+        _fail("benchmarks live in the sparkcep repository: run this from a checkout")
+    cmd = [sys.executable, "-m", module] + (["--rows", str(rows)] if rows is not None else [])
+    raise typer.Exit(subprocess.call(cmd))
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app()
 
