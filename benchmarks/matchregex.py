@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import time
 
+from benchmarks.common import report, run_workers
 from sparkcep.workloads import matchregex
 
 
@@ -56,7 +54,7 @@ def main() -> None:
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        print("RESULTS " + json.dumps(worker(*args.worker)), flush=True)
+        report(worker(*args.worker))
         return
     import pandas as pd
 
@@ -75,17 +73,7 @@ def main() -> None:
         results.append({"width": "engine", "query": name, "rows": len(trades), "matches": k, "seconds": dt,
                         "events_per_second": len(trades) / dt})
         print(f"  {'engine':9} {name}: {k:6,d} matches {len(trades) / dt:10,.0f} events/s  ({k / len(trades):.2%} selectivity)", flush=True)
-    for master in ("local[1]", "local[2]"):
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.matchregex", "--worker", master, str(source)],
-                              capture_output=True, text=True, env=dict(os.environ))
-        for line in proc.stdout.splitlines():
-            if line.startswith("RESULTS "):
-                results += json.loads(line[len("RESULTS "):])
-            else:
-                print(line, flush=True)
-        if proc.returncode:
-            print(proc.stderr[-2000:], file=sys.stderr)
-            raise SystemExit(proc.returncode)
+    results += run_workers("benchmarks.matchregex", ("local[1]", "local[2]"), str(source))
     (out / "matchregex.json").write_text(json.dumps({"rows": args.rows, "results": results}, indent=2))
     import matplotlib
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import time
+
+from benchmarks.common import report, run_workers
 
 QUERIES = ("Q1", "Q7", "Q11")
 STRATEGIES = ("sequential", "partition", "runs", "rr")
@@ -98,7 +97,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.worker:
         master, plain, keyed, batch = args.worker
-        print("RESULTS " + json.dumps(worker(master, plain, keyed, int(batch))), flush=True)
+        report(worker(master, plain, keyed, int(batch)))
         return
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -106,17 +105,7 @@ def main() -> None:
     batch = args.batch or max(1000, args.rows // 8)
     print(f"spark_strategies: {args.rows:,} events, batch {batch:,}", flush=True)
     results = local_engine(str(plain), str(keyed))
-    for master in ("local[1]", "local[2]"):
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.spark_strategies", "--worker", master, str(plain), str(keyed), str(batch)],
-                              capture_output=True, text=True, env=dict(os.environ))
-        for line in proc.stdout.splitlines():
-            if line.startswith("RESULTS "):
-                results += json.loads(line[len("RESULTS "):])
-            else:
-                print(line, flush=True)
-        if proc.returncode != 0:
-            print(proc.stderr[-3000:], file=sys.stderr)
-            raise SystemExit(proc.returncode)
+    results += run_workers("benchmarks.spark_strategies", ("local[1]", "local[2]"), str(plain), str(keyed), str(batch))
     speedups = {}
     for name in QUERIES:
         for strategy in STRATEGIES:

@@ -76,6 +76,95 @@ def _grow(arr, need):
 
 
 @njit(cache=True)
+def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, complete, base, n_regs):
+    """Follow epsilon instructions from thread ``t`` (history ``h``) at row ``pos``; append
+    the threads that stop at MATCH or ACCEPT to dest[count:] in preference order, skipping
+    any already there (finished threads compare by instruction only). Returns the arrays
+    (grown if needed) and the new count."""
+    W = t.shape[0]
+    stack[0] = t
+    stack_h[0] = h
+    sp = 1
+    while sp > 0:
+        sp -= 1
+        u = stack[sp].copy()
+        uh = stack_h[sp]
+        upc = u[0]
+        op = op_[upc]
+        dup = False
+        for j in range(count):
+            if op == ACCEPT:
+                same = dest[j, 0] == upc
+            else:
+                same = True
+                for k in range(W):
+                    if dest[j, k] != u[k]:
+                        same = False
+                        break
+            if same:
+                dup = True
+                break
+        if dup:
+            continue
+        if op == MATCH or op == ACCEPT:
+            if count >= dest.shape[0]:
+                d2 = np.empty((dest.shape[0] * 2, W), dtype=np.int64)
+                d2[:count] = dest[:count]
+                dest = d2
+                dh2 = np.empty(dest.shape[0], dtype=np.int64)
+                dh2[:count] = dest_h[:count]
+                dest_h = dh2
+            dest[count] = u
+            dest_h[count] = uh
+            count += 1
+            continue
+        if sp + 2 >= stack.shape[0]:
+            s2 = np.empty((stack.shape[0] * 2, W), dtype=np.int64)
+            s2[:sp] = stack[:sp]
+            stack = s2
+            sh2 = np.empty(stack.shape[0], dtype=np.int64)
+            sh2[:sp] = stack_h[:sp]
+            stack_h = sh2
+        if op == SPLIT:
+            stack[sp] = u
+            stack[sp, 0] = b_[upc]
+            stack_h[sp] = uh
+            sp += 1
+            stack[sp] = u
+            stack[sp, 0] = a_[upc]
+            stack_h[sp] = uh
+            sp += 1
+            continue
+        if op == JUMP:
+            u[0] = a_[upc]
+        elif op == ASSERT_START:
+            if pos + base != 0:
+                continue
+            u[0] = upc + 1
+        elif op == ASSERT_END:
+            if not (complete and pos == n):
+                continue
+            u[0] = upc + 1
+        elif op == EXCL_BEGIN:
+            u[0] = upc + 1
+            u[1] += 1
+        elif op == EXCL_END:
+            u[0] = upc + 1
+            u[1] -= 1
+        elif op == LOOP_ENTER:
+            u[0] = upc + 1
+            u[2 + n_regs + a_[upc]] = pos
+        elif op == LOOP_CHECK:
+            if u[2 + n_regs + a_[upc]] == pos:
+                continue
+            u[0] = upc + 1
+        stack[sp] = u
+        stack_h[sp] = uh
+        sp += 1
+    return dest, dest_h, count, stack, stack_h
+
+
+@njit(cache=True)
 def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
             cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
             n_regs, n_slots, hist_label, hist_excl, hist_parent):
@@ -90,104 +179,12 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
     stack = np.empty((cap, W), dtype=np.int64)
     stack_h = np.empty(cap, dtype=np.int64)
     n_hist = 0
-    # initial thread
-    ncur = 0
     init = np.full(W, -1, dtype=np.int64)
     init[0] = 0
     init[1] = 0
-    # closure of the initial thread into cur
-    sp = 0
-    stack[0, :] = init
-    stack_h[0] = -1
-    sp = 1
+    cur, cur_h, ncur, stack, stack_h = _closure(init, -1, start, cur, cur_h, 0, stack, stack_h,
+                                                op_, a_, b_, n, complete, base, n_regs)
     pos = start
-    while sp > 0:
-        sp -= 1
-        t = stack[sp].copy()
-        h = stack_h[sp]
-        pc = t[0]
-        dup = False
-        for i in range(ncur):
-            same = True
-            for k in range(W):
-                if cur[i, k] != t[k]:
-                    same = False
-                    break
-            if same:
-                dup = True
-                break
-        if dup:
-            continue
-        op = op_[pc]
-        if op == MATCH or op == ACCEPT:
-            if ncur >= cur.shape[0]:
-                c2 = np.empty((cur.shape[0] * 2, W), dtype=np.int64)
-                c2[:ncur] = cur[:ncur]
-                cur = c2
-                h2 = np.empty(cur.shape[0], dtype=np.int64)
-                h2[:ncur] = cur_h[:ncur]
-                cur_h = h2
-            cur[ncur] = t
-            cur_h[ncur] = h
-            ncur += 1
-            continue
-        if sp + 2 >= stack.shape[0]:
-            s2 = np.empty((stack.shape[0] * 2, W), dtype=np.int64)
-            s2[:sp] = stack[:sp]
-            stack = s2
-            sh2 = np.empty(stack.shape[0], dtype=np.int64)
-            sh2[:sp] = stack_h[:sp]
-            stack_h = sh2
-        if op == SPLIT:
-            stack[sp] = t
-            stack[sp, 0] = b_[pc]
-            stack_h[sp] = h
-            sp += 1
-            stack[sp] = t
-            stack[sp, 0] = a_[pc]
-            stack_h[sp] = h
-            sp += 1
-        elif op == JUMP:
-            t[0] = a_[pc]
-            stack[sp] = t
-            stack_h[sp] = h
-            sp += 1
-        elif op == ASSERT_START:
-            if pos + base == 0:
-                t[0] = pc + 1
-                stack[sp] = t
-                stack_h[sp] = h
-                sp += 1
-        elif op == ASSERT_END:
-            if complete and pos == n:
-                t[0] = pc + 1
-                stack[sp] = t
-                stack_h[sp] = h
-                sp += 1
-        elif op == EXCL_BEGIN:
-            t[0] = pc + 1
-            t[1] += 1
-            stack[sp] = t
-            stack_h[sp] = h
-            sp += 1
-        elif op == EXCL_END:
-            t[0] = pc + 1
-            t[1] -= 1
-            stack[sp] = t
-            stack_h[sp] = h
-            sp += 1
-        elif op == LOOP_ENTER:
-            t[0] = pc + 1
-            t[2 + n_regs + a_[pc]] = pos
-            stack[sp] = t
-            stack_h[sp] = h
-            sp += 1
-        elif op == LOOP_CHECK:
-            if t[2 + n_regs + a_[pc]] != pos:
-                t[0] = pc + 1
-                stack[sp] = t
-                stack_h[sp] = h
-                sp += 1
     best_end = NO_MATCH
     best_h = -1
     regs = np.empty(max(n_regs, 1), dtype=np.int64)
@@ -260,102 +257,8 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             for r in range(n_regs):
                 t[2 + r] = regs[r]
             live = True
-            # closure of t at pos + 1 into nxt
-            sp = 0
-            stack[0] = t
-            stack_h[0] = h
-            sp = 1
-            p1 = pos + 1
-            while sp > 0:
-                sp -= 1
-                u = stack[sp].copy()
-                uh = stack_h[sp]
-                upc = u[0]
-                dup = False
-                for j in range(nn):
-                    same = True
-                    if op_[upc] == ACCEPT:
-                        same = nxt[j, 0] == upc
-                    else:
-                        for k in range(W):
-                            if nxt[j, k] != u[k]:
-                                same = False
-                                break
-                    if same:
-                        dup = True
-                        break
-                if dup:
-                    continue
-                op = op_[upc]
-                if op == MATCH or op == ACCEPT:
-                    if nn >= nxt.shape[0]:
-                        c2 = np.empty((nxt.shape[0] * 2, W), dtype=np.int64)
-                        c2[:nn] = nxt[:nn]
-                        nxt = c2
-                        h2 = np.empty(nxt.shape[0], dtype=np.int64)
-                        h2[:nn] = nxt_h[:nn]
-                        nxt_h = h2
-                    nxt[nn] = u
-                    nxt_h[nn] = uh
-                    nn += 1
-                    continue
-                if sp + 2 >= stack.shape[0]:
-                    s2 = np.empty((stack.shape[0] * 2, W), dtype=np.int64)
-                    s2[:sp] = stack[:sp]
-                    stack = s2
-                    sh2 = np.empty(stack.shape[0], dtype=np.int64)
-                    sh2[:sp] = stack_h[:sp]
-                    stack_h = sh2
-                if op == SPLIT:
-                    stack[sp] = u
-                    stack[sp, 0] = b_[upc]
-                    stack_h[sp] = uh
-                    sp += 1
-                    stack[sp] = u
-                    stack[sp, 0] = a_[upc]
-                    stack_h[sp] = uh
-                    sp += 1
-                elif op == JUMP:
-                    u[0] = a_[upc]
-                    stack[sp] = u
-                    stack_h[sp] = uh
-                    sp += 1
-                elif op == ASSERT_START:
-                    if p1 + base == 0:
-                        u[0] = upc + 1
-                        stack[sp] = u
-                        stack_h[sp] = uh
-                        sp += 1
-                elif op == ASSERT_END:
-                    if complete and p1 == n:
-                        u[0] = upc + 1
-                        stack[sp] = u
-                        stack_h[sp] = uh
-                        sp += 1
-                elif op == EXCL_BEGIN:
-                    u[0] = upc + 1
-                    u[1] += 1
-                    stack[sp] = u
-                    stack_h[sp] = uh
-                    sp += 1
-                elif op == EXCL_END:
-                    u[0] = upc + 1
-                    u[1] -= 1
-                    stack[sp] = u
-                    stack_h[sp] = uh
-                    sp += 1
-                elif op == LOOP_ENTER:
-                    u[0] = upc + 1
-                    u[2 + n_regs + a_[upc]] = p1
-                    stack[sp] = u
-                    stack_h[sp] = uh
-                    sp += 1
-                elif op == LOOP_CHECK:
-                    if u[2 + n_regs + a_[upc]] != p1:
-                        u[0] = upc + 1
-                        stack[sp] = u
-                        stack_h[sp] = uh
-                        sp += 1
+            nxt, nxt_h, nn, stack, stack_h = _closure(t, h, pos + 1, nxt, nxt_h, nn, stack, stack_h,
+                                                      op_, a_, b_, n, complete, base, n_regs)
         if not live:
             return best_end, best_h, hist_label, hist_excl, hist_parent, n_hist
         # swap
