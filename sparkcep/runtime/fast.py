@@ -92,6 +92,8 @@ class KernelMatcher:
             return None
         masks, cols, valid, order0, within, first_ok = arr
         q, s = self.plan.query, self.spec
+        if self.plan.fixed is not None and s.dyn_int.shape[0] == 0:
+            return self._select_fixed(part, masks, order0, within, input_row)
         skip = SKIP_MODES.get(q.skip_mode, 0)
         want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
         starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
@@ -119,6 +121,63 @@ class KernelMatcher:
                 j += 1
             items.append(("match", m, number))
         items += [("unmatched", r) for r in rows[j:]]
+        return items
+
+    def _select_fixed(self, part: PartitionData, masks, order0, within, input_row):
+        """A plain sequence of variables whose conditions are all row-local needs no
+        automaton: its matches start where the shifted masks all hold (a column scan), and
+        every match has the same length, so the selection is a walk over those starts."""
+        plan, q, n = self.plan, self.plan.query, part.n
+        labels = plan.fixed
+        k = len(labels)
+        hits = np.zeros(n, dtype=bool)
+        if n >= k and (q.maxlength is None or k <= q.maxlength):
+            ok = np.ones(n - k + 1, dtype=bool)
+            for i, lab in enumerate(labels):
+                ok &= masks[lab][i:n - k + 1 + i]
+            if q.within is not None:
+                ok &= np.abs(order0[k - 1:] - order0[: n - k + 1]) <= within
+            hits[: n - k + 1] = ok
+        target = None
+        if q.skip_mode in ("FIRST", "LAST"):
+            rows = [i for i, lab in enumerate(labels) if lab in q.skip_target]
+            target = (rows[0] if q.skip_mode == "FIRST" else rows[-1]) if rows else -1
+        matches, resume = [], 0
+        for st in np.flatnonzero(hits).tolist():
+            if st < resume:
+                continue
+            matches.append(st)
+            if q.mode == "matchregex" or q.skip_mode == "PAST_LAST":
+                resume = st + k
+            elif q.skip_mode == "NEXT_ROW":
+                resume = st + 1
+            else:
+                name = q.skip_target_name
+                if target < 0:
+                    raise DataError(f"AFTER MATCH SKIP TO {q.skip_mode} {name}: the match has no row labelled {name}, "
+                                    "so there is no row to resume at", row=input_row(st))
+                if target == 0:
+                    raise DataError(f"AFTER MATCH SKIP TO {q.skip_mode} {name} would resume at the first row of the same "
+                                    "match and loop forever", row=input_row(st))
+                resume = st + target
+        lab_t, excl_t = tuple(labels), (False,) * k
+        items = []
+        want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
+        if want_unmatched:
+            covered = np.zeros(n + 1, dtype=np.int64)
+            for st in matches:
+                covered[st] += 1
+                covered[st + k] -= 1
+            free = np.flatnonzero(np.cumsum(covered[:n]) == 0).tolist()
+        else:
+            free = []
+        j = 0
+        for number, st in enumerate(matches, start=1):
+            while j < len(free) and free[j] < st:
+                items.append(("unmatched", free[j]))
+                j += 1
+            items.append(("match", Match(st, st + k, lab_t, excl_t), number))
+        items += [("unmatched", r) for r in free[j:]]
         return items
 
     def candidates(self, part: PartitionData, first: int, last: int, earliest: bool):
