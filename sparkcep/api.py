@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -11,6 +12,8 @@ from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan, build_plan
 from sparkcep.data import (
     LazyColumns,
+    measure_array,
+    measure_types,
     output_table,
     referenced_columns,
     schema_of,
@@ -19,6 +22,7 @@ from sparkcep.data import (
 )
 from sparkcep.errors import DataError, SparkCepError
 from sparkcep.language.parser import parse
+from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import output_rows
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
@@ -87,7 +91,8 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     q = plan.query
     parts = sort_and_partition(table, q)
     order = parts.order
-    sorted_idx = pa.array(order, pa.int64())
+    order_np = np.asarray(order, dtype=np.int64)
+    sorted_idx = pa.array(order_np)
     used = referenced_columns(q)
     arrays = [table.column(i).take(sorted_idx) if i in used else None for i in range(table.num_columns)]
     if q.within is not None:
@@ -102,16 +107,45 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     if use_kernel is None:
         use_kernel = matcher_factory is Matcher
     kernel = KernelMatcher.for_plan(plan) if use_kernel else None
-    out_rows: list[int] = []
-    out_measures: list[list[Any]] = [[] for _ in plan.measures]
+    types = measure_types(q, table.schema)
+    columnar = kernel is not None and partition_runner is None and columnar_measures.supported(plan)
+    row_chunks: list[np.ndarray] = []
+    measure_chunks: list[list[pa.Array]] = [[] for _ in plan.measures]
     for start, end in parts.bounds:
         part = PartitionData(columns.slice(start, end - start), end - start, order_index)
         row_ids = order[start:end]
+        if columnar:
+            items = kernel.select(part, lambda r, ids=row_ids: ids[r])
+            if items is not None:
+                rows, arrays_out = columnar_measures.measure_columns(plan, part, items, types)
+                row_chunks.append(order_np[start + rows])
+                for j, a in enumerate(arrays_out):
+                    measure_chunks[j].append(a)
+                continue
         rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
                 else output_rows(plan, matcher, part, row_ids, kernel))
-        for pos, values in rows:
-            out_rows.append(order[start + pos])
-            for j, v in enumerate(values):
-                out_measures[j].append(v)
+        positions: list[int] = []
+        values: list[list[Any]] = [[] for _ in plan.measures]
+        for pos, vals in rows:
+            positions.append(order[start + pos])
+            for j, v in enumerate(vals):
+                values[j].append(v)
+        row_chunks.append(np.array(positions, dtype=np.int64))
+        for j, m in enumerate(plan.measures):
+            measure_chunks[j].append(measure_array(m.name, values[j], types[j]))
 
-    return output_table(plan, table, out_rows, out_measures)
+    out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
+    measures = [_join(chunks, t) for chunks, t in zip(measure_chunks, types, strict=True)]
+    return output_table(plan, table, out_rows, measures, types)
+
+
+def _join(chunks: list[pa.Array], arrow_type) -> pa.Array:
+    if not chunks:
+        return pa.array([], type=arrow_type if arrow_type is not None else pa.null())
+    if arrow_type is None:  # values decided the type: unify chunks that came out differently
+        kinds = {c.type for c in chunks if c.type != pa.null()}
+        arrow_type = kinds.pop() if len(kinds) == 1 else None
+        if arrow_type is None:
+            return pa.array([v for c in chunks for v in c.to_pylist()])
+        chunks = [c.cast(arrow_type) for c in chunks]
+    return pa.concat_arrays([c.cast(arrow_type) if c.type != arrow_type else c for c in chunks])

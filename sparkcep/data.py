@@ -271,10 +271,10 @@ def output_schema(q: AnalyzedQuery, schema: pa.Schema) -> pa.Schema:
     return pa.schema(fields)
 
 
-def output_table(q_or_plan, table: pa.Table, rows: list[int], measures: list[list[Any]],
+def output_table(q_or_plan, table: pa.Table, rows, measures: list,
                  types: list[pa.DataType | None] | None = None) -> pa.Table:
     """The output rows: input columns taken from ``rows`` of ``table``, measure columns
-    from ``measures`` (one list per measure)."""
+    from ``measures`` (per measure a list of values, or Arrow arrays to join)."""
     q = getattr(q_or_plan, "query", q_or_plan)
     types = types if types is not None else measure_types(q, table.schema)
     taken = table.take(pa.array(rows, pa.int64()))
@@ -283,7 +283,11 @@ def output_table(q_or_plan, table: pa.Table, rows: list[int], measures: list[lis
     for name, idx in output_columns(q):
         names.append(name)
         if idx is None:
-            arrays.append(measure_array(name, measures[j], types[j]))
+            values = measures[j]
+            if isinstance(values, (pa.Array, pa.ChunkedArray)):
+                arrays.append(values)
+            else:
+                arrays.append(measure_array(name, values, types[j]))
             j += 1
         else:
             arrays.append(taken.column(idx))
@@ -335,6 +339,9 @@ class LazyColumns:
         elif pa.types.is_floating(t):
             data = data.astype(np.float64, copy=False)
         return data, valid
+
+    def arrow(self, i: int):
+        return self._arrow[i]
 
     def slice(self, start: int, length: int) -> LazyColumns:
         return LazyColumns([None if a is None else a.slice(start, length) for a in self._arrow])
