@@ -90,11 +90,12 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     sequential engine for each partition (tests pass the run strategy here)."""
     q = plan.query
     parts = sort_and_partition(table, q)
-    order = parts.order
-    order_np = np.asarray(order, dtype=np.int64)
+    order_np = parts.order
+    order = order_np.tolist()
     sorted_idx = pa.array(order_np)
     used = referenced_columns(q)
-    arrays = [table.column(i).take(sorted_idx) if i in used else None for i in range(table.num_columns)]
+    arrays = [(table.column(i) if parts.identity else table.column(i).take(sorted_idx)) if i in used else None
+              for i in range(table.num_columns)]
     if q.within is not None:
         nulls = pc.is_null(arrays[q.order_by[0].index]).to_numpy(zero_copy_only=False).nonzero()[0]
         if len(nulls):

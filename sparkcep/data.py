@@ -128,12 +128,15 @@ def _sort_columns(table: pa.Table, key: SortKey, descending: bool, nulls_first: 
 class Partitions:
     """The input sorted by partition keys, then ORDER BY, then input position."""
 
-    order: list[int]  # sorted position -> input row
+    order: np.ndarray  # sorted position -> input row (int64)
     bounds: list[tuple[int, int]]  # [start, end) of each partition in sorted positions
+    identity: bool = False  # the input is already in this order
 
 
 def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
     n = table.num_rows
+    if not q.partition_by and (not q.order_by or _already_ordered(table, q.order_by)):
+        return Partitions(np.arange(n, dtype=np.int64), [(0, n)] if n else [], identity=True)
     helper: list[tuple[str, pa.Array]] = []
     keys: list[tuple[str, str]] = []
     for i, k in enumerate(q.partition_by):
@@ -144,19 +147,16 @@ def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
         extra, ks = _sort_columns(table, k, k.descending, k.nulls_first, f"o{i}")
         helper += extra
         keys += ks
-    helper.append((ROW_ID, pa.array(range(n), pa.int64())))
+    helper.append((ROW_ID, pa.array(np.arange(n, dtype=np.int64))))
     keys.append((ROW_ID, "ascending"))
-    if len(keys) == 1 or (not q.partition_by and _already_ordered(table, q.order_by)):
-        order = list(range(n))
-    else:
-        t = pa.table(dict(helper))
-        order = pc.sort_indices(t, sort_keys=keys).to_pylist()
+    t = pa.table(dict(helper))
+    order = pc.sort_indices(t, sort_keys=keys).to_numpy()
     bounds: list[tuple[int, int]] = []
     if not q.partition_by:
         if n:
             bounds.append((0, n))
         return Partitions(order, bounds)
-    key_values = [python_values(table.column(k.index).take(pa.array(order, pa.int64()))) for k in q.partition_by]
+    key_values = [python_values(table.column(k.index).take(pa.array(order))) for k in q.partition_by]
     start = 0
     for pos in range(1, n):
         if any(not _same_key(v[pos], v[pos - 1]) for v in key_values):
