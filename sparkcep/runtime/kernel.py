@@ -165,19 +165,24 @@ def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, com
 
 
 @njit(cache=True)
-def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
-            cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
-            n_regs, n_slots, hist_label, hist_excl, hist_parent):
-    """The preferred (or earliest-ending) match from ``start``: (end, history node) with end
-    NO_MATCH or UNRESOLVED when there is none; the arena may grow and is returned."""
+def _work(n_regs, n_slots):
+    """Thread lists and the closure stack, allocated once per partition and reused."""
     W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
     cap = 64
-    cur = np.empty((cap, W), dtype=np.int64)
-    cur_h = np.empty(cap, dtype=np.int64)
-    nxt = np.empty((cap, W), dtype=np.int64)
-    nxt_h = np.empty(cap, dtype=np.int64)
-    stack = np.empty((cap, W), dtype=np.int64)
-    stack_h = np.empty(cap, dtype=np.int64)
+    return (np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64),
+            np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64),
+            np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64))
+
+
+@njit(cache=True)
+def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
+            cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
+            n_regs, n_slots, hist_label, hist_excl, hist_parent, work):
+    """The preferred (or earliest-ending) match from ``start``: (end, history node) with end
+    NO_MATCH or UNRESOLVED when there is none; the arena and the work buffers may grow and
+    are returned."""
+    W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
+    cur, cur_h, nxt, nxt_h, stack, stack_h = work
     n_hist = 0
     init = np.full(W, -1, dtype=np.int64)
     init[0] = 0
@@ -192,7 +197,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
         if want_earliest:
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
-                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, n_hist
+                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h)
         # may the match take row pos?
         extend = 1
         if maxlength >= 0 and pos - start + 1 > maxlength:
@@ -212,7 +217,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             if extend == 0:
                 continue
             if extend == -1:
-                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, n_hist
+                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h)
             label = a_[pc]
             if not masks[label, pos]:
                 continue
@@ -260,7 +265,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             nxt, nxt_h, nn, stack, stack_h = _closure(t, h, pos + 1, nxt, nxt_h, nn, stack, stack_h,
                                                       op_, a_, b_, n, complete, base, n_regs)
         if not live:
-            return best_end, best_h, hist_label, hist_excl, hist_parent, n_hist
+            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h)
         # swap
         tmp = cur
         cur = nxt
@@ -270,7 +275,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
         nxt_h = tmph
         ncur = nn
         pos += 1
-    return best_end, best_h, hist_label, hist_excl, hist_parent, n_hist  # pragma: no cover
+    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h)  # pragma: no cover
 
 
 @njit(cache=True)
@@ -309,6 +314,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
     hist_label = np.empty(256, dtype=np.int64)
     hist_excl = np.empty(256, dtype=np.int64)
     hist_parent = np.empty(256, dtype=np.int64)
+    work = _work(n_regs, n_slots)
     covered = -1
     pos = 0
     while pos < n:
@@ -320,10 +326,10 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                 if not first_ok[s]:
                     s += 1
                     continue
-                e, h, hist_label, hist_excl, hist_parent, _ = _search(
+                e, h, hist_label, hist_excl, hist_parent, work = _search(
                     s, True, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                     n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                    hist_label, hist_excl, hist_parent)
+                    hist_label, hist_excl, hist_parent, work)
                 if e >= 0 and (best_s < 0 or e - 1 < best_e - 1):
                     best_s, best_e = s, e
                 s += 1
@@ -336,10 +342,10 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                 for r in range(pos, best_s):
                     unmatched[r] = True
             # search the chosen start again: later searches reused the history arena
-            e, h, hist_label, hist_excl, hist_parent, _ = _search(
+            e, h, hist_label, hist_excl, hist_parent, work = _search(
                 best_s, True, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                 n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                hist_label, hist_excl, hist_parent)
+                hist_label, hist_excl, hist_parent, work)
             s = best_s
         else:
             if not first_ok[pos]:
@@ -347,10 +353,10 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                     unmatched[pos] = True
                 pos += 1
                 continue
-            e, h, hist_label, hist_excl, hist_parent, _ = _search(
+            e, h, hist_label, hist_excl, hist_parent, work = _search(
                 pos, False, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                 n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                hist_label, hist_excl, hist_parent)
+                hist_label, hist_excl, hist_parent, work)
             if e < 0:
                 if want_unmatched and pos > covered:
                     unmatched[pos] = True
@@ -413,16 +419,17 @@ def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_f
     hist_label = np.empty(256, dtype=np.int64)
     hist_excl = np.empty(256, dtype=np.int64)
     hist_parent = np.empty(256, dtype=np.int64)
+    work = _work(n_regs, n_slots)
     for i in range(m):
         s = first + i
         if s < limit and not first_ok[s]:
             ends[i] = NO_MATCH
             offs[i + 1] = offs[i]
             continue
-        e, h, hist_label, hist_excl, hist_parent, _ = _search(
+        e, h, hist_label, hist_excl, hist_parent, work = _search(
             s, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
             limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
-            hist_label, hist_excl, hist_parent)
+            hist_label, hist_excl, hist_parent, work)
         ends[i] = e
         length = e - s if e >= 0 else 0
         if offs[i] + length >= labels.shape[0]:
