@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import resource
 import time
 
 import sparkcep
@@ -34,11 +35,12 @@ def main() -> None:
             print(f"  {name:>3} {label:>3}: {n:7,d} matches  {args.rows / dt:12,.0f} events/s", flush=True)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "rip_sequential.json").write_text(json.dumps({"rows": args.rows, "results": results}, indent=2))
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    (out / "rip_sequential.json").write_text(json.dumps({"rows": args.rows, "peak_rss_mb": peak_mb, "results": results}, indent=2))
     _plot(results, out / "rip_sequential.png")
     sql = [r["events_per_second"] for r in results if r["output"] == "sql"]
     print(f"rip_sequential: {args.rows:,} events, Q1-Q12 sequential, min {min(sql):,.0f} / max {max(sql):,.0f} events/s "
-          f"(SQL default); JSON and PNG in {out}/")
+          f"(SQL default); peak memory {peak_mb:,.0f} MB; JSON and PNG in {out}/")
 
 
 def _plot(results, path) -> None:

@@ -224,12 +224,13 @@ BENCHMARKS = {
     "peers": "benchmarks.peers",
     "matchregex": "benchmarks.matchregex",
     "spark": "benchmarks.spark_strategies",
+    "batches": "benchmarks.rip_batches",
 }
 
 
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex or spark"),
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark or batches"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:
     """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""
