@@ -158,10 +158,7 @@ class Analyzer:
         measures = []
         for m in q.measures:
             expr = self.bind(m.expr, measure_scope, in_row=False)
-            source = None
-            if isinstance(expr, BNav) and isinstance(expr.inner, BColumn):
-                source = self.schema[expr.inner.index].arrow_type
-            measures.append(MeasureDef(m.name.text, expr, expr.type, source))
+            measures.append(MeasureDef(m.name.text, expr, expr.type))
         self.check_output_names(measures)
 
         rpm = q.rows_per_match

@@ -180,7 +180,6 @@ class MeasureDef:
     name: str
     expr: BExpr
     type: Type
-    source_type: Any = None  # the input column's Arrow type when the measure is a plain column
 
 
 @dataclass(frozen=True)

@@ -319,7 +319,7 @@ def _by_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run: Spark
                 windows[len(windows)] = (pi, make_window(plan, p.n, b, lo, hi, hi + shared))
         run.stats["batches"] = len(windows)
 
-        used = sorted(_used_columns(plan, arrow_schema))
+        used = sorted(_used_columns(plan))
         eval_cols = [arrow_schema.field(i).name for i in used]
         found: list[dict[int, Any]] = [{} for _ in parts]
         start_rows: list[dict[int, int]] = [{} for _ in parts]
@@ -397,7 +397,7 @@ def _by_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run: Spark
         raise
 
 
-def _used_columns(plan: Plan, arrow_schema: pa.Schema | None) -> set[int]:
+def _used_columns(plan: Plan) -> set[int]:
     return referenced_columns(plan.query)
 
 
@@ -490,7 +490,7 @@ def _candidate_task(payload, table: pa.Table, arrow_out: pa.Schema) -> pa.Table:
     wid = table.column(WIN)[0].as_py()
     pi, w = wins[wid]
     t = _table_window(table, w, w.end - w.start)
-    used = _used_columns(p, None)
+    used = _used_columns(p)
     cols = LazyColumns([t.column(n) if i in used else None for i, n in enumerate(p.query.columns)])
     order0 = p.query.order_by[0].index if p.query.order_by else None
     part = window_data(cols, order0, w, prts[pi].n)
@@ -567,7 +567,7 @@ def _measure_task(payload, rows_t: pa.Table, items_t: pa.Table, out_arrow: pa.Sc
     t = _table_window(rows_t, w, w.end - w.start)
     row_ids = t.column(ROW).to_pylist()
     data = t.select([f.name for f in in_schema])
-    used = _used_columns(p, in_schema)
+    used = _used_columns(p)
     cols = LazyColumns([data.column(i) if i in used else None for i in range(data.num_columns)])
     order0 = p.query.order_by[0].index if p.query.order_by else None
     part = window_data(cols, order0, w, prts[pi].n)
