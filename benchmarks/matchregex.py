@@ -15,15 +15,12 @@ from sparkcep.workloads import matchregex
 
 
 def _data(out: pathlib.Path, rows: int) -> pathlib.Path:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    from sparkcep.workloads.files import write_parquet
     from sparkcep.workloads.stock import trade_stream
 
     path = out / f"trades_{rows}.parquet"
     if not path.exists():
-        pq.write_table(pa.Table.from_pandas(trade_stream(rows, seed=1), preserve_index=False), path,
-                       coerce_timestamps="us", allow_truncated_timestamps=True)
+        write_parquet(trade_stream(rows, seed=1), path)
     return path
 
 

@@ -55,17 +55,14 @@ def main() -> None:
     if args.worker:
         report(worker(*args.worker))
         return
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    from sparkcep.workloads.files import write_parquet
     from sparkcep.workloads.stock import stock_trades
 
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     source = out / f"stock_{args.rows}.parquet"
     if not source.exists():
-        pq.write_table(pa.Table.from_pandas(stock_trades(args.rows, seed=1), preserve_index=False), source,
-                       coerce_timestamps="us", allow_truncated_timestamps=True)
+        write_parquet(stock_trades(args.rows, seed=1), source)
     results = run_workers("benchmarks.rip_batches", ("local[1]", "local[2]"), str(source))
     (out / "rip_batches.json").write_text(json.dumps({"rows": args.rows, "results": results}, indent=2))
     import matplotlib

@@ -20,16 +20,13 @@ STRATEGIES = ("sequential", "partition", "runs", "rr")
 
 
 def _data(out: pathlib.Path, rows: int) -> tuple[pathlib.Path, pathlib.Path]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    from sparkcep.workloads.files import write_parquet
     from sparkcep.workloads.stock import stock_trades
 
     plain, keyed = out / f"stock_{rows}.parquet", out / f"stock_{rows}_50sym.parquet"
     for path, symbols in ((plain, 1), (keyed, 50)):
         if not path.exists():
-            table = pa.Table.from_pandas(stock_trades(rows, symbols=symbols, seed=1), preserve_index=False)
-            pq.write_table(table, path, coerce_timestamps="us", allow_truncated_timestamps=True, row_group_size=200_000)
+            write_parquet(stock_trades(rows, symbols=symbols, seed=1), path)
     return plain, keyed
 
 

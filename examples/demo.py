@@ -9,22 +9,15 @@ import pathlib
 import sys
 import time
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
 from sparkcep.errors import SparkCepError
 from sparkcep.workloads import matchregex, rip
+from sparkcep.workloads.files import write_parquet
 from sparkcep.workloads.stock import stock_trades, trade_stream
 
 console = Console()
-
-
-def _write(pdf, path: pathlib.Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pandas(pdf, preserve_index=False), path, coerce_timestamps="us",
-                   allow_truncated_timestamps=True)
 
 
 def _show(pdf, title: str, n: int = 8) -> None:
@@ -57,8 +50,8 @@ def main() -> int:
     stock_path, trades_path = out / "stock.parquet", out / "trades.parquet"
     stock = stock_trades(args.rows, seed=42)
     trades = trade_stream(args.rows, symbols=390, seed=42)
-    _write(stock, stock_path)
-    _write(trades, trades_path)
+    write_parquet(stock, stock_path)
+    write_parquet(trades, trades_path)
     console.print(f"generated {len(stock):,} StockTrade events and {len(trades):,} trades over 390 symbols in {out}/")
 
     jobs = [

@@ -174,8 +174,8 @@ def generate(
     """Write a seeded synthetic event stream."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
-    import pyarrow.parquet as pq
 
+    from sparkcep.workloads.files import write_parquet
     from sparkcep.workloads.stock import stock_trades, trade_stream
 
     if rows < 0:
@@ -184,13 +184,12 @@ def generate(
         pdf = stock_trades(rows, symbols=symbols or 1, seed=seed)
     else:
         pdf = trade_stream(rows, symbols=symbols or 390, seed=seed)
-    table = pa.Table.from_pandas(pdf, preserve_index=False)
     path = pathlib.Path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
     if format is Format.parquet:
-        pq.write_table(table, path, coerce_timestamps="us", allow_truncated_timestamps=True)
+        write_parquet(pdf, path)
     elif format is Format.csv:
-        pacsv.write_csv(table, path)
+        pacsv.write_csv(pa.Table.from_pandas(pdf, preserve_index=False), path)
     else:
         pdf.to_json(path, orient="records", lines=True, date_format="iso")
     console.print(f"wrote {rows:,} {workload.value} events to {output} ({format.value})")
