@@ -84,10 +84,11 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
 
 
 def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None,
-             use_kernel: bool | None = None) -> pa.Table:
+             use_kernel: bool | None = None, stats: dict | None = None) -> pa.Table:
     """Run a plan over a table; ``matcher_factory`` builds the matcher (tests pass the
     reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
-    sequential engine for each partition (tests pass the run strategy here)."""
+    sequential engine for each partition (tests pass the run strategy here); ``stats``, if
+    given, receives which matcher ran and the most partial matches alive at once."""
     q = plan.query
     parts = sort_and_partition(table, q)
     order_np = parts.order
@@ -135,6 +136,13 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
         for j, m in enumerate(plan.measures):
             measure_chunks[j].append(measure_array(m.name, values[j], types[j]))
 
+    if stats is not None:
+        if kernel is None:
+            stats["matcher"], stats["peak_threads"] = "python", None
+        elif kernel.scanned:
+            stats["matcher"], stats["peak_threads"] = "column scan", 0
+        else:
+            stats["matcher"], stats["peak_threads"] = "kernel", kernel.peak_threads
     out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
     measures = [_join(chunks, t) for chunks, t in zip(measure_chunks, types, strict=True)]
     return output_table(plan, table, out_rows, measures, types)

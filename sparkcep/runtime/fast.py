@@ -30,6 +30,9 @@ class KernelMatcher:
         self.b = np.array([i.b for i in ins], dtype=np.int64)
         self.maxlength = plan.query.maxlength if plan.query.maxlength is not None else -1
         q = plan.query
+        # stats[0]: the most partial matches (threads) alive at once, over every search so far
+        self.stats = np.zeros(1, dtype=np.int64)
+        self.scanned = False  # a fixed-length pattern ran as a column scan, no threads at all
         self.skip_member = np.zeros(len(plan.labels), dtype=np.bool_)
         for lab in q.skip_target or ():
             self.skip_member[lab] = True
@@ -99,7 +102,7 @@ class KernelMatcher:
         starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
             skip, q.mode == "matchregex", self.skip_member, want_unmatched, self.op, self.a, self.b, masks,
             s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
-            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok)
+            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok, self.stats)
         if err:
             name = q.skip_target_name
             mode = q.skip_mode
@@ -123,11 +126,16 @@ class KernelMatcher:
         items += [("unmatched", r) for r in rows[j:]]
         return items
 
+    @property
+    def peak_threads(self) -> int:
+        return int(self.stats[0])
+
     def _select_fixed(self, part: PartitionData, masks, order0, within, input_row):
         """A plain sequence of variables whose conditions are all row-local needs no
         automaton: its matches start where the shifted masks all hold (a column scan), and
         every match has the same length, so the selection is a walk over those starts."""
         plan, q, n = self.plan, self.plan.query, part.n
+        self.scanned = True
         labels = plan.fixed
         k = len(labels)
         hits = np.zeros(n, dtype=bool)
@@ -190,7 +198,7 @@ class KernelMatcher:
         ends, offs, labels, excl = kernel.candidates(
             first, last, earliest, self.op, self.a, self.b, masks, s.reg_member, s.reg_first, s.dyn_int,
             s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,
-            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok)
+            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok, self.stats)
         ends, offs, labels, excl = ends.tolist(), offs.tolist(), labels.tolist(), excl.tolist()
         out = []
         for i, e in enumerate(ends):

@@ -165,13 +165,14 @@ def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, com
 
 
 @njit(cache=True)
-def _work(n_regs, n_slots):
-    """Thread lists and the closure stack, allocated once per partition and reused."""
+def _work(n_regs, n_slots, stats):
+    """Thread lists and the closure stack, allocated once per partition and reused, and
+    ``stats`` (stats[0]: the most threads alive at once)."""
     W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
     cap = 64
     return (np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64),
             np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64),
-            np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64))
+            np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64), stats)
 
 
 @njit(cache=True)
@@ -182,13 +183,15 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
     NO_MATCH or UNRESOLVED when there is none; the arena and the work buffers may grow and
     are returned."""
     W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
-    cur, cur_h, nxt, nxt_h, stack, stack_h = work
+    cur, cur_h, nxt, nxt_h, stack, stack_h, stats = work
     n_hist = 0
     init = np.full(W, -1, dtype=np.int64)
     init[0] = 0
     init[1] = 0
     cur, cur_h, ncur, stack, stack_h = _closure(init, -1, start, cur, cur_h, 0, stack, stack_h,
                                                 op_, a_, b_, n, complete, base, n_regs)
+    if ncur > stats[0]:
+        stats[0] = ncur
     pos = start
     best_end = NO_MATCH
     best_h = -1
@@ -197,7 +200,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
         if want_earliest:
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
-                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h)
+                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats)
         # may the match take row pos?
         extend = 1
         if maxlength >= 0 and pos - start + 1 > maxlength:
@@ -217,7 +220,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             if extend == 0:
                 continue
             if extend == -1:
-                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h)
+                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats)
             label = a_[pc]
             if not masks[label, pos]:
                 continue
@@ -265,7 +268,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             nxt, nxt_h, nn, stack, stack_h = _closure(t, h, pos + 1, nxt, nxt_h, nn, stack, stack_h,
                                                       op_, a_, b_, n, complete, base, n_regs)
         if not live:
-            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h)
+            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats)
         # swap
         tmp = cur
         cur = nxt
@@ -274,8 +277,10 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
         cur_h = nxt_h
         nxt_h = tmph
         ncur = nn
+        if ncur > stats[0]:
+            stats[0] = ncur
         pos += 1
-    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h)  # pragma: no cover
+    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats)  # pragma: no cover
 
 
 @njit(cache=True)
@@ -299,7 +304,7 @@ def _read_labels(h, hist_label, hist_excl, hist_parent, out_l, out_e, at):
 @njit(cache=True)
 def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, masks, reg_member,
            reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
-           n_regs, n_slots, first_ok):
+           n_regs, n_slots, first_ok, stats):
     """The whole partition's selected matches, in order: (starts, ends, label offsets,
     labels, excluded, unmatched rows, error code, error row). Error codes: 1 skip target
     absent from the match, 2 skip to the match's own first row. ``first_ok[row]`` is False
@@ -314,7 +319,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
     hist_label = np.empty(256, dtype=np.int64)
     hist_excl = np.empty(256, dtype=np.int64)
     hist_parent = np.empty(256, dtype=np.int64)
-    work = _work(n_regs, n_slots)
+    work = _work(n_regs, n_slots, stats)
     covered = -1
     pos = 0
     while pos < n:
@@ -409,7 +414,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
 @njit(cache=True)
 def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
                cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
-               first_ok):
+               first_ok, stats):
     """Per start row in [first, last): end (NO_MATCH / UNRESOLVED) and label offsets."""
     m = last - first
     ends = np.empty(m, dtype=np.int64)
@@ -419,7 +424,7 @@ def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_f
     hist_label = np.empty(256, dtype=np.int64)
     hist_excl = np.empty(256, dtype=np.int64)
     hist_parent = np.empty(256, dtype=np.int64)
-    work = _work(n_regs, n_slots)
+    work = _work(n_regs, n_slots, stats)
     for i in range(m):
         s = first + i
         if s < limit and not first_ok[s]:
