@@ -92,7 +92,6 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     q = plan.query
     parts = sort_and_partition(table, q)
     order_np = parts.order
-    order = order_np.tolist()
     sorted_idx = pa.array(order_np)
     used = referenced_columns(q)
     arrays = [(table.column(i) if parts.identity else table.column(i).take(sorted_idx)) if i in used else None
@@ -101,7 +100,7 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
         nulls = pc.is_null(arrays[q.order_by[0].index]).to_numpy(zero_copy_only=False).nonzero()[0]
         if len(nulls):
             raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL",
-                            column=q.order_by[0].column, row=order[int(nulls[0])])
+                            column=q.order_by[0].column, row=int(order_np[nulls[0]]))
     columns = LazyColumns(arrays)
     order_index = q.order_by[0].index if q.order_by else None
 
@@ -115,7 +114,8 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     measure_chunks: list[list[pa.Array]] = [[] for _ in plan.measures]
     for start, end in parts.bounds:
         part = PartitionData(columns.slice(start, end - start), end - start, order_index)
-        row_ids = order[start:end]
+        # Input row of each partition row: only error messages and the Python path read it.
+        row_ids = order_np[start:end]
         if columnar:
             items = kernel.select(part, lambda r, ids=row_ids: ids[r])
             if items is not None:
@@ -129,7 +129,7 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
         positions: list[int] = []
         values: list[list[Any]] = [[] for _ in plan.measures]
         for pos, vals in rows:
-            positions.append(order[start + pos])
+            positions.append(row_ids[pos])
             for j, v in enumerate(vals):
                 values[j].append(v)
         row_chunks.append(np.array(positions, dtype=np.int64))

@@ -73,12 +73,12 @@ class DataError(SparkCepError):
     def __init__(self, message: str, column: str | None = None, row: int | None = None):
         self.message = message
         self.column = column
-        self.row = row
+        self.row = int(row) if row is not None else None  # numpy integers become plain ints
         parts = [message]
         if column is not None:
             parts.append(f"column {column!r}")
-        if row is not None:
-            parts.append(f"input row {row}")
+        if self.row is not None:
+            parts.append(f"input row {self.row}")
         super().__init__(" — ".join(parts) if len(parts) > 1 else message)
 
 
