@@ -28,13 +28,6 @@ class ScalarFunction:
     user_defined: bool = False
 
 
-def _numeric_same(types: list[Type]) -> Type | str:
-    for t in types:
-        if not (t.numeric or t is Type.NULL):
-            return f"needs numbers, got {t.value}"
-    return Type.DOUBLE if Type.DOUBLE in types else Type.BIGINT
-
-
 def _double(types: list[Type]) -> Type | str:
     for t in types:
         if not (t.numeric or t is Type.NULL):

@@ -73,11 +73,6 @@ def _has(children, keyword: str) -> bool:
     return any(isinstance(c, Token) and c.type == keyword for c in children)
 
 
-def _unit_of(tree_or_token) -> str:
-    tok = tree_or_token.children[0] if isinstance(tree_or_token, Tree) else tree_or_token
-    return tok.type
-
-
 @v_args(meta=True)
 class _ToAst(Transformer):
     # ------------------------------------------------------------ names and literals
