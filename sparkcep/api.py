@@ -25,6 +25,7 @@ from sparkcep.language.parser import parse
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import output_rows
 from sparkcep.runtime.fast import KernelMatcher
+from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 
 _OPTIONS = {"mode", "strategy", "batch", "shared"}
@@ -104,9 +105,12 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     columns = LazyColumns(arrays)
     order_index = q.order_by[0].index if q.order_by else None
 
+    if matcher_factory is Matcher and q.event_selection != "PARTITION":
+        matcher_factory = NFAbMatcher  # the Pike VM knows contiguous rows only
     matcher = matcher_factory(plan)
     if use_kernel is None:
         use_kernel = matcher_factory is Matcher
+    adjacent = _strict_adjacency(table, q, order_np) if q.event_selection == "STRICT" else None
     kernel = KernelMatcher.for_plan(plan) if use_kernel else None
     types = measure_types(q, table.schema)
     columnar = kernel is not None and partition_runner is None and columnar_measures.supported(plan)
@@ -114,6 +118,8 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     measure_chunks: list[list[pa.Array]] = [[] for _ in plan.measures]
     for start, end in parts.bounds:
         part = PartitionData(columns.slice(start, end - start), end - start, order_index)
+        if adjacent is not None:
+            part.cache["adjacent"] = adjacent[start:end]
         # Input row of each partition row: only error messages and the Python path read it.
         row_ids = order_np[start:end]
         if columnar:
@@ -137,7 +143,9 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
             measure_chunks[j].append(measure_array(m.name, values[j], types[j]))
 
     if stats is not None:
-        if kernel is None:
+        if isinstance(matcher, NFAbMatcher):
+            stats["matcher"], stats["peak_threads"] = type(matcher).__name__, matcher.peak_runs
+        elif kernel is None:
             stats["matcher"], stats["peak_threads"] = "python", None
         elif kernel.scanned:
             stats["matcher"], stats["peak_threads"] = "column scan", 0
@@ -146,6 +154,23 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
     measures = [_join(chunks, t) for chunks, t in zip(measure_chunks, types, strict=True)]
     return output_table(plan, table, out_rows, measures, types)
+
+
+def _strict_adjacency(table: pa.Table, q, order_np: np.ndarray) -> np.ndarray:
+    """STRICT CONTIGUITY: per row in partition order, whether the row before it in its
+    partition is also the row before it in the whole input order (ORDER BY, then input
+    position); a match may only continue across such rows."""
+    from dataclasses import replace
+
+    n = table.num_rows
+    if not q.partition_by:
+        return np.ones(n, dtype=bool)
+    rank = np.empty(n, dtype=np.int64)
+    rank[sort_and_partition(table, replace(q, partition_by=())).order] = np.arange(n, dtype=np.int64)
+    ranks = rank[order_np]
+    out = np.zeros(n, dtype=bool)
+    out[1:] = ranks[1:] == ranks[:-1] + 1
+    return out
 
 
 def _join(chunks: list[pa.Array], arrow_type) -> pa.Array:

@@ -126,6 +126,7 @@ class Analyzer:
     def run(self) -> AnalyzedQuery:
         q = self.q
         pattern = self.resolve_pattern(q.pattern)
+        negated = self.check_negations(pattern)
         self.collect_subsets()
 
         defined: dict[str, ast.Define] = {}
@@ -179,6 +180,7 @@ class Analyzer:
             raise self.error("CONFLICTING_CLAUSES", "the matchregex mode reports non-overlapping matches; it cannot be combined with AFTER MATCH SKIP other than PAST LAST ROW or with ALL MATCHES", q.skip)
 
         within = self.check_within(order)
+        event_selection = self.check_event_selection(pattern, rpm)
         if q.maxlength is not None and q.maxlength < 1:
             raise self.error("INVALID_MAXLENGTH", "MAXLENGTH must be at least 1", q.maxlength_span)
 
@@ -203,6 +205,8 @@ class Analyzer:
             mode=self.mode,
             columns=tuple(c.name for c in self.schema),
             has_exclusions=has_excl,
+            event_selection=event_selection,
+            negated=negated,
         )
 
     def sort_key(self, name: ast.Name, descending: bool, nulls_first: bool) -> SortKey:
@@ -264,7 +268,50 @@ class Analyzer:
             return ast.PQuant(self.resolve_pattern(node.child), node.min, node.max, node.greedy, span=node.span)
         if isinstance(node, ast.PExclude):
             return ast.PExclude(self.resolve_pattern(node.child), span=node.span)
+        if isinstance(node, ast.PNot):
+            return ast.PNot(self.resolve_pattern(node.child), span=node.span)
         return node
+
+    def check_negations(self, pattern: ast.PatternNode) -> frozenset[int]:
+        """``!X`` stands alone between two items of the top-level sequence, and X is a
+        variable that occurs nowhere else in the pattern (SASE's nested-query negation)."""
+        items = pattern.items if isinstance(pattern, ast.PConcat) else (pattern,)
+        negated: dict[str, ast.PNot] = {}
+        for i, item in enumerate(items):
+            if not isinstance(item, ast.PNot):
+                continue
+            if not isinstance(item.child, ast.PVar):
+                raise self.error("NOT_SUPPORTED", "negation applies to one pattern variable: write !X", item)
+            if i == 0 or i == len(items) - 1:
+                raise self.error("NOT_SUPPORTED", "a negated variable must stand between two other pattern items (not first or last)", item)
+            if isinstance(items[i - 1], ast.PNot) or isinstance(items[i + 1], ast.PNot):
+                raise self.error("NOT_SUPPORTED", "two negations next to each other are not supported; combine them in one condition", item)
+            key = item.child.name.key
+            if key in negated:
+                raise self.error("DUPLICATE_NAME", f"{item.child.name.text} is negated twice", item)
+            negated[key] = item
+        for place in _negations(pattern):
+            if not any(place is item for item in items):
+                raise self.error("NOT_SUPPORTED", "negation is only supported in the top-level sequence of the pattern (not inside quantifiers, alternations or groups)", place)
+        for key, node in negated.items():
+            if _count_var(pattern, key) > 1:
+                raise self.error("INVALID_PATTERN", f"{node.child.name.text} is negated, so it cannot also match rows elsewhere in the pattern", node)
+        return frozenset(self.variables.index(k) for k in negated)
+
+    def check_event_selection(self, pattern: ast.PatternNode, rpm: ast.RowsPerMatch) -> str:
+        sel = self.q.event_selection
+        span = self.q.event_selection_span
+        if sel == "PARTITION":
+            return sel
+        if self.mode == "matchregex":
+            raise self.error("CONFLICTING_CLAUSES", "EVENT SELECTION cannot be combined with the matchregex mode", span)
+        if sel in ("NEXT", "ANY"):
+            anchor = _find(pattern, (ast.PStart, ast.PEnd))
+            if anchor is not None:
+                raise self.error("NOT_SUPPORTED", "the anchors ^ and $ are not supported with SKIP TILL NEXT/ANY MATCH (a match may skip rows, so row positions do not pin it)", anchor)
+            if rpm.mode == "ALL" and rpm.empty == "UNMATCHED":
+                raise self.error("NOT_SUPPORTED", "ALL ROWS PER MATCH WITH UNMATCHED ROWS is not supported with SKIP TILL NEXT/ANY MATCH (rows skipped inside a match have no place in the output)", rpm)
+        return sel
 
     def collect_subsets(self) -> None:
         for s in self.q.subsets:
@@ -423,6 +470,11 @@ class Analyzer:
         if e.semantics is not None:
             if scope.clause == "DEFINE" and e.semantics == "FINAL":
                 raise self.error("INVALID_SEMANTICS", "FINAL is not allowed in DEFINE (conditions see only the rows matched so far)", e)
+            if e.semantics == "PREVIOUS":
+                if scope.clause != "DEFINE":
+                    raise self.error("INVALID_SEMANTICS", "PREVIOUS is only allowed in DEFINE (the rows matched before the current row)", e)
+                if name not in functions.AGGREGATES:
+                    raise self.error("INVALID_SEMANTICS", f"PREVIOUS applies to aggregates, not {e.name.text} (use LAST(X.col, 1) for the previous row of X)", e)
             if name not in ("FIRST", "LAST", "CLASSIFIER") and name not in functions.AGGREGATES:
                 raise self.error("INVALID_SEMANTICS", f"RUNNING and FINAL apply to FIRST, LAST, CLASSIFIER and aggregates, not {e.name.text}", e)
         if name in functions.NAVIGATION:
@@ -524,6 +576,7 @@ class Analyzer:
     def bind_aggregate(self, e: ast.Call, name: str, scope: _Scope) -> BExpr:
         name = "COLLECT" if name == "ARRAY_AGG" else name
         running = e.semantics != "FINAL"
+        previous = e.semantics == "PREVIOUS"
         if len(e.args) != 1:
             raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes one argument", e)
         arg = e.args[0]
@@ -535,7 +588,7 @@ class Analyzer:
                 labels = self.labels_of(arg.qualifier)
                 if labels is None:
                     raise self.error("UNKNOWN_VARIABLE", f"{arg.qualifier.text} is not a pattern variable or subset", arg.qualifier)
-            spec = AggregateSpec("COUNT", labels, None, running, Type.BIGINT)
+            spec = AggregateSpec("COUNT", labels, None, running, Type.BIGINT, previous)
         else:
             inner, labels, _ = self.row_expression(arg, scope, e.name.text, e)
             t = inner.type
@@ -562,7 +615,7 @@ class Analyzer:
                     raise self.error("TYPE_MISMATCH", f"DELTA needs numbers or timestamps, not {t.value}", arg)
             else:  # COLLECT
                 rtype = Type.ARRAY
-            spec = AggregateSpec(name, labels, inner, running, rtype)
+            spec = AggregateSpec(name, labels, inner, running, rtype, previous)
         if spec in scope.aggregates:
             index = scope.aggregates.index(spec)
         else:
@@ -572,10 +625,34 @@ class Analyzer:
 
 
 def _has_exclusion(node: ast.PatternNode) -> bool:
-    if isinstance(node, ast.PExclude):
-        return True
-    children = getattr(node, "items", None) or ([node.child] if hasattr(node, "child") else [])
-    return any(_has_exclusion(c) for c in children)
+    return _find(node, (ast.PExclude,)) is not None
+
+
+def _children(node: ast.PatternNode) -> tuple[ast.PatternNode, ...]:
+    return getattr(node, "items", None) or ((node.child,) if hasattr(node, "child") else ())
+
+
+def _negations(node: ast.PatternNode):
+    if isinstance(node, ast.PNot):
+        yield node
+    for c in _children(node):
+        yield from _negations(c)
+
+
+def _find(node: ast.PatternNode, kinds: tuple) -> ast.PatternNode | None:
+    if isinstance(node, kinds):
+        return node
+    for c in _children(node):
+        found = _find(c, kinds)
+        if found is not None:
+            return found
+    return None
+
+
+def _count_var(node: ast.PatternNode, key: str) -> int:
+    if isinstance(node, ast.PVar):
+        return int(node.name.key == key)
+    return sum(_count_var(c, key) for c in _children(node))
 
 
 def _first_variables(node: ast.PatternNode) -> set[str]:
@@ -610,6 +687,8 @@ def _firsts(node: ast.PatternNode) -> tuple[set[str], bool]:
         return f, n or node.min == 0
     if isinstance(node, ast.PExclude):
         return _firsts(node.child)
+    if isinstance(node, ast.PNot):
+        return set(), True
     if isinstance(node, ast.PPermute):
         # Every item comes first in some order; the whole is empty only if all items are.
         parts = [_firsts(i) for i in node.items]

@@ -55,13 +55,15 @@ class Pointer:
 @dataclass(frozen=True)
 class AggregateSpec:
     """An aggregate over the rows of ``labels``: ``func`` one of COUNT, SUM, AVG, MIN, MAX,
-    DELTA, COLLECT; ``arg`` is a row expression (None for COUNT(*))."""
+    DELTA, COLLECT; ``arg`` is a row expression (None for COUNT(*)). ``previous`` (DEFINE
+    only, the PREVIOUS extension): over the rows matched before the current one."""
 
     func: str
     labels: LabelSet
     arg: BExpr | None
     running: bool
     type: Type
+    previous: bool = False
 
 
 class BExpr:
@@ -206,6 +208,14 @@ class AnalyzedQuery:
     mode: str  # "sql" or "matchregex"
     columns: tuple[str, ...]  # input column names, in input order
     has_exclusions: bool
+    # SASE event selection: "PARTITION" (SQL), "STRICT", "NEXT" or "ANY".
+    event_selection: str = "PARTITION"
+    negated: frozenset[int] = frozenset()  # variables under ! in PATTERN
+
+    @property
+    def gapped(self) -> bool:
+        """Whether a match may skip rows between the rows it selects."""
+        return self.event_selection in ("NEXT", "ANY")
 
     def variable_id(self, name: str) -> int:
         return self.variables.index(name)

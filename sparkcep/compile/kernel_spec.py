@@ -50,6 +50,8 @@ def kernel_spec(plan: Plan) -> KernelSpec | None:
     q = plan.query
     if q.skip_mode == "ALL_MATCHES" or plan.define_aggregates or plan.program.slots > MAX_SLOTS:
         return None
+    if q.event_selection != "PARTITION" or q.negated:
+        return None  # event selection strategies and negation run on runtime.nfab
     if q.within is not None and not isinstance(q.within, (int, float)):
         return None  # interval WITHIN compares timestamps: Python matcher
     regs: list[tuple[frozenset[int], bool]] = []

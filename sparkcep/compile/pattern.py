@@ -35,6 +35,14 @@ class End(Pattern):
 
 
 @dataclass(frozen=True)
+class Negate(Pattern):
+    """!X: matches no row; no row strictly between the rows selected before and after this
+    place may satisfy X (SASE's negation). Only between two items of the top-level sequence."""
+
+    id: int
+
+
+@dataclass(frozen=True)
 class Concat(Pattern):
     items: tuple[Pattern, ...]
 
@@ -82,6 +90,8 @@ def _convert(node: ast.PatternNode, labels: tuple[str, ...]) -> Pattern:
         return Repeat(_convert(node.child, labels), node.min, node.max, node.greedy)
     if isinstance(node, ast.PExclude):
         return Exclude(_convert(node.child, labels))
+    if isinstance(node, ast.PNot):
+        return Negate(labels.index(node.child.name.key))
     if isinstance(node, ast.PPermute):
         return expand_permute(tuple(_convert(i, labels) for i in node.items))
     raise TypeError(node)  # pragma: no cover
@@ -123,7 +133,7 @@ def nullable(p: Pattern) -> bool:
     """Whether the pattern can match zero rows."""
     if isinstance(p, Label):
         return False
-    if isinstance(p, (Empty, Start, End)):
+    if isinstance(p, (Empty, Start, End, Negate)):
         return True
     if isinstance(p, Concat):
         return all(nullable(i) for i in p.items)
@@ -146,6 +156,8 @@ def to_text(p: Pattern, labels: tuple[str, ...]) -> str:
         return "^"
     if isinstance(p, End):
         return "$"
+    if isinstance(p, Negate):
+        return "!" + labels[p.id]
     if isinstance(p, Concat):
         return " ".join(_wrap(i, labels, Alt) for i in p.items)
     if isinstance(p, Alt):
@@ -185,7 +197,7 @@ def first_labels(p: Pattern) -> frozenset[int]:
 def _firsts(p: Pattern) -> tuple[set[int], bool]:
     if isinstance(p, Label):
         return {p.id}, False
-    if isinstance(p, (Empty, Start, End)):
+    if isinstance(p, (Empty, Start, End, Negate)):
         return set(), True
     if isinstance(p, Concat):
         out: set[int] = set()

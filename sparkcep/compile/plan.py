@@ -91,6 +91,9 @@ class Plan:
             f"after match: {q.skip_mode}" + (f" {q.skip_target_name}" if q.skip_target_name else ""),
             f"mode: {q.mode}",
         ]
+        if q.event_selection != "PARTITION":
+            lines.append("event selection: " + {"STRICT": "strict contiguity", "NEXT": "skip till next match",
+                                                "ANY": "skip till any match"}[q.event_selection])
         if q.within is not None:
             lines.append(f"within: {q.within}")
         if q.maxlength is not None:
@@ -134,15 +137,18 @@ def build_plan(q: AnalyzedQuery) -> Plan:
     first_need: list[int] = []
     last_need: list[int] = []
     dpointers = []
+    every = frozenset(range(len(labels)))
     for p in dtable.pointers:
-        if p.labels is None:
+        if p.labels is None and not q.gapped:
             dpointers.append(DefinePointer(p, -1))
             continue
-        if p.labels not in tracked:
-            tracked.append(p.labels)
+        # A match that skips rows has no row arithmetic: its rows are tracked like a subset's.
+        key = p.labels if p.labels is not None else every
+        if key not in tracked:
+            tracked.append(key)
             first_need.append(0)
             last_need.append(0)
-        j = tracked.index(p.labels)
+        j = tracked.index(key)
         if p.last:
             last_need[j] = max(last_need[j], p.offset + 1)
         else:

@@ -20,6 +20,7 @@ from sparkcep.compile.pattern import (
     End,
     Exclude,
     Label,
+    Negate,
     Pattern,
     Repeat,
     Start,
@@ -38,11 +39,12 @@ EXCL_BEGIN = 6
 EXCL_END = 7
 LOOP_ENTER = 8  # a: slot. Remember the position.
 LOOP_CHECK = 9  # a: slot. Fail unless a row was consumed since LOOP_ENTER a.
+NEGATE = 10  # a: label. No row skipped before the next consumed row may satisfy a.
 
 NAMES = {
     MATCH: "match", SPLIT: "split", JUMP: "jump", ACCEPT: "accept", ASSERT_START: "assert-start",
     ASSERT_END: "assert-end", EXCL_BEGIN: "exclusion-begin", EXCL_END: "exclusion-end",
-    LOOP_ENTER: "loop-enter", LOOP_CHECK: "loop-check",
+    LOOP_ENTER: "loop-enter", LOOP_CHECK: "loop-check", NEGATE: "negate",
 }
 
 MAX_INSTRUCTIONS = 20_000
@@ -65,7 +67,7 @@ class Program:
         """A readable listing, one instruction a line (used by golden tests and explain)."""
         out = []
         for i, ins in enumerate(self.instructions):
-            if ins.op == MATCH:
+            if ins.op in (MATCH, NEGATE):
                 arg = f" {self.labels[ins.a]}"
             elif ins.op == SPLIT:
                 arg = f" {ins.a}, {ins.b}"
@@ -104,6 +106,8 @@ class _Builder:
             self.emit(ASSERT_START)
         elif isinstance(n, End):
             self.emit(ASSERT_END)
+        elif isinstance(n, Negate):
+            self.emit(NEGATE, n.id)
         elif isinstance(n, Concat):
             for item in n.items:
                 self.node(item)

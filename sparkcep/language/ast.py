@@ -63,7 +63,7 @@ class Call(Expr):
 
     name: Name
     args: tuple[Expr, ...]
-    semantics: str | None = None  # "RUNNING", "FINAL" or None when not written
+    semantics: str | None = None  # "RUNNING", "FINAL", "PREVIOUS" or None when not written
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,13 @@ class PPermute(PatternNode):
 
 
 @dataclass(frozen=True)
+class PNot(PatternNode):
+    """``!X``: no row between the neighbours of this place satisfies X (SASE negation)."""
+
+    child: PatternNode
+
+
+@dataclass(frozen=True)
 class PExclude(PatternNode):
     child: PatternNode
 
@@ -215,6 +222,9 @@ class Query(Node):
     rows_per_match: RowsPerMatch = RowsPerMatch()
     skip: SkipTo | None = None
     all_matches: bool = False
+    # "PARTITION" (SQL's contiguity), "STRICT", "NEXT" (skip till next match), "ANY".
+    event_selection: str = "PARTITION"
+    event_selection_span: Span | None = None
     within: Within | None = None
     maxlength: int | None = None
     maxlength_span: Span | None = None

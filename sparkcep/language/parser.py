@@ -23,7 +23,8 @@ _KEYWORD_TYPES = frozenset(
     """PARTITION BY ORDER ASC DESC NULLS FIRST LAST MEASURES AS ONE ROW ROWS PER MATCH MATCHES
     ALL SHOW OMIT EMPTY WITH UNMATCHED AFTER SKIP PAST TO NEXT PATTERN PERMUTE WITHIN MAXLENGTH
     SUBSET DEFINE OR AND NOT BETWEEN IN IS NULL TRUE FALSE CASE WHEN THEN ELSE END RUNNING FINAL
-    INTERVAL DATE TIMESTAMP EXCL_OPEN EXCL_CLOSE""".split()
+    INTERVAL DATE TIMESTAMP EXCL_OPEN EXCL_CLOSE PREVIOUS EVENT SELECTION STRICT CONTIGUITY TILL
+    ANY""".split()
 )
 
 _UNIT_SECONDS = {
@@ -236,6 +237,9 @@ class _ToAst(Transformer):
     def p_end(self, meta, ch):
         return ast.PEnd(span=_meta_span(meta))
 
+    def p_not(self, meta, ch):
+        return ast.PNot(_plain(ch)[0], span=_meta_span(meta))
+
     def p_exclude(self, meta, ch):
         return ast.PExclude(_plain(ch)[0], span=_meta_span(meta))
 
@@ -363,6 +367,24 @@ class _ToAst(Transformer):
     def all_matches(self, meta, ch):
         return ("all_matches", _meta_span(meta))
 
+    def sel_strict(self, meta, ch):
+        return "STRICT"
+
+    def sel_partition(self, meta, ch):
+        return "PARTITION"
+
+    def sel_next(self, meta, ch):
+        return "NEXT"
+
+    def sel_any(self, meta, ch):
+        return "ANY"
+
+    def selection_kind(self, meta, ch):  # pragma: no cover - every alternative is aliased
+        return ch[0]
+
+    def event_selection(self, meta, ch):
+        return ("event_selection", _plain(ch)[0], _meta_span(meta))
+
     def within_number(self, meta, ch):
         return ast.Within(ch[0].value, False, span=_meta_span(meta))
 
@@ -432,6 +454,9 @@ class _ToAst(Transformer):
                         item[2],
                     )
                 fields["maxlength"] = item[1]
+            elif key == "event_selection":
+                fields["event_selection"] = item[1]
+                fields["event_selection_span"] = item[2]
             elif key == "all_matches":
                 fields["all_matches"] = True
             elif key in ("skip",):

@@ -14,7 +14,7 @@ from sparkcep.compile.plan import Plan
 
 def supported(plan: Plan) -> bool:
     q = plan.query
-    if q.rows_per_match != "ONE":
+    if q.rows_per_match != "ONE" or q.gapped:
         return False
     for m in q.measures:
         e = m.expr

@@ -24,6 +24,16 @@ def candidate_finder(q: AnalyzedQuery, matcher: Matcher, part: PartitionData) ->
     if q.mode == "matchregex":
         return lambda s: matcher.earliest(part, s)
     if q.skip_mode == "ALL_MATCHES":
+        if getattr(matcher, "one_pass", False):
+            # runtime.nfab finds every match of the partition in one pass; read it by start.
+            by_start: dict | None = None
+
+            def from_pass(s: int):
+                nonlocal by_start
+                if by_start is None:
+                    by_start = matcher.all_matches(part)
+                return by_start.get(s, [])
+            return from_pass
         return lambda s: matcher.all(part, s)
     return lambda s: matcher.preferred(part, s)
 
@@ -101,7 +111,7 @@ def _resume(mode: str, target: frozenset[int] | None, target_name: str | None, m
             f"{target_name}, so there is no row to resume at",
             row=input_row(m.start),
         )
-    at = m.start + (rows[0] if mode == "FIRST" else rows[-1])
+    at = m.row(rows[0] if mode == "FIRST" else rows[-1])
     if at == m.start:
         raise DataError(
             f"AFTER MATCH SKIP TO {mode} {target_name} would resume at the first row of the "
@@ -152,9 +162,9 @@ def _measure_rows(plan: Plan, part: PartitionData, items):
                 if q.empty_matches != "OMIT":
                     yield m.start, ctx.evaluate(-1)
                 continue
-            for i in range(m.end - m.start):
+            for i in range(len(m.labels)):
                 if not m.excluded[i]:
-                    yield m.start + i, ctx.evaluate(i)
+                    yield m.row(i), ctx.evaluate(i)
         except EvaluationError as e:
             if e.position is not None:
                 raise

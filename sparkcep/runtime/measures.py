@@ -25,7 +25,7 @@ class MeasureContext:
         self.match_number = match_number
         # Only matched rows are read here: columns convert one at a time, when first read.
         self.cols = part.cols
-        self._length = match.end - match.start
+        self._length = len(match.labels)
         self.index = self._length - 1
         labels = match.labels
         self._sets = {
@@ -38,7 +38,7 @@ class MeasureContext:
             values = []
             for i, lab in enumerate(labels):
                 if agg.applies_to(lab):
-                    state = agg.step(state, cols, match.start + i)
+                    state = agg.step(state, cols, match.row(i))
                 values.append(agg.result(state))
             self._aggs.append((values, agg.result(agg.initial)))
 
@@ -61,7 +61,7 @@ class MeasureContext:
         i = self._index_of(pid)
         if i is None:
             return None
-        q = self.match.start + i + self.plan.measure_pointers[pid].physical
+        q = self.match.row(i) + self.plan.measure_pointers[pid].physical
         return q if 0 <= q < self.part.n else None
 
     def label_at(self, pid: int) -> str | None:

@@ -15,7 +15,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sparkcep.compile.pattern import Alt, Concat, Empty, End, Exclude, Label, Pattern, Repeat, Start
+from sparkcep.compile.pattern import (
+    Alt,
+    Concat,
+    Empty,
+    End,
+    Exclude,
+    Label,
+    Negate,
+    Pattern,
+    Repeat,
+    Start,
+)
 from sparkcep.compile.plan import Plan
 from sparkcep.runtime.vm import Match, PartitionData
 
@@ -23,15 +34,18 @@ Assignment = tuple[tuple[int, bool], ...]  # (label, excluded) per row from the 
 
 
 class _Context:
-    """A DEFINE condition's view, computed from the full assignment every time."""
+    """A DEFINE condition's view, computed from the full assignment every time; ``rows``
+    are the selected rows when a match may skip rows (default: consecutive from start)."""
 
-    def __init__(self, plan: Plan, part: PartitionData, start: int, assign: Assignment):
+    def __init__(self, plan: Plan, part: PartitionData, start: int, assign: Assignment,
+                 rows: list[int] | None = None):
         self.plan = plan
         self.cols = part.py()
         self.n = part.n
         self.start = start
         self.labels = [lab for lab, _ in assign]
-        self.pos = start + len(assign) - 1
+        self.rows = rows if rows is not None else list(range(start, start + len(assign)))
+        self.pos = self.rows[-1] if self.rows else start - 1
 
     def _index(self, pointer) -> int | None:
         rows = [i for i, lab in enumerate(self.labels) if pointer.labels is None or lab in pointer.labels]
@@ -45,7 +59,7 @@ class _Context:
         i = self._index(p)
         if i is None:
             return None
-        q = self.start + i + p.physical
+        q = self.rows[i] + p.physical
         return q if 0 <= q < self.n else None
 
     def label_at(self, pid: int):
@@ -55,9 +69,11 @@ class _Context:
     def agg(self, i: int) -> Any:
         agg = self.plan.define_aggregates[i]
         state = agg.initial
-        for j, lab in enumerate(self.labels):
+        # PREVIOUS: the rows before the current (last) one.
+        upto = len(self.labels) - 1 if agg.spec.previous else len(self.labels)
+        for j, lab in enumerate(self.labels[:upto]):
             if agg.applies_to(lab):
-                state = agg.step(state, self.cols, self.start + j)
+                state = agg.step(state, self.cols, self.rows[j])
         return agg.result(state)
 
 
@@ -89,7 +105,7 @@ class ReferenceMatcher:
             cond = self.plan.conditions[label]
             if cond is None or cond(_Context(self.plan, part, start, new)) is True:
                 yield pos + 1, new
-        elif isinstance(node, Empty):
+        elif isinstance(node, (Empty, Negate)):  # contiguous rows: nothing lies between
             yield pos, assign
         elif isinstance(node, Start):
             if pos == 0:
@@ -157,3 +173,137 @@ class ReferenceMatcher:
             if best is None or m.end < best.end:
                 best = m
         return best
+
+
+class SelectionReference:
+    """Brute force for EVENT SELECTION and negation (runtime.nfab's semantics, from the
+    definitions): a depth-first walk over the rows from the start row where, at each row, a
+    partial match either selects the row through one of the MATCH instructions it can reach
+    (conditions recomputed from the whole assignment), or ignores it where the strategy
+    allows. Its own epsilon walk, no shared state, no merging, no buffer; exponential."""
+
+    def __init__(self, plan: Plan):
+        from sparkcep.compile.program import (
+            ACCEPT,
+            ASSERT_END,
+            ASSERT_START,
+            EXCL_BEGIN,
+            EXCL_END,
+            JUMP,
+            LOOP_CHECK,
+            LOOP_ENTER,
+            MATCH,
+            NEGATE,
+            SPLIT,
+        )
+
+        self.ops = dict(ACCEPT=ACCEPT, ASSERT_END=ASSERT_END, ASSERT_START=ASSERT_START,
+                        EXCL_BEGIN=EXCL_BEGIN, EXCL_END=EXCL_END, JUMP=JUMP, LOOP_CHECK=LOOP_CHECK,
+                        LOOP_ENTER=LOOP_ENTER, MATCH=MATCH, NEGATE=NEGATE, SPLIT=SPLIT)
+        self.plan = plan
+        self.code = plan.program.instructions
+        q = plan.query
+        self.sel = q.event_selection
+        self.maxlength = q.maxlength
+        self.within = q.within
+
+    def _places(self, pc: int, empty: tuple, excl: int, pend: frozenset, pos: int, n: int):
+        """(pc of MATCH, excluded, pending negations) or None for ACCEPT, in preference order.
+        ``empty``: loop slots whose current iteration selected nothing."""
+        o = self.ops
+        ins = self.code[pc]
+        if ins.op == o["MATCH"]:
+            yield (pc, excl > 0, pend)
+        elif ins.op == o["ACCEPT"]:
+            yield None
+        elif ins.op == o["SPLIT"]:
+            yield from self._places(ins.a, empty, excl, pend, pos, n)
+            yield from self._places(ins.b, empty, excl, pend, pos, n)
+        elif ins.op == o["JUMP"]:
+            yield from self._places(ins.a, empty, excl, pend, pos, n)
+        elif ins.op == o["NEGATE"]:
+            yield from self._places(pc + 1, empty, excl, pend | {ins.a}, pos, n)
+        elif ins.op == o["EXCL_BEGIN"]:
+            yield from self._places(pc + 1, empty, excl + 1, pend, pos, n)
+        elif ins.op == o["EXCL_END"]:
+            yield from self._places(pc + 1, empty, excl - 1, pend, pos, n)
+        elif ins.op == o["LOOP_ENTER"]:
+            yield from self._places(pc + 1, empty | {ins.a}, excl, pend, pos, n)
+        elif ins.op == o["LOOP_CHECK"]:
+            if ins.a not in empty:
+                yield from self._places(pc + 1, empty, excl, pend, pos, n)
+        elif ins.op == o["ASSERT_START"]:
+            if pos == 0:
+                yield from self._places(pc + 1, empty, excl, pend, pos, n)
+        elif ins.op == o["ASSERT_END"]:
+            if pos == n:
+                yield from self._places(pc + 1, empty, excl, pend, pos, n)
+
+    def _holds(self, part, start, assign, rows, label, row) -> bool:
+        cond = self.plan.conditions[label]
+        ctx = _Context(self.plan, part, start, assign + ((label, False),), rows + [row])
+        return cond is None or cond(ctx) is True
+
+    def _row_ok(self, part, start, pos) -> bool:
+        if pos >= part.n:
+            return False
+        if self.maxlength is not None and pos - start + 1 > self.maxlength:
+            return False
+        if self.within is not None and abs(part.order0[pos] - part.order0[start]) > self.within:
+            return False
+        return True
+
+    def _walk(self, part, start, pos, pc, empty, excl_depth, assign, rows, fresh):
+        """Matches in preference order from a partial match waiting at row ``pos``."""
+        places = list(self._places(pc, empty, excl_depth, frozenset(), pos, part.n))
+        # The state keeps its own excl depth and slots per place; recompute per place below.
+        code = self.code
+        last_label = assign[-1][0] if assign else None
+        tests = [i for i, p in enumerate(places) if p is not None]
+        same = [i for i in tests if code[places[i][0]].a == last_label]
+        home_end = (same or tests or [-1])[-1]
+        ok = self._row_ok(part, start, pos)
+        took_home = False
+        for i, place in enumerate(places):
+            if place is None:
+                if fresh:
+                    yield assign, rows
+                continue
+            if ok:
+                mpc, excluded, pend = place
+                label = code[mpc].a
+                adjacent = not rows or self.sel != "STRICT" or part.cache["adjacent"][pos]
+                if adjacent and self._holds(part, start, assign, rows, label, pos) and not any(
+                        self._holds(part, start, assign, rows, neg, h)
+                        for neg in pend for h in range((rows[-1] + 1) if rows else pos, pos)):
+                    took_home = took_home or i <= home_end
+                    yield from self._walk(part, start, pos + 1, mpc + 1, frozenset(), self._depth(mpc),
+                                          assign + ((label, excluded),), rows + [pos], True)
+            if i == home_end and ok and rows and (self.sel == "ANY" or (self.sel == "NEXT" and not took_home)):
+                yield from self._walk(part, start, pos + 1, pc, empty, excl_depth, assign, rows, False)
+
+    def _depth(self, mpc: int) -> int:
+        """Exclusion depth right after MATCH ``mpc`` (from the program text)."""
+        o = self.ops
+        depth = 0
+        for ins in self.code[:mpc]:
+            if ins.op == o["EXCL_BEGIN"]:
+                depth += 1
+            elif ins.op == o["EXCL_END"]:
+                depth -= 1
+        return depth
+
+    def _candidates(self, part, start):
+        gapped = self.plan.query.gapped
+        for assign, rows in self._walk(part, start, start, 0, frozenset(), 0, (), [], True):
+            end = rows[-1] + 1 if rows else start
+            yield Match(start, end, tuple(lab for lab, _ in assign), tuple(ex for _, ex in assign),
+                        tuple(rows) if gapped else None)
+
+    def preferred(self, part, start):
+        return next(self._candidates(part, start), None)
+
+    def all(self, part, start):
+        from sparkcep.runtime.nfab import dedupe
+
+        return dedupe(list(self._candidates(part, start)))

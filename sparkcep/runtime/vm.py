@@ -29,6 +29,7 @@ from sparkcep.compile.program import (
     LOOP_CHECK,
     LOOP_ENTER,
     MATCH,
+    NEGATE,
     SPLIT,
 )
 from sparkcep.compile.vectorize import arrays_for, condition_mask
@@ -36,12 +37,14 @@ from sparkcep.compile.vectorize import arrays_for, condition_mask
 
 @dataclass(frozen=True)
 class Match:
-    """A match: rows ``start`` .. ``end - 1`` of the partition and the label of each."""
+    """A match: rows ``start`` .. ``end - 1`` of the partition and the label of each; with
+    SKIP TILL NEXT/ANY MATCH, ``rows`` lists the rows it selected (the others are skipped)."""
 
     start: int
     end: int
     labels: tuple[int, ...]
     excluded: tuple[bool, ...]
+    rows: tuple[int, ...] | None = None
 
     @property
     def empty(self) -> bool:
@@ -51,6 +54,10 @@ class Match:
     def last(self) -> int:
         """The last row (start - 1 for an empty match)."""
         return self.end - 1
+
+    def row(self, i: int) -> int:
+        """The partition row of the match's ``i``-th row."""
+        return self.start + i if self.rows is None else self.rows[i]
 
 
 @dataclass
@@ -103,9 +110,9 @@ UNRESOLVED = _Unresolved()
 class DefineContext:
     """What a DEFINE condition sees: the candidate row, its label, and the thread's past."""
 
-    __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "_plan")
+    __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "prev_values", "_plan")
 
-    def __init__(self, plan: Plan, cols, pos, label, start, n, nav, agg_states):
+    def __init__(self, plan: Plan, cols, pos, label, start, n, nav, agg_states, prev_states=None):
         self._plan = plan
         self.cols = cols
         self.pos = pos
@@ -114,6 +121,7 @@ class DefineContext:
         self.n = n
         self.nav = nav
         self.agg_values = agg_states
+        self.prev_values = prev_states  # before the current row was added (PREVIOUS)
 
     def _entry(self, pid: int):
         dp = self._plan.define_pointers[pid]
@@ -151,7 +159,8 @@ class DefineContext:
         return None if e is None else self._plan.labels[e[1]]
 
     def agg(self, i: int):
-        return self._plan.define_aggregates[i].result(self.agg_values[i])
+        a = self._plan.define_aggregates[i]
+        return a.result(self.prev_values[i] if a.spec.previous else self.agg_values[i])
 
     @property
     def match_number(self):  # pragma: no cover - the analyzer forbids it in DEFINE
@@ -222,8 +231,8 @@ class Matcher:
             elif op == SPLIT:
                 stack.append((b,) + t[1:])
                 stack.append((a,) + t[1:])
-            elif op == JUMP:
-                stack.append((a,) + t[1:])
+            elif op == JUMP or op == NEGATE:  # contiguous rows: nothing to negate between them
+                stack.append((a if op == JUMP else pc + 1,) + t[1:])
             elif op == ASSERT_START:
                 if pos + base == 0:
                     stack.append((pc + 1,) + t[1:])
@@ -261,7 +270,7 @@ class Matcher:
                 for a, s in zip(plan.define_aggregates, aggs, strict=True)
             )
         if cond is not None:
-            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, t[2], aggs)
+            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, t[2], aggs, t[3])
             try:
                 ok = cond(ctx)
             except EvaluationError as e:

@@ -185,6 +185,7 @@ def match_recognize_spark(
     if strategy == "auto":
         _choose(plan, base, chosen, batch)
     else:
+        _check_strategy(plan, strategy)
         chosen.strategy = strategy
     log.info("sparkcep: %s", chosen.describe())
     if chosen.strategy in ("sequential", "partition"):
@@ -212,12 +213,38 @@ def choose_strategy(df, clause: str, *, strategy: str = "auto", batch: int | Non
     return run
 
 
+def _whole_partitions(plan: Plan) -> str | None:
+    """Why a plan needs each partition (or the whole input) in one task, or None."""
+    q = plan.query
+    if q.event_selection == "STRICT" and q.partition_by:
+        return "STRICT CONTIGUITY with PARTITION BY reads the order of the whole input"
+    if q.event_selection != "PARTITION" or q.negated:
+        return "EVENT SELECTION and negation need whole partitions"
+    return None
+
+
+def _check_strategy(plan: Plan, strategy: str) -> None:
+    why = _whole_partitions(plan)
+    if why is None:
+        return
+    allowed = ("sequential",) if "whole input" in why else ("sequential", "partition")
+    if strategy not in allowed:
+        raise SparkCepError(f"strategy {strategy!r} is not supported here: {why}; use {' or '.join(allowed)}")
+
+
 def _choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
     """auto: look at sizes and key counts, then pick."""
     from pyspark.sql import functions as F
 
     q = plan.query
     batch = batch or DEFAULT_BATCH
+    why = _whole_partitions(plan)
+    if why is not None:
+        if "whole input" in why or not q.partition_by:
+            run.strategy, run.reason = "sequential", why
+        else:
+            run.strategy, run.reason = "partition", why
+        return
     n = base.count()
     run.rows = n
     parallelism = base.sparkSession.sparkContext.defaultParallelism

@@ -128,3 +128,20 @@ def test_random_queries_on_spark(spark, query, table, batch):
     if table.num_rows == 0:
         return  # Spark cannot take an empty frame without a schema
     assert_same(spark, table, text, mode=mode, batch=batch, strategies=("runs", "partition"))
+
+
+@pytest.mark.parametrize("selection", ["SKIP TILL NEXT MATCH", "SKIP TILL ANY MATCH", "STRICT CONTIGUITY"])
+def test_event_selection_on_spark(spark, selection):
+    pdf = pd.DataFrame({"ts": range(80), "k": [(i // 7) % 3 for i in range(80)],
+                        "v": [(i * 7) % 11 for i in range(80)]})
+    clause = f"""PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n, COLLECT(ts) AS rows ALL MATCHES
+        EVENT SELECTION {selection}
+        PATTERN (A !N B+) WITHIN 12
+        DEFINE A AS v < 3, N AS v = 10, B AS v > PREVIOUS MAX(B.v) OR COUNT(B.*) = 1 AND v > A.v"""
+    strict = selection.startswith("STRICT")
+    expected = assert_same(spark, pdf, clause, strategies=("sequential",) if strict else ("sequential", "partition"))
+    assert sum(expected.values()) > 0
+    df = spark.createDataFrame(pdf)
+    with pytest.raises(sparkcep.SparkCepError, match="not supported"):
+        sparkcep.match_recognize(df, clause, strategy="runs")
+    assert ("sequential" if strict else "partition") in sparkcep.explain(df, clause)

@@ -1,0 +1,517 @@
+"""NFA^b (SASE, SIGMOD'08): matching with event selection strategies.
+
+A *run* is a partial match waiting between two selected rows. It sits at a continuation of
+the instruction program (the place after its last selected row); at each row it follows
+the epsilon instructions to the MATCH instructions it could take next (SASE's begin, take
+and proceed edges) and, depending on the strategy, may also ignore the row (SASE's ignore
+edge):
+
+- STRICT CONTIGUITY: never ignores; the next selected row must follow the last one in the
+  whole input order (across partitions), not only within the partition.
+- PARTITION CONTIGUITY: never ignores (SQL's MATCH_RECOGNIZE; the Pike VM in runtime.vm
+  runs it faster, this module runs it for comparison).
+- SKIP TILL NEXT MATCH: ignores a row exactly when none of its *home* variables can take
+  it. The home variables are those the run can take next with the variable of its last
+  selected row, if it can repeat that variable (SASE's take edge of a Kleene state),
+  otherwise every variable it can take next. So a Kleene run that cannot extend its
+  variable skips the row and, if the next variable takes it, also proceeds (SASE's
+  ignore-proceed nondeterminism).
+- SKIP TILL ANY MATCH: may always ignore.
+
+A match starts with a selected row (runs are not born ignoring). Preference: a run's
+successors come in the order of the MATCH instructions they take (the pattern's own
+preference), the ignoring run right after its last home variable; this orders SQL's
+preferred match and ALL ROWS PER MATCH output. ``!X`` (runtime op NEGATE) makes the run
+check, when it selects its next row, that no row it skipped since its last selected row
+satisfies X.
+
+Three algorithms share the transition code:
+- ``NFAbMatcher.preferred``/``all``: the runs of one start row, breadth first (SQL output
+  modes: one start row after another, as runtime.engine asks).
+- ``NFAbMatcher.all_matches``: ALL MATCHES for a whole partition in one pass, runs of every
+  start row together, matches kept in a shared versioned buffer (SASE 4.1) and, with
+  ``merge=True``, equivalent runs merged (SASE 4.2.2).
+- ``Backtrack``: SASE's backtracking baseline, one run at a time, depth first.
+
+Live partial matches are bounded (``max_runs``): past the bound the search stops with a
+DataError naming the row, never with unbounded memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkcep.compile.expressions import EvaluationError
+from sparkcep.compile.plan import Plan
+from sparkcep.compile.program import (
+    ACCEPT,
+    ASSERT_END,
+    ASSERT_START,
+    EXCL_BEGIN,
+    EXCL_END,
+    JUMP,
+    LOOP_CHECK,
+    LOOP_ENTER,
+    MATCH,
+    NEGATE,
+    SPLIT,
+)
+from sparkcep.errors import QueryError
+from sparkcep.runtime.vm import DefineContext, Match, Matcher, PartitionData
+
+DEFAULT_MAX_RUNS = 250_000
+
+# A run is a tuple; the fields, by index:
+PC, LAB, LAST, NAV, AGGS, SLOTS, EXCL, PEND, HIST, FRESH = range(10)
+# PC: continuation; LAB/LAST: label and row of the last selected row (-1: none yet);
+# SLOTS: per loop slot, True while the current optional iteration has selected nothing;
+# EXCL: exclusion depth; PEND: negated labels to check at the next selected row;
+# HIST: (row, label, excluded, previous) linked list, or for all_matches a buffer entry list;
+# FRESH: the run selected the previous row (only then may its ACCEPT fire).
+
+
+class NFAbMatcher(Matcher):
+    """Matches with event selection (plan.query.event_selection) and negation."""
+
+    one_pass = True  # runtime.engine reads ALL MATCHES from all_matches()
+
+    def __init__(self, plan: Plan, merge: bool = True, max_runs: int = DEFAULT_MAX_RUNS):
+        super().__init__(plan)
+        q = plan.query
+        self.selection = q.event_selection
+        self.gapped = q.gapped
+        self.merge = merge
+        self.max_runs = max_runs
+        self.peak_runs = 0
+        self.initial_slots = (False,) * plan.program.slots
+        self._reads_start = any(dp.track < 0 for dp in plan.define_pointers)
+
+    # ------------------------------------------------------------ transitions
+    def closure(self, run: tuple, pos: int, part: PartitionData) -> list[tuple]:
+        """The places ``run`` can go at row ``pos`` without selecting a row, in preference
+        order: ("accept",) or (pc of a MATCH, slots, excl, pending)."""
+        code = self.code
+        out: list[tuple] = []
+        seen: set = set()
+        stack = [(run[PC], run[SLOTS], run[EXCL], run[PEND])]
+        n = part.n if part.complete else -1
+        while stack:
+            item = stack.pop()
+            if item in seen:
+                continue
+            seen.add(item)
+            pc, slots, excl, pend = item
+            op, a, b = code[pc]
+            if op == MATCH:
+                out.append(item)
+            elif op == ACCEPT:
+                out.append(("accept",))
+            elif op == SPLIT:
+                stack.append((b, slots, excl, pend))
+                stack.append((a, slots, excl, pend))
+            elif op == JUMP:
+                stack.append((a, slots, excl, pend))
+            elif op == NEGATE:
+                stack.append((pc + 1, slots, excl, pend if a in pend else tuple(sorted(pend + (a,)))))
+            elif op == EXCL_BEGIN:
+                stack.append((pc + 1, slots, excl + 1, pend))
+            elif op == EXCL_END:
+                stack.append((pc + 1, slots, excl - 1, pend))
+            elif op == LOOP_ENTER:
+                stack.append((pc + 1, slots[:a] + (True,) + slots[a + 1:], excl, pend))
+            elif op == LOOP_CHECK:
+                if not slots[a]:
+                    stack.append((pc + 1, slots, excl, pend))
+            elif op == ASSERT_START:
+                if pos + part.base == 0:
+                    stack.append((pc + 1, slots, excl, pend))
+            elif op == ASSERT_END:
+                if pos == n:
+                    stack.append((pc + 1, slots, excl, pend))
+        return out
+
+    def home_end(self, run: tuple, items: list[tuple]) -> int:
+        """Index of the last home MATCH in ``items`` (where the ignoring run goes), or -1."""
+        code = self.code
+        lab = run[LAB]
+        same = [i for i, it in enumerate(items) if len(it) > 1 and code[it[0]][1] == lab]
+        if same:
+            return same[-1]
+        tests = [i for i, it in enumerate(items) if len(it) > 1]
+        return tests[-1] if tests else -1
+
+    def take(self, run: tuple, item: tuple, pos: int, part: PartitionData, start: int, masks: list):
+        """(nav, aggs) after ``run`` selects row ``pos`` through ``item``, or None."""
+        plan = self.plan
+        label = self.code[item[0]][1]
+        if self.selection == "STRICT" and run[LAST] >= 0 and not part.cache["adjacent"][pos]:
+            return None
+        mask = masks[label]
+        if mask is not None:
+            if not mask[pos]:
+                return None
+            cond = plan.residuals[label]
+        else:
+            cond = plan.conditions[label]
+        if item[3] and not self._negations_hold(run, item[3], pos, part, start):
+            return None
+        return self._evaluate(run, label, cond, pos, part, start)
+
+    def _evaluate(self, run: tuple, label: int, cond, pos: int, part: PartitionData, start: int):
+        plan = self.plan
+        aggs = run[AGGS]
+        before = aggs
+        if aggs:
+            cols = part.py()
+            aggs = tuple(a.step(s, cols, pos) if a.applies_to(label) else s
+                         for a, s in zip(plan.define_aggregates, aggs, strict=True))
+        if cond is not None:
+            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, run[NAV], aggs, before)
+            try:
+                ok = cond(ctx)
+            except EvaluationError as e:
+                raise e.at(pos, f"in the condition of {plan.labels[label]}") from None
+            if ok is not True:
+                return None
+        nav = run[NAV]
+        if nav:
+            entry = (pos, label)
+            new_nav = []
+            for j, (firsts, lasts) in enumerate(nav):
+                if plan.track_members[j][label]:
+                    if len(firsts) < plan.track_first[j]:
+                        firsts = firsts + (entry,)
+                    if plan.track_last[j]:
+                        lasts = (entry,) + lasts[: plan.track_last[j] - 1]
+                new_nav.append((firsts, lasts))
+            nav = tuple(new_nav)
+        return nav, aggs
+
+    def _negations_hold(self, run: tuple, pending: tuple, pos: int, part: PartitionData, start: int) -> bool:
+        """No row skipped since the run's last selected row satisfies a negated variable."""
+        if run[LAST] < 0:
+            return True  # nothing selected yet: no rows between
+        for label in pending:
+            cond = self.plan.conditions[label]
+            for h in range(run[LAST] + 1, pos):
+                if cond is None or self._evaluate(run, label, cond, h, part, start) is not None:
+                    return False
+        return True
+
+    def ignores(self, run: tuple, took_home: bool) -> bool:
+        if run[LAST] < 0:
+            return False  # a match starts with a selected row
+        if self.selection == "ANY":
+            return True
+        if self.selection == "NEXT":
+            return not took_home
+        return False
+
+    def can_extend(self, part: PartitionData, start: int, pos: int) -> bool:
+        if pos >= part.limit:
+            if not part.complete:
+                raise QueryError("NOT_SUPPORTED", "EVENT SELECTION and negation need whole partitions (not the runs strategy)")
+            return False
+        if self.maxlength is not None and pos - start + 1 > self.maxlength:
+            return False
+        if self.within is not None and abs(part.order0[pos] - part.order0[start]) > self.within:
+            return False
+        return True
+
+    def initial(self) -> tuple:
+        return (0, -1, -1, self.initial_nav, self.initial_aggs, self.initial_slots, 0, (), None, True)
+
+    @staticmethod
+    def advanced(item: tuple, label: int, pos: int, state: tuple, hist) -> tuple:
+        """The run after selecting row ``pos`` with ``label`` through MATCH ``item``."""
+        return (item[0] + 1, label, pos, state[0], state[1], (False,) * len(item[1]), item[2], (), hist, True)
+
+    def _check_bound(self, count: int, pos: int) -> None:
+        if count > self.peak_runs:
+            self.peak_runs = count
+        if count > self.max_runs:
+            err = EvaluationError(
+                f"more than {self.max_runs} partial matches are alive at once; add WITHIN or "
+                "MAXLENGTH, make the conditions more selective, or use a stricter EVENT SELECTION")
+            raise err.at(pos, "(reading this row)")
+
+    # ------------------------------------------------------------ one start row, breadth first
+    def preferred(self, part: PartitionData, start: int):
+        return self._search(part, start, "preferred")
+
+    def all(self, part: PartitionData, start: int):
+        # The one-pass search knows the preference order of the matches it finds (their
+        # versions); the breadth-first search only their completion order.
+        return self.all_matches(part).get(start, [])
+
+    def earliest(self, part: PartitionData, start: int):  # pragma: no cover - analyzer forbids it
+        raise QueryError("NOT_SUPPORTED", "the matchregex mode cannot be combined with EVENT SELECTION")
+
+    def _key(self, run: tuple, with_history: bool) -> tuple:
+        key = (run[PC], run[LAB], run[NAV], run[AGGS], run[SLOTS], run[EXCL], run[FRESH])
+        if self.selection == "STRICT":
+            key += (run[LAST],)
+        if with_history:
+            key += (id(run[HIST]),)
+        return key
+
+    def _step(self, run: tuple, pos: int, part: PartitionData, start: int, masks: list, with_history: bool):
+        """What ``run`` becomes at row ``pos``, in preference order: new runs, the run itself
+        when it ignores the row, and (None, run) where it completes a match. A generator, so
+        a caller that stops at a match evaluates nothing less preferred."""
+        items = self.closure(run, pos, part)
+        extend = self.can_extend(part, start, pos)
+        home_end = self.home_end(run, items)
+        took_home = False
+        for i, item in enumerate(items):
+            if len(item) == 1:
+                if run[FRESH]:
+                    yield (None, run)
+                continue
+            if extend:
+                state = self.take(run, item, pos, part, start, masks)
+                if state is not None:
+                    took_home = took_home or i <= home_end
+                    label = self.code[item[0]][1]
+                    hist = (pos, label, item[2] > 0, run[HIST]) if with_history else None
+                    yield self.advanced(item, label, pos, state, hist)
+            if i == home_end and extend and self.ignores(run, took_home):
+                yield run[:FRESH] + (False,)
+
+    def _search(self, part: PartitionData, start: int, how: str):
+        masks, starts = self.prepare(part)
+        if starts is not None and start < part.limit and not starts[start]:
+            return [] if how == "all" else None
+        everything = how == "all"
+        found: list[Match] = []
+        best = None
+        runs = [self.initial()]
+        pos = start
+        while runs:
+            nlist: list[tuple] = []
+            seen: set = set()
+            cut = False
+            for run in runs:
+                for nrun in self._step(run, pos, part, start, masks, with_history=True):
+                    if nrun[0] is None:
+                        m = self._to_match(start, nrun[1])
+                        if everything:
+                            found.append(m)
+                            continue
+                        # Less preferred runs end here; more preferred ones go on and may
+                        # replace this match (as in the Pike VM).
+                        best, cut = m, True
+                        break
+                    k = self._key(nrun, everything)
+                    if k not in seen:
+                        seen.add(k)
+                        nlist.append(nrun)
+                if cut:
+                    break
+            self._check_bound(len(nlist), pos)
+            runs = nlist
+            pos += 1
+        return found if everything else best
+
+    def _to_match(self, start: int, run: tuple) -> Match:
+        rows, labels, excl = [], [], []
+        h = run[HIST]
+        while h is not None:
+            rows.append(h[0])
+            labels.append(h[1])
+            excl.append(h[2])
+            h = h[3]
+        rows.reverse()
+        labels.reverse()
+        excl.reverse()
+        end = rows[-1] + 1 if rows else start
+        return Match(start, end, tuple(labels), tuple(excl), tuple(rows) if self.gapped else None)
+
+    # ------------------------------------------------------------ a whole partition in one pass
+    def all_matches(self, part: PartitionData) -> dict[int, list[Match]]:
+        """Every match of the partition (ALL MATCHES), by start row, in one pass over the
+        rows. Matches live in a shared versioned buffer: one entry per selected (row, label),
+        with predecessor pointers labelled by Dewey version numbers; a run holds members
+        (version, entry, start row); equivalent runs are merged when ``merge`` is set."""
+        masks, starts = self.prepare(part)
+        code = self.code
+        out: dict[int, list[Match]] = {}
+        runs: list[tuple[tuple, list]] = []  # (run state, members)
+        n = part.limit
+        for pos in range(n + 1):
+            if pos < n and (starts is None or starts[pos]):
+                runs.append((self.initial(), [((pos,), None, pos)]))
+            merged: dict[tuple, tuple[tuple, list]] = {}
+            order: list[tuple] = []
+            entries: dict[tuple, _Entry] = {}  # (label, excluded) -> buffer entry for row pos
+            for run, members in runs:
+                items = self.closure(run, pos, part)
+                live = [m for m in members if pos < n and self.can_extend(part, m[2], pos)]
+                home_end = self.home_end(run, items)
+                took_home = False
+                # Outcomes in preference order: a finished match (None, None), a new run
+                # with its buffer entry, or the run itself ignoring the row (run, None).
+                outcomes: list[tuple] = []
+                # Conditions may read the start row (FIRST of the match), so a merged run
+                # evaluates them for its youngest member; merged members agree on all else.
+                start = live[-1][2] if live else -1
+                for i, item in enumerate(items):
+                    if len(item) == 1:
+                        if run[FRESH]:
+                            outcomes.append((None, None))
+                        continue
+                    if live:
+                        state = self.take(run, item, pos, part, start, masks)
+                        if state is not None:
+                            took_home = took_home or i <= home_end
+                            label = code[item[0]][1]
+                            nrun = self.advanced(item, label, pos, state, None)
+                            ek = (label, item[2] > 0)
+                            entry = entries.get(ek)
+                            if entry is None:
+                                entry = entries[ek] = _Entry(pos, label, item[2] > 0)
+                            outcomes.append((nrun, entry))
+                    if i == home_end and live and self.ignores(run, took_home):
+                        outcomes.append((run[:FRESH] + (False,), None))
+                # Dewey numbers: a digit per branching, in preference order, so versions
+                # also sort the matches of one start row by preference.
+                split = len(outcomes) > 1
+                for j, (nrun, entry) in enumerate(outcomes):
+                    if nrun is None:
+                        for version, last, start in members:
+                            self._emit(out, version + (j,) if split else version, last, start)
+                        continue
+                    new_members = []
+                    for version, prev, start in live:
+                        v = version + (j,) if split else version
+                        if entry is None:
+                            new_members.append((v, prev, start))
+                        else:
+                            entry.preds.append((v, prev))
+                            new_members.append((v, entry, start))
+                    key = self._merge_key(nrun, live[0][2]) if self.merge else (len(order),)
+                    slot = merged.get(key)
+                    if slot is None:
+                        merged[key] = (nrun, new_members)
+                        order.append(key)
+                    else:
+                        slot[1].extend(new_members)
+            runs = []
+            total = 0
+            for key in order:
+                run, members = merged[key]
+                members.sort(key=lambda m: m[2])  # oldest start first; the last is the youngest
+                runs.append((run, members))
+                total += len(members)
+            if pos < n:
+                self._check_bound(total, pos)
+        return {s: _by_preference(ms) for s, ms in out.items()}
+
+    def _merge_key(self, run: tuple, start: int) -> tuple:
+        # Runs with the same future merge (SASE's masks over the computation state): the
+        # same continuation, tracked rows and aggregate states; the last row only when a
+        # negation or strict contiguity still reads it; the start row only when a condition
+        # reads the match's first row by position.
+        key = (run[PC], run[LAB], run[NAV], run[AGGS], run[SLOTS], run[EXCL], run[FRESH])
+        if self.selection == "STRICT" or self.plan.query.negated:
+            key += (run[LAST],)
+        if self._reads_start:
+            key += (start,)
+        return key
+
+    def _emit(self, out: dict, version: tuple, entry, start: int) -> None:
+        rows, labels, excl = [], [], []
+        e = entry
+        while e is not None:
+            rows.append(e.row)
+            labels.append(e.label)
+            excl.append(e.excluded)
+            e = e.pred_for(version)
+        rows.reverse()
+        labels.reverse()
+        excl.reverse()
+        end = rows[-1] + 1 if rows else start
+        out.setdefault(start, []).append(
+            (version, Match(start, end, tuple(labels), tuple(excl), tuple(rows) if self.gapped else None)))
+
+
+class _Entry:
+    """One selected (row, label) in the shared versioned buffer, with its predecessors: a
+    list of (Dewey version, previous entry). A run's match is read back by following, from
+    its last entry, the pointers whose version is a prefix of the run's."""
+
+    __slots__ = ("row", "label", "excluded", "preds")
+
+    def __init__(self, row: int, label: int, excluded: bool):
+        self.row = row
+        self.label = label
+        self.excluded = excluded
+        self.preds: list[tuple[tuple, Any]] = []
+
+    def pred_for(self, version: tuple):
+        best, best_len = None, -1
+        for v, e in self.preds:
+            if len(v) > best_len and version[: len(v)] == v:
+                best, best_len = e, len(v)
+        if best_len < 0:  # pragma: no cover - every entry is reached through a compatible pointer
+            raise AssertionError("no compatible predecessor in the versioned buffer")
+        return best
+
+
+class Backtrack(NFAbMatcher):
+    """SASE's backtracking baseline: one run at a time, depth first; the runs it forks wait
+    on a stack and are resumed (re-reading rows) when the current one fails or completes.
+    Forks are stacked in preference order, so the first match popped is the preferred one.
+    ``steps`` counts (run, row) evaluations, to compare with the breadth-first search."""
+
+    steps = 0
+    one_pass = False
+
+    def _search(self, part: PartitionData, start: int, how: str):
+        masks, starts = self.prepare(part)
+        if starts is not None and start < part.limit and not starts[start]:
+            return [] if how == "all" else None
+        found: list[Match] = []
+        stack: list[tuple] = [(self.initial(), start)]
+        while stack:
+            top = stack.pop()
+            if top[0] is None:  # a finished match, in its place among the forks
+                if how != "all":
+                    return top[1]
+                found.append(top[1])
+                continue
+            run, pos = top
+            self.steps += 1
+            forks = self._step(run, pos, part, start, masks, with_history=True)
+            stack.extend(reversed([(None, self._to_match(start, f[1])) if f[0] is None else (f, pos + 1)
+                                   for f in forks]))
+            self._check_bound(len(stack), pos)
+        return dedupe(found) if how == "all" else None
+
+    def all(self, part: PartitionData, start: int):
+        return self._search(part, start, "all")
+
+
+def _by_preference(found: list[tuple[tuple, Match]]) -> list[Match]:
+    """The matches of one start row, most preferred first (by Dewey version), each label
+    assignment once."""
+    seen = set()
+    out = []
+    for _, m in sorted(found, key=lambda vm: vm[0]):
+        key = (m.end, m.rows, m.labels, m.excluded)
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out
+
+
+def dedupe(matches: list[Match]) -> list[Match]:
+    """Each label assignment once, the first (most preferred) kept."""
+    seen = set()
+    out = []
+    for m in matches:
+        key = (m.end, m.rows, m.labels, m.excluded)
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out

@@ -1,0 +1,217 @@
+"""Event selection strategies, negation and PREVIOUS aggregates (SASE / NFA^b): every
+algorithm of runtime.nfab against the brute-force SelectionReference on random queries and
+data, and the SQL engine where the strategy is SQL's own."""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sparkcep.api import compile_query, run_plan
+from sparkcep.errors import DataError, QueryError
+from sparkcep.runtime.nfab import Backtrack, NFAbMatcher
+from sparkcep.runtime.reference import ReferenceMatcher, SelectionReference
+from sparkcep.runtime.vm import Matcher
+
+from .test_properties import conditions, patterns, tables, used_vars
+
+EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500"))
+SELECTIONS = ["STRICT CONTIGUITY", "PARTITION CONTIGUITY", "SKIP TILL NEXT MATCH", "SKIP TILL ANY MATCH"]
+
+
+@st.composite
+def selection_queries(draw):
+    selection = draw(st.sampled_from(SELECTIONS))
+    gapped = "SKIP TILL" in selection
+    pattern = draw(patterns())
+    if gapped:
+        pattern = pattern.replace("^", "()").replace("$", "()")
+    names = used_vars(pattern)
+    if not names:
+        pattern += " A"
+        names = ["A"]
+    negated = None
+    if draw(st.booleans()):
+        # !N between two top-level items (N occurs nowhere else).
+        negated = "N"
+        pattern = f"({pattern}) !N {draw(st.sampled_from(names))}"
+    defines = []
+    for v in names:
+        if draw(st.integers(0, 2)) > 0:
+            cond = draw(conditions(v, names))
+            if draw(st.integers(0, 3)) == 0:
+                agg = draw(st.sampled_from(["AVG", "MAX", "MIN", "SUM", "COUNT"]))
+                cond = f"({cond}) OR price > PREVIOUS {agg}({v}.price)"
+            defines.append(f"{v} AS {cond}")
+    if negated:
+        defines.append(f"N AS price = {draw(st.integers(0, 3))}" + draw(st.sampled_from(["", f" AND price > {names[0]}.price"])))
+    measures = draw(st.lists(st.sampled_from([
+        "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cls", "COUNT(*) AS cnt", "FIRST(price) AS fp",
+        "LAST(price) AS lp", f"SUM({names[0]}.price) AS s", "PREV(price) AS pp", "FINAL COUNT(*) AS fcnt",
+        "COLLECT(ts) AS tss", f"LAST({names[-1]}.price, 1) AS l1"]), min_size=1, max_size=3, unique=True))
+    has_excl = "{-" in pattern
+    rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH OMIT EMPTY MATCHES"]
+                                + ([] if has_excl or gapped else ["ALL ROWS PER MATCH WITH UNMATCHED ROWS"])))
+    target = draw(st.sampled_from(names))
+    skip = draw(st.sampled_from(["", "AFTER MATCH SKIP TO NEXT ROW", f"AFTER MATCH SKIP TO LAST {target}",
+                                 f"AFTER MATCH SKIP TO FIRST {target}", "ALL MATCHES", "ALL MATCHES"]))
+    partition = draw(st.sampled_from(["", "PARTITION BY k"]))
+    bound = draw(st.sampled_from(["", "", "MAXLENGTH 4", "WITHIN 3"]))
+    return f"""{partition} ORDER BY ts MEASURES {', '.join(measures)} {rows} {skip}
+        EVENT SELECTION {selection}
+        PATTERN ({pattern}) {bound}
+        SUBSET U = ({names[0]}, {names[-1]})
+        {('DEFINE ' + ', '.join(defines)) if defines else ''}"""
+
+
+def _run(plan, table, factory):
+    try:
+        return run_plan(plan, table, factory).to_pylist()
+    except DataError as e:
+        return ("error", str(e))
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(selection_queries(), tables())
+def test_nfab_equals_reference(text, table):
+    plan = compile_query(text, table)
+    expected = _run(plan, table, SelectionReference)
+    context = f"\n{text!r}\n{table.to_pylist()}"
+    assert _run(plan, table, NFAbMatcher) == expected, "nfab (merging)" + context
+    assert _run(plan, table, lambda p: NFAbMatcher(p, merge=False)) == expected, "nfab (no merging)" + context
+    assert _run(plan, table, Backtrack) == expected, "backtrack" + context
+    if plan.query.event_selection == "PARTITION" or (
+            plan.query.event_selection == "STRICT" and not plan.query.partition_by):
+        # SQL's own contiguity: the Pike VM, the compiled kernel and the SQL reference agree.
+        assert _run(plan, table, ReferenceMatcher) == expected, "sql reference" + context
+        assert _run(plan, table, Matcher) == expected, "pike vm" + context
+
+
+def _table(**cols):
+    return pa.table({k: pa.array(v) for k, v in cols.items()})
+
+
+def _q(table, text):
+    return run_plan(compile_query(text, table), table).to_pylist()
+
+
+RISE = _table(ts=list(range(10)), price=[1, 5, 2, 6, 3, 7, 4, 9, 1, 2])
+RISING = """ORDER BY ts MEASURES FIRST(A.ts) AS a, COLLECT(ts) AS rows {out}
+    EVENT SELECTION {sel} PATTERN (A B+) DEFINE B AS price > LAST(price, 1)"""
+
+
+def test_skip_till_next_match_skips_irrelevant_rows():
+    got = _q(RISE, RISING.format(out="", sel="SKIP TILL NEXT MATCH"))
+    assert got == [{"a": 0, "rows": [0, 1, 3, 5, 7]}, {"a": 8, "rows": [8, 9]}]
+
+
+def test_partition_contiguity_is_sql():
+    got = _q(RISE, RISING.format(out="", sel="PARTITION CONTIGUITY"))
+    assert [r["rows"] for r in got] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+
+
+def test_skip_till_any_match_finds_every_combination():
+    got = _q(RISE, RISING.format(out="ALL MATCHES", sel="SKIP TILL ANY MATCH"))
+    from_zero = [r["rows"] for r in got if r["a"] == 0]
+    # Every increasing chain from row 0: the subsets of later rows whose prices rise.
+    prices = RISE.column("price").to_pylist()
+
+    def chains(last, i):
+        for j in range(i, len(prices)):
+            if prices[j] > prices[last]:
+                yield [j]
+                for rest in chains(j, j + 1):
+                    yield [j] + rest
+
+    assert sorted(from_zero) == sorted([0] + c for c in chains(0, 1))
+
+
+def test_strict_contiguity_reads_the_whole_input_order():
+    # Two keys interleaved: per key the rows are contiguous, in the input they are not.
+    t = _table(ts=[0, 1, 2, 3, 4, 5], k=[0, 1, 0, 1, 0, 0], price=[1, 1, 2, 2, 3, 4])
+    text = """PARTITION BY k ORDER BY ts MEASURES COLLECT(ts) AS rows ALL MATCHES
+        EVENT SELECTION {sel} PATTERN (A B) DEFINE B AS price > A.price"""
+    strict = [r["rows"] for r in _q(t, text.format(sel="STRICT CONTIGUITY"))]
+    partition = [r["rows"] for r in _q(t, text.format(sel="PARTITION CONTIGUITY"))]
+    assert sorted(partition) == [[0, 2], [1, 3], [2, 4], [4, 5]]
+    assert strict == [[4, 5]]
+
+
+def test_negation_between_neighbours():
+    # SASE Query 1: shelf, then exit, with no register reading of the tag in between.
+    t = _table(ts=list(range(8)), tag=[1, 2, 1, 2, 3, 1, 3, 2],
+               kind=["shelf", "shelf", "register", "exit", "shelf", "exit", "exit", "exit"])
+    got = _q(t, """PARTITION BY tag ORDER BY ts MEASURES A.ts AS shelf, C.ts AS exit
+        EVENT SELECTION SKIP TILL NEXT MATCH
+        PATTERN (A !B C)
+        DEFINE A AS kind = 'shelf', B AS kind = 'register', C AS kind = 'exit'""")
+    assert got == [{"tag": 2, "shelf": 1, "exit": 3}, {"tag": 3, "shelf": 4, "exit": 6}]
+
+
+def test_previous_aggregate_excludes_the_current_row():
+    t = _table(ts=list(range(6)), price=[10, 11, 9, 12, 13, 1])
+    got = _q(t, """ORDER BY ts MEASURES COLLECT(ts) AS rows
+        EVENT SELECTION SKIP TILL NEXT MATCH
+        PATTERN (A B+ C)
+        SUBSET U = (A, B)
+        DEFINE A AS price = 10, B AS price > PREVIOUS MAX(U.price), C AS price < 5""")
+    assert got == [{"rows": [0, 1, 3, 4, 5]}]
+
+
+def test_kleene_previous_selected_event():
+    # SASE Query 2: b[i].from = b[i-1].to is LAST(B.to, 1), the previously selected B.
+    t = _table(ts=list(range(6)), src=["x", "a", "x", "b", "z", "c"], dst=["a", "q", "b", "c", "z", "d"],
+               alert=[True, False, False, False, False, False])
+    got = _q(t, """ORDER BY ts MEASURES COLLECT(B.ts) AS chain ONE ROW PER MATCH ALL MATCHES
+        EVENT SELECTION SKIP TILL ANY MATCH
+        PATTERN (A B+)
+        DEFINE A AS alert, B AS (COUNT(B.*) = 1 AND src = 'x') OR src = LAST(B.dst, 1)""")
+    # Greedy B+ prefers longer chains: ALL MATCHES lists them most preferred first.
+    assert [r["chain"] for r in got] == [[2, 3, 5], [2, 3], [2]]
+
+
+@pytest.mark.parametrize("clause, code", [
+    ("ORDER BY ts EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (^ A)", "NOT_SUPPORTED"),
+    ("ORDER BY ts ALL ROWS PER MATCH WITH UNMATCHED ROWS EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A)", "NOT_SUPPORTED"),
+    ("ORDER BY ts PATTERN (!A B)", "NOT_SUPPORTED"),
+    ("ORDER BY ts PATTERN (A !B)", "NOT_SUPPORTED"),
+    ("ORDER BY ts PATTERN ((A !B C)+ D)", "NOT_SUPPORTED"),
+    ("ORDER BY ts PATTERN (A !(B C) D)", "NOT_SUPPORTED"),
+    ("ORDER BY ts PATTERN (A !B B)", "INVALID_PATTERN"),
+    ("ORDER BY ts MEASURES PREVIOUS COUNT(*) AS c PATTERN (A)", "INVALID_SEMANTICS"),
+    ("ORDER BY ts PATTERN (A) DEFINE A AS PREVIOUS LAST(price) > 1", "INVALID_SEMANTICS"),
+])
+def test_errors(clause, code):
+    with pytest.raises(QueryError) as e:
+        compile_query(clause, RISE)
+    assert e.value.code == code
+    assert e.value.line is not None
+
+
+def test_matchregex_rejects_event_selection():
+    with pytest.raises(QueryError) as e:
+        compile_query("ORDER BY ts EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B)", RISE, "matchregex")
+    assert e.value.code == "CONFLICTING_CLAUSES"
+
+
+def test_live_runs_are_bounded():
+    t = _table(ts=list(range(40)), price=list(range(40)))
+    plan = compile_query("ORDER BY ts MEASURES COUNT(*) AS c ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A+ B)", t)
+    with pytest.raises(DataError, match="partial matches are alive"):
+        run_plan(plan, t, lambda p: NFAbMatcher(p, max_runs=1000))
+
+
+def test_merging_shares_runs():
+    t = _table(ts=list(range(60)), price=[i % 7 for i in range(60)])
+    text = """ORDER BY ts MEASURES COUNT(*) AS c ALL MATCHES EVENT SELECTION SKIP TILL NEXT MATCH
+        PATTERN (A B+ C) WITHIN 20 DEFINE B AS price > PREVIOUS MAX(B.price) OR COUNT(B.*) = 1, C AS price = 0"""
+    plan = compile_query(text, t)
+    merged, basic = NFAbMatcher(plan), NFAbMatcher(plan, merge=False)
+    a = run_plan(plan, t, lambda p: merged).to_pylist()
+    b = run_plan(plan, t, lambda p: basic).to_pylist()
+    assert a == b and a
+    assert merged.peak_runs <= basic.peak_runs
