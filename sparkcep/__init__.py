@@ -1,7 +1,7 @@
 """sparkcep: complex event processing for Python — SQL:2016 MATCH_RECOGNIZE over pandas,
 Arrow and Spark tables."""
 
-from sparkcep.api import explain, match_recognize
+from sparkcep.api import explain, match_recognize, sase
 from sparkcep.errors import DataError, QueryError, SparkCepError
 from sparkcep.functions import register_function, unregister_function
 
@@ -19,6 +19,7 @@ __all__ = [
     "explain",
     "match_recognize",
     "register_function",
+    "sase",
     "sql",
     "unregister_function",
 ]

@@ -31,6 +31,17 @@ from sparkcep.runtime.vm import Matcher, PartitionData
 _OPTIONS = {"mode", "strategy", "batch", "shared"}
 
 
+def sase(data: Any, query: str, *, order_by: str = "time", type_column: str | None = "event_type",
+         **options: Any) -> Any:
+    """Run a SASE+ pattern query (``PATTERN SEQ(...) WHERE ... WITHIN ... RETURN ...``) over
+    ``data``: events of several types in one table, ordered by ``order_by``, typed by
+    ``type_column`` (None: no type tests). Same options and result kinds as match_recognize;
+    the output is every match (SASE's default)."""
+    from sparkcep.language.sase import parse_sase
+
+    return match_recognize(data, parse_sase(query, order_by, type_column), **options)
+
+
 def is_spark_dataframe(data: Any) -> bool:
     return type(data).__module__.startswith("pyspark.") and hasattr(data, "sparkSession")
 

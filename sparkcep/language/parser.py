@@ -496,8 +496,11 @@ def _pretty_terminal(name: str) -> str:
     return name
 
 
-def parse(text: str) -> ast.Query:
-    """Parse the text that stands inside ``MATCH_RECOGNIZE ( ... )``."""
+def parse(text: str | ast.Query) -> ast.Query:
+    """Parse the text that stands inside ``MATCH_RECOGNIZE ( ... )`` (a syntax tree from
+    another front end, such as language.sase, passes through)."""
+    if isinstance(text, ast.Query):
+        return text
     if not isinstance(text, str):
         raise QueryError("SYNTAX", f"query text must be a string, not {type(text).__name__}")
     try:
