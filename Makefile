@@ -28,6 +28,7 @@ bench: install
 	$(BIN)/python -m benchmarks.matchregex
 	$(BIN)/python -m benchmarks.spark_strategies
 	$(BIN)/python -m benchmarks.rip_batches
+	$(BIN)/python -m benchmarks.sase
 
 lint: install
 	$(BIN)/ruff check sparkcep tests examples

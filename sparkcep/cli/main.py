@@ -4,6 +4,7 @@ explain a plan, run benchmarks."""
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 import time
 from enum import StrEnum
@@ -88,7 +89,7 @@ def write_output(df, path: str, fmt: str) -> None:
 
 @app.command()
 def run(
-    query: pathlib.Path = typer.Option(..., "--query", "-q", help="file with the text inside MATCH_RECOGNIZE ( ... ), or a whole SELECT over the view 'input'"),
+    query: pathlib.Path = typer.Option(..., "--query", "-q", help="file with the text inside MATCH_RECOGNIZE ( ... ), a whole SELECT over the view 'input', or a SASE+ query (PATTERN SEQ(...))"),
     input: str = typer.Option(..., "--input", "-i", help="Parquet, CSV or JSON-lines file or folder"),
     output: str = typer.Option(..., "--output", "-o", help="where to write the matches"),
     format: Format = typer.Option(Format.parquet, "--format", "-f", help="output format"),
@@ -99,6 +100,8 @@ def run(
     shared: int | None = typer.Option(None, "--shared", help="rows a batch reads past its end (runs)"),
     mode: Mode = typer.Option(Mode.sql, "--mode"),
     show: int = typer.Option(10, "--show", help="print this many matches"),
+    order_by: str = typer.Option("time", "--order-by", help="SASE+ queries: the column that orders events"),
+    type_column: str = typer.Option("event_type", "--type-column", help="SASE+ queries: the event type column ('' for none)"),
 ) -> None:
     """Run a MATCH_RECOGNIZE job on Spark and write its matches."""
     import sparkcep
@@ -122,7 +125,12 @@ def run(
             else:
                 from sparkcep.spark.batch import match_recognize_spark
 
-                result = match_recognize_spark(df, text, strategy=strategy.value, batch=batch, shared=shared,
+                clause = text
+                if re.match(r"\s*(--[^\n]*\n\s*)*PATTERN\s+SEQ\b", text, re.IGNORECASE):
+                    from sparkcep.language.sase import parse_sase
+
+                    clause = parse_sase(text, order_by, type_column or None)
+                result = match_recognize_spark(df, clause, strategy=strategy.value, batch=batch, shared=shared,
                                                mode=mode.value, run=run_info)
             result = result.persist()
             write_output(result, output, format.value)
@@ -224,12 +232,13 @@ BENCHMARKS = {
     "matchregex": "benchmarks.matchregex",
     "spark": "benchmarks.spark_strategies",
     "batches": "benchmarks.rip_batches",
+    "sase": "benchmarks.sase",
 }
 
 
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark or batches"),
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, batches or sase"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:
     """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""

@@ -13,7 +13,9 @@ from typing import Any
 from sparkcep.analysis.bound import (
     AnalyzedQuery,
     BBinary,
+    BClassifier,
     BExpr,
+    BNav,
     MeasureDef,
     Pointer,
     SortKey,
@@ -103,6 +105,20 @@ class Plan:
         return "\n".join(lines)
 
 
+def _pointers_in(e: BExpr):
+    """The pointers of navigations, qualified column references and CLASSIFIER in ``e``."""
+    if isinstance(e, (BNav, BClassifier)):
+        yield e.pointer
+    for name in getattr(e, "__dataclass_fields__", {}):
+        if name == "impl":
+            continue
+        v = getattr(e, name)
+        for x in v if isinstance(v, tuple) else (v,):
+            for y in x if isinstance(x, tuple) else (x,):
+                if isinstance(y, BExpr):
+                    yield from _pointers_in(y)
+
+
 def _and_all(parts: list[BExpr]) -> BExpr:
     out = parts[0]
     for p in parts[1:]:
@@ -138,6 +154,12 @@ def build_plan(q: AnalyzedQuery) -> Plan:
     last_need: list[int] = []
     dpointers = []
     every = frozenset(range(len(labels)))
+    # Which variables' conditions read each pointer: X.col read in X's own condition is the
+    # current row and needs no tracked rows (fewer thread states, more merging).
+    readers: dict[Pointer, set[int]] = {}
+    for i, cond in q.defines.items():
+        for p in _pointers_in(cond):
+            readers.setdefault(p, set()).add(i)
     for p in dtable.pointers:
         if p.labels is None and not q.gapped:
             dpointers.append(DefinePointer(p, -1))
@@ -149,8 +171,10 @@ def build_plan(q: AnalyzedQuery) -> Plan:
             first_need.append(0)
             last_need.append(0)
         j = tracked.index(key)
+        current_only = p.offset == 0 and readers.get(p, set()) <= key
         if p.last:
-            last_need[j] = max(last_need[j], p.offset + 1)
+            if not current_only:
+                last_need[j] = max(last_need[j], p.offset + 1)
         else:
             first_need[j] = max(first_need[j], p.offset + 1)
         dpointers.append(DefinePointer(p, j))

@@ -13,6 +13,18 @@ from sparkcep.compile.plan import Plan
 from sparkcep.runtime.vm import Match, PartitionData
 
 
+class _Final:
+    """The running values of an aggregate where only the last one is ever read."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __getitem__(self, i: int) -> Any:
+        return self.value
+
+
 class MeasureContext:
     """Evaluates measures of one match; ``index`` is the current row within the match."""
 
@@ -33,13 +45,19 @@ class MeasureContext:
         }
         self._aggs = []
         cols = self.cols
+        # ONE ROW PER MATCH reads aggregates at the last row only: keep just the final value.
+        every_row = plan.query.rows_per_match == "ALL"
         for agg in plan.measure_aggregates:
             state = agg.initial
             values = []
+            labset = agg.spec.labels
             for i, lab in enumerate(labels):
-                if agg.applies_to(lab):
+                if labset is None or lab in labset:
                     state = agg.step(state, cols, match.row(i))
-                values.append(agg.result(state))
+                if every_row:
+                    values.append(agg.result(state))
+            if not every_row and labels:
+                values = _Final(agg.result(state))
             self._aggs.append((values, agg.result(agg.initial)))
 
     def _index_of(self, pid: int) -> int | None:

@@ -83,6 +83,8 @@ class NFAbMatcher(Matcher):
         self.merge = merge
         self.max_runs = max_runs
         self.peak_runs = 0
+        self.run_steps = 0  # live runs summed over the rows read (all_matches)
+        self.rows_read = 0
         self.initial_slots = (False,) * plan.program.slots
         self._reads_start = any(dp.track < 0 for dp in plan.define_pointers)
 
@@ -387,7 +389,7 @@ class NFAbMatcher(Matcher):
                         if entry is None:
                             new_members.append((v, prev, start))
                         else:
-                            entry.preds.append((v, prev))
+                            entry.add(v, prev)
                             new_members.append((v, entry, start))
                     key = self._merge_key(nrun, live[0][2]) if self.merge else (len(order),)
                     slot = merged.get(key)
@@ -398,6 +400,8 @@ class NFAbMatcher(Matcher):
                         slot[1].extend(new_members)
             runs = []
             total = 0
+            self.rows_read += 1
+            self.run_steps += len(order)
             for key in order:
                 run, members = merged[key]
                 members.sort(key=lambda m: m[2])  # oldest start first; the last is the youngest
@@ -440,15 +444,24 @@ class _Entry:
     list of (Dewey version, previous entry). A run's match is read back by following, from
     its last entry, the pointers whose version is a prefix of the run's."""
 
-    __slots__ = ("row", "label", "excluded", "preds")
+    __slots__ = ("row", "label", "excluded", "preds", "mixed")
 
     def __init__(self, row: int, label: int, excluded: bool):
         self.row = row
         self.label = label
         self.excluded = excluded
         self.preds: list[tuple[tuple, Any]] = []
+        self.mixed = False  # the predecessors are not all the same entry
+
+    def add(self, version: tuple, prev) -> None:
+        if self.preds and self.preds[0][1] is not prev:
+            self.mixed = True
+        self.preds.append((version, prev))
 
     def pred_for(self, version: tuple):
+        if not self.mixed:
+            # Only runs that selected this entry read it, and all its pointers agree.
+            return self.preds[0][1]
         best, best_len = None, -1
         for v, e in self.preds:
             if len(v) > best_len and version[: len(v)] == v:

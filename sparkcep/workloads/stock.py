@@ -36,3 +36,21 @@ def trade_stream(n: int, *, symbols: int = 390, seed: int = 0, start: str = "202
     vol = df["size"].groupby(df["sym_id"]).transform(lambda s: s.rolling(20, min_periods=1).sum())
     df["vwap"] = np.round(pv / vol, 4)
     return df[["seq", "symbol", "price", "size", "ts", "vwap"]]
+
+
+def sase_ticks(n: int, *, symbols: int = 2, p_increase: float = 0.7, seed: int = 0) -> pd.DataFrame:
+    """SASE's stock stream (Section 6): ``n`` ticks over ``symbols`` symbols, uniformly
+    mixed; per symbol the price (an integer in [1, 1000], wrapping) rises by one with
+    probability ``p_increase`` and falls or stays with (1 - p) / 2 each; volume is uniform in
+    [1, 1000]; ``ts`` is the tick's position in the stream."""
+    rng = np.random.default_rng(seed)
+    sym = rng.integers(0, symbols, n)
+    u = rng.random(n)
+    step = np.where(u < p_increase, 1, np.where(u < p_increase + (1 - p_increase) / 2, -1, 0))
+    df = pd.DataFrame({"ts": np.arange(n, dtype=np.int64), "sym_id": sym, "step": step})
+    start = rng.integers(0, 1000, symbols)
+    walk = df.groupby("sym_id")["step"].cumsum().to_numpy() + start[sym]
+    df["price"] = (walk % 1000 + 1).astype(np.int64)
+    df["volume"] = rng.integers(1, 1001, n)
+    df["symbol"] = np.array([f"S{i}" for i in range(symbols)])[sym]
+    return df[["ts", "symbol", "price", "volume"]]

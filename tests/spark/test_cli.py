@@ -63,3 +63,20 @@ def test_explain(workdir):
     r = run_cli("explain", "-q", "q7.sql", "-i", "stock.parquet", cwd=workdir)
     assert r.returncode == 0, r.stderr
     assert "program:" in r.stdout and "strategy:" in r.stdout
+
+
+def test_run_a_sase_query(workdir):
+    (workdir / "rise.sase").write_text(
+        "-- a rising run of prices, then a drop\n"
+        "PATTERN SEQ(Trade+ a[], Trade b)\n"
+        "WHERE skip_till_next_match(a[], b) { a[i].price > a[i-1].price and b.price < 0.5 * a[a.len].price }\n"
+        "WITHIN 20 EVENTS RETURN a[1].tradeId AS first_trade, count(a[]) AS rises, b.tradeId AS drop_trade\n")
+    r = run_cli("run", "-q", "rise.sase", "-i", "stock.parquet", "-o", "out_sase", "--order-by", "tradeId",
+                "--type-column", "", cwd=workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "strategy: sequential" in r.stdout
+    got = pd.read_parquet(workdir / "out_sase")
+    expected = sparkcep.sase(pd.read_parquet(workdir / "stock.parquet"), (workdir / "rise.sase").read_text(),
+                             order_by="tradeId", type_column=None)
+    assert len(got) == len(expected) > 0
+    assert sorted(got.drop_trade) == sorted(expected.drop_trade)
