@@ -57,7 +57,7 @@ from sparkcep.compile.program import (
     SPLIT,
 )
 from sparkcep.errors import QueryError
-from sparkcep.runtime.vm import DefineContext, Match, Matcher, PartitionData
+from sparkcep.runtime.vm import Match, Matcher, PartitionData
 
 DEFAULT_MAX_RUNS = 250_000
 
@@ -160,34 +160,7 @@ class NFAbMatcher(Matcher):
         return self._evaluate(run, label, cond, pos, part, start)
 
     def _evaluate(self, run: tuple, label: int, cond, pos: int, part: PartitionData, start: int):
-        plan = self.plan
-        aggs = run[AGGS]
-        before = aggs
-        if aggs:
-            cols = part.py()
-            aggs = tuple(a.step(s, cols, pos) if a.applies_to(label) else s
-                         for a, s in zip(plan.define_aggregates, aggs, strict=True))
-        if cond is not None:
-            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, run[NAV], aggs, before)
-            try:
-                ok = cond(ctx)
-            except EvaluationError as e:
-                raise e.at(pos, f"in the condition of {plan.labels[label]}") from None
-            if ok is not True:
-                return None
-        nav = run[NAV]
-        if nav:
-            entry = (pos, label)
-            new_nav = []
-            for j, (firsts, lasts) in enumerate(nav):
-                if plan.track_members[j][label]:
-                    if len(firsts) < plan.track_first[j]:
-                        firsts = firsts + (entry,)
-                    if plan.track_last[j]:
-                        lasts = (entry,) + lasts[: plan.track_last[j] - 1]
-                new_nav.append((firsts, lasts))
-            nav = tuple(new_nav)
-        return nav, aggs
+        return self.select_row(label, cond, pos, part, start, run[NAV], run[AGGS])
 
     def _negations_hold(self, run: tuple, pending: tuple, pos: int, part: PartitionData, start: int) -> bool:
         """No row skipped since the run's last selected row satisfies a negated variable."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from sparkcep.compile import program as P
 from sparkcep.compile.pattern import (
     Alt,
     Concat,
@@ -183,23 +184,6 @@ class SelectionReference:
     allows. Its own epsilon walk, no shared state, no merging, no buffer; exponential."""
 
     def __init__(self, plan: Plan):
-        from sparkcep.compile.program import (
-            ACCEPT,
-            ASSERT_END,
-            ASSERT_START,
-            EXCL_BEGIN,
-            EXCL_END,
-            JUMP,
-            LOOP_CHECK,
-            LOOP_ENTER,
-            MATCH,
-            NEGATE,
-            SPLIT,
-        )
-
-        self.ops = dict(ACCEPT=ACCEPT, ASSERT_END=ASSERT_END, ASSERT_START=ASSERT_START,
-                        EXCL_BEGIN=EXCL_BEGIN, EXCL_END=EXCL_END, JUMP=JUMP, LOOP_CHECK=LOOP_CHECK,
-                        LOOP_ENTER=LOOP_ENTER, MATCH=MATCH, NEGATE=NEGATE, SPLIT=SPLIT)
         self.plan = plan
         self.code = plan.program.instructions
         q = plan.query
@@ -210,32 +194,31 @@ class SelectionReference:
     def _places(self, pc: int, empty: tuple, excl: int, pend: frozenset, pos: int, n: int):
         """(pc of MATCH, excluded, pending negations) or None for ACCEPT, in preference order.
         ``empty``: loop slots whose current iteration selected nothing."""
-        o = self.ops
         ins = self.code[pc]
-        if ins.op == o["MATCH"]:
+        if ins.op == P.MATCH:
             yield (pc, excl > 0, pend)
-        elif ins.op == o["ACCEPT"]:
+        elif ins.op == P.ACCEPT:
             yield None
-        elif ins.op == o["SPLIT"]:
+        elif ins.op == P.SPLIT:
             yield from self._places(ins.a, empty, excl, pend, pos, n)
             yield from self._places(ins.b, empty, excl, pend, pos, n)
-        elif ins.op == o["JUMP"]:
+        elif ins.op == P.JUMP:
             yield from self._places(ins.a, empty, excl, pend, pos, n)
-        elif ins.op == o["NEGATE"]:
+        elif ins.op == P.NEGATE:
             yield from self._places(pc + 1, empty, excl, pend | {ins.a}, pos, n)
-        elif ins.op == o["EXCL_BEGIN"]:
+        elif ins.op == P.EXCL_BEGIN:
             yield from self._places(pc + 1, empty, excl + 1, pend, pos, n)
-        elif ins.op == o["EXCL_END"]:
+        elif ins.op == P.EXCL_END:
             yield from self._places(pc + 1, empty, excl - 1, pend, pos, n)
-        elif ins.op == o["LOOP_ENTER"]:
+        elif ins.op == P.LOOP_ENTER:
             yield from self._places(pc + 1, empty | {ins.a}, excl, pend, pos, n)
-        elif ins.op == o["LOOP_CHECK"]:
+        elif ins.op == P.LOOP_CHECK:
             if ins.a not in empty:
                 yield from self._places(pc + 1, empty, excl, pend, pos, n)
-        elif ins.op == o["ASSERT_START"]:
+        elif ins.op == P.ASSERT_START:
             if pos == 0:
                 yield from self._places(pc + 1, empty, excl, pend, pos, n)
-        elif ins.op == o["ASSERT_END"]:
+        elif ins.op == P.ASSERT_END:
             if pos == n:
                 yield from self._places(pc + 1, empty, excl, pend, pos, n)
 
@@ -244,14 +227,7 @@ class SelectionReference:
         ctx = _Context(self.plan, part, start, assign + ((label, False),), rows + [row])
         return cond is None or cond(ctx) is True
 
-    def _row_ok(self, part, start, pos) -> bool:
-        if pos >= part.n:
-            return False
-        if self.maxlength is not None and pos - start + 1 > self.maxlength:
-            return False
-        if self.within is not None and abs(part.order0[pos] - part.order0[start]) > self.within:
-            return False
-        return True
+    _row_ok = ReferenceMatcher._row_ok
 
     def _walk(self, part, start, pos, pc, empty, excl_depth, assign, rows, fresh):
         """Matches in preference order from a partial match waiting at row ``pos``."""
@@ -284,12 +260,11 @@ class SelectionReference:
 
     def _depth(self, mpc: int) -> int:
         """Exclusion depth right after MATCH ``mpc`` (from the program text)."""
-        o = self.ops
         depth = 0
         for ins in self.code[:mpc]:
-            if ins.op == o["EXCL_BEGIN"]:
+            if ins.op == P.EXCL_BEGIN:
                 depth += 1
-            elif ins.op == o["EXCL_END"]:
+            elif ins.op == P.EXCL_END:
                 depth -= 1
         return depth
 

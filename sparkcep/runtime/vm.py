@@ -253,16 +253,32 @@ class Matcher:
     # ------------------------------------------------------------ one step
     def _advance(self, t: tuple, part: PartitionData, start: int, pos: int, intern: dict | None, masks: list):
         """The thread after labelling row ``pos`` with the label of its MATCH, or None."""
-        plan = self.plan
         label = self.code[t[0]][1]
         mask = masks[label]
         if mask is not None:
             if not mask[pos]:
                 return None
-            cond = plan.residuals[label]
+            cond = self.plan.residuals[label]
         else:
-            cond = plan.conditions[label]
-        aggs = t[3]
+            cond = self.plan.conditions[label]
+        state = self.select_row(label, cond, pos, part, start, t[2], t[3])
+        if state is None:
+            return None
+        excluded = t[5] > 0
+        if intern is not None:
+            key = (label, excluded, id(t[1]))
+            hist = intern.get(key)
+            if hist is None:
+                hist = intern[key] = (label, excluded, t[1])
+        else:
+            hist = (label, excluded, t[1])
+        return (t[0] + 1, hist, state[0], state[1], t[4], t[5])
+
+    def select_row(self, label: int, cond, pos: int, part: PartitionData, start: int, nav: tuple, aggs: tuple):
+        """(nav, aggregate states) of a partial match after row ``pos`` is labelled
+        ``label``, or None when ``cond`` (the condition, or its non-vectorized rest) fails."""
+        plan = self.plan
+        before = aggs
         if aggs:
             cols = part.py()
             aggs = tuple(
@@ -270,14 +286,13 @@ class Matcher:
                 for a, s in zip(plan.define_aggregates, aggs, strict=True)
             )
         if cond is not None:
-            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, t[2], aggs, t[3])
+            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, nav, aggs, before)
             try:
                 ok = cond(ctx)
             except EvaluationError as e:
                 raise e.at(pos, f"in the condition of {plan.labels[label]}") from None
             if ok is not True:
                 return None
-        nav = t[2]
         if nav:
             entry = (pos, label)
             new_nav = []
@@ -289,15 +304,7 @@ class Matcher:
                         lasts = (entry,) + lasts[: plan.track_last[j] - 1]
                 new_nav.append((firsts, lasts))
             nav = tuple(new_nav)
-        excluded = t[5] > 0
-        if intern is not None:
-            key = (label, excluded, id(t[1]))
-            hist = intern.get(key)
-            if hist is None:
-                hist = intern[key] = (label, excluded, t[1])
-        else:
-            hist = (label, excluded, t[1])
-        return (t[0] + 1, hist, nav, aggs, t[4], t[5])
+        return nav, aggs
 
     def _can_extend(self, part: PartitionData, start: int, pos: int) -> bool | None:
         """Whether a match from ``start`` may take row ``pos``; None when that row is past
