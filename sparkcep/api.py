@@ -46,7 +46,7 @@ def is_spark_dataframe(data: Any) -> bool:
     return type(data).__module__.startswith("pyspark.") and hasattr(data, "sparkSession")
 
 
-def compile_query(clause: str, table: pa.Table, mode: str = "sql") -> Plan:
+def compile_query(clause: Any, table: pa.Table, mode: str = "sql") -> Plan:
     """Parse, check and plan ``clause`` for the columns of ``table``."""
     return build_plan(analyze(parse(clause), schema_of(table), mode))
 
@@ -89,10 +89,29 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     strategy = options.get("strategy", "auto")
     if strategy not in ("auto", "sequential"):
         raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially")
-    table, kind = to_arrow(data)
-    plan = compile_query(clause, table, options.get("mode", "sql"))
+    query = parse(clause)
+    table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else _names_in(query))
+    plan = compile_query(query, table, options.get("mode", "sql"))
     result = run_plan(plan, table)
     return result.to_pandas() if kind == "pandas" else result
+
+
+def _names_in(node: Any, out: set[str] | None = None) -> set[str]:
+    """Every identifier in a syntax tree, upper-cased: a superset of the columns it reads."""
+    from dataclasses import fields, is_dataclass
+
+    from sparkcep.language import ast
+
+    out = set() if out is None else out
+    if isinstance(node, ast.Name):
+        out.add(node.text.upper())
+    elif isinstance(node, (tuple, list)):
+        for x in node:
+            _names_in(x, out)
+    elif is_dataclass(node):
+        for f in fields(node):
+            _names_in(getattr(node, f.name), out)
+    return out
 
 
 def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None,
@@ -134,9 +153,9 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
         # Input row of each partition row: only error messages and the Python path read it.
         row_ids = order_np[start:end]
         if columnar:
-            items = kernel.select(part, lambda r, ids=row_ids: ids[r])
-            if items is not None:
-                rows, arrays_out = columnar_measures.measure_columns(plan, part, items, types)
+            spans = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
+            if spans is not None:
+                rows, arrays_out = columnar_measures.measure_columns(plan, part, spans, types)
                 row_chunks.append(order_np[start + rows])
                 for j, a in enumerate(arrays_out):
                     measure_chunks[j].append(a)

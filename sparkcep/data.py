@@ -18,8 +18,12 @@ from sparkcep.errors import DataError, SparkCepError
 ROW_ID = "__sparkcep_row__"
 
 
-def to_arrow(data: Any) -> tuple[pa.Table, str]:
-    """The input as an Arrow table, and which kind it came as ("pandas" or "arrow")."""
+def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
+    """The input as an Arrow table, and which kind it came as ("pandas" or "arrow").
+
+    ``keep``: for pandas input, the upper-cased names a query mentions; text (object,
+    string, category) columns it does not mention are not converted (they become NULL
+    placeholders the query cannot read), which spares the costliest part of the hand-off."""
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency
@@ -31,11 +35,28 @@ def to_arrow(data: Any) -> tuple[pa.Table, str]:
         if data.columns.duplicated().any():
             dup = data.columns[data.columns.duplicated()][0]
             raise DataError("column names must be unique", column=dup)
-        try:
-            # pandas' NaN in a float column is its missing-value marker: it becomes NULL.
-            return pa.Table.from_pandas(data, preserve_index=False), "pandas"
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
-            raise DataError(f"cannot read the DataFrame: {e}") from None
+        arrays = []
+        for name in data.columns:
+            col = data[name]
+            textual = col.dtype.kind in "OUS" or isinstance(col.dtype, pd.CategoricalDtype)
+            if keep is not None and textual and name.upper() not in keep:
+                arrays.append(pa.nulls(len(data)))
+                continue
+            try:
+                plain = isinstance(col.dtype, np.dtype)  # not a pandas extension type
+                values = col.to_numpy() if plain and col.dtype.kind in "iub" else None
+                if plain and col.dtype.kind == "f":
+                    values = col.to_numpy()
+                    if np.isnan(values).any():
+                        values = None
+                if values is not None:  # plain numpy numbers without NaN: zero-copy
+                    arrays.append(pa.array(values))
+                    continue
+                # pandas' NaN in a float column is its missing-value marker: it becomes NULL.
+                arrays.append(pa.array(col, from_pandas=True))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                raise DataError(f"cannot read this column: {e}", column=name) from None
+        return pa.Table.from_arrays(arrays, names=list(data.columns)), "pandas"
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data]), "arrow"
     if isinstance(data, pa.Table):
@@ -173,8 +194,7 @@ def _already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
     n = table.num_rows
     if n < 2:
         return True
-    less = np.zeros(n - 1, dtype=bool)
-    equal = np.ones(n - 1, dtype=bool)
+    ties: np.ndarray | None = None  # pairs (i, i+1) equal on every key so far; None: all pairs
     for k in keys:
         col = table.column(k.index)
         t = col.type
@@ -186,9 +206,15 @@ def _already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
         if pa.types.is_floating(t) and np.isnan(a).any():
             return False
         first, second = (a[1:], a[:-1]) if k.descending else (a[:-1], a[1:])
-        less |= equal & (first < second)
-        equal &= first == second
-    return bool((less | equal).all())
+        if ties is not None:
+            first, second = first[ties], second[ties]
+        if (first > second).any():
+            return False
+        same = np.flatnonzero(first == second)
+        if not len(same):
+            return True
+        ties = same if ties is None else ties[same]
+    return True
 
 
 def _same_key(a: Any, b: Any) -> bool:
@@ -331,9 +357,14 @@ class LazyColumns:
         t = col.type
         if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
             return None
-        valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
-        fill = False if pa.types.is_boolean(t) else 0
-        data = pc.fill_null(col, fill).to_numpy(zero_copy_only=False)
+        if col.null_count == 0:
+            # No NULLs: the values are the data (zero-copy for a single chunk).
+            valid = np.ones(len(col), dtype=bool)
+            data = col.to_numpy() if not pa.types.is_boolean(t) else col.to_numpy().astype(bool)
+        else:
+            valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
+            fill = False if pa.types.is_boolean(t) else 0
+            data = pc.fill_null(col, fill).to_numpy(zero_copy_only=False)
         if pa.types.is_integer(t):
             data = data.astype(np.int64, copy=False)
         elif pa.types.is_floating(t):

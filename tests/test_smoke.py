@@ -14,3 +14,26 @@ def test_v_shape_one_row_per_match():
         {"start_price": 5, "bottom": 3, "top": 6},
         {"start_price": 5, "bottom": 4, "top": 6},
     ]
+
+
+def test_pandas_text_columns_the_query_does_not_read_are_not_converted():
+    import pandas as pd
+    import pytest
+
+    import sparkcep
+    from sparkcep import DataError
+    from sparkcep.data import to_arrow
+
+    df = pd.DataFrame({"ts": [1, 2, 3, 4], "p": [5.0, 3.0, float("nan"), 7.0], "sym": ["a", "b", "a", "b"],
+                       "cat": pd.Categorical(["x", "y", "x", "y"]), "bad": [1, "two", 3.0, None]})
+    table, kind = to_arrow(df, keep={"TS", "P"})
+    assert kind == "pandas" and table.column("sym").null_count == 4 and table.column("p").null_count == 1
+    assert table.column("ts").to_pylist() == [1, 2, 3, 4]
+    # ONE ROW PER MATCH reads only what the query names; the unread mixed column is no error.
+    got = sparkcep.match_recognize(df, "PARTITION BY sym ORDER BY ts MEASURES LAST(cat) AS c, COUNT(*) AS n "
+                                       "PATTERN (A+) DEFINE A AS p > 1")
+    assert got.sort_values("sym").values.tolist() == [["a", "x", 1], ["b", "y", 2]]
+    # ALL ROWS PER MATCH outputs every column, so every column must convert.
+    with pytest.raises(DataError) as e:
+        sparkcep.match_recognize(df, "ORDER BY ts ALL ROWS PER MATCH PATTERN (A) DEFINE A AS p > 1")
+    assert e.value.column == "bad"

@@ -16,7 +16,7 @@ conjunct falls back to the row evaluator for that partition.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -51,6 +51,8 @@ class ColumnArrays:
     valid: dict[int, np.ndarray]
     n: int
     small_ints: dict[int, bool]
+    # Columns without NULLs: their validity is the scalar True in expressions (one pass less).
+    no_nulls: dict[int, bool] = field(default_factory=dict)
 
 
 def conjuncts(e: BExpr) -> list[BExpr]:
@@ -141,12 +143,16 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
     if isinstance(e, BLiteral):
         if e.value is None:
             return np.zeros(n), np.zeros(n, dtype=bool)
-        dtype = object if isinstance(e.value, str) else None
-        return np.full(n, e.value, dtype=dtype), np.ones(n, dtype=bool)
+        if isinstance(e.value, str):
+            return np.full(n, e.value, dtype=object), np.ones(n, dtype=bool)
+        # A number stays a scalar: numpy broadcasts it, no column of copies.
+        return np.asarray(e.value), np.True_
     if isinstance(e, BNav):
         i = e.inner.index
         if e.inner.type is Type.BIGINT and not cols.small_ints.get(i, False):
             raise _NotVectorizable
+        if e.pointer.physical == 0 and cols.no_nulls.get(i, False):
+            return cols.data[i], np.True_
         return _shift(cols.data[i], cols.valid[i], e.pointer.physical)
     if isinstance(e, BUnary):
         d, v = evaluate(e.operand, cols)
@@ -207,6 +213,7 @@ _ARITH: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 
 def _compare(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.ndarray:
     if a.dtype == object or b.dtype == object:
+        a, b, valid = np.broadcast_arrays(a, b, valid)
         out = np.zeros(len(a), dtype=bool)
         idx = np.nonzero(valid)[0]
         fn = {"=": lambda x, y: x == y, "<>": lambda x, y: x != y, "<": lambda x, y: x < y,
@@ -216,7 +223,11 @@ def _compare(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.nda
         return out
     fn = {"=": np.equal, "<>": np.not_equal, "<": np.less, "<=": np.less_equal,
           ">": np.greater, ">=": np.greater_equal}[op]
-    return fn(a, b) & valid
+    out = fn(a, b)
+    if valid is np.True_:
+        return out
+    out &= valid
+    return out
 
 
 def condition_mask(parts: list[BExpr], cols: ColumnArrays) -> np.ndarray | None:
@@ -225,7 +236,9 @@ def condition_mask(parts: list[BExpr], cols: ColumnArrays) -> np.ndarray | None:
     try:
         for p in parts:
             d, v = evaluate(p, cols)
-            mask &= v & d.astype(bool)
+            mask &= d if d.dtype == bool else d.astype(bool)
+            if v is not np.True_:
+                mask &= v
     except _NotVectorizable:
         return None
     return mask
@@ -254,7 +267,7 @@ def column_arrays(values: dict[int, list], n: int) -> ColumnArrays:
 def arrays_for(cols, used: set[int], n: int) -> ColumnArrays:
     """numpy columns for ``used``: straight from Arrow where ``cols`` can (LazyColumns),
     else from its Python lists."""
-    data, valid, small, rest = {}, {}, {}, {}
+    data, valid, small, rest, no_nulls = {}, {}, {}, {}, {}
     numpy = getattr(cols, "numpy", None)
     for i in used:
         got = numpy(i) if numpy is not None else None
@@ -263,6 +276,7 @@ def arrays_for(cols, used: set[int], n: int) -> ColumnArrays:
             continue
         d, v = got
         data[i], valid[i] = d, v
+        no_nulls[i] = bool(v.all())
         if d.dtype == np.int64:
             small[i] = n == 0 or int(np.abs(d).max(initial=0)) < _SAFE_INT
     if rest:
@@ -270,4 +284,4 @@ def arrays_for(cols, used: set[int], n: int) -> ColumnArrays:
         data.update(extra.data)
         valid.update(extra.valid)
         small.update(extra.small_ints)
-    return ColumnArrays(data, valid, n, small)
+    return ColumnArrays(data, valid, n, small, no_nulls)

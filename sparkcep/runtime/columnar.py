@@ -31,11 +31,11 @@ def supported(plan: Plan) -> bool:
     return True
 
 
-def measure_columns(plan: Plan, part, items: list[tuple], types: list) -> tuple[np.ndarray, list[pa.Array]]:
-    """(partition row of each output row, one Arrow array per measure) for selected matches."""
-    starts = np.array([it[1].start for it in items], dtype=np.int64)
-    ends = np.array([it[1].end for it in items], dtype=np.int64)
-    numbers = np.array([it[2] for it in items], dtype=np.int64)
+def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.ndarray], types: list
+                    ) -> tuple[np.ndarray, list[pa.Array]]:
+    """(partition row of each output row, one Arrow array per measure) for the matches
+    given as (starts, ends, match numbers)."""
+    starts, ends, numbers = spans
     q = plan.query
     out = []
     for m, t in zip(q.measures, types, strict=True):

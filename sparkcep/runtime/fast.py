@@ -130,44 +130,60 @@ class KernelMatcher:
     def peak_threads(self) -> int:
         return int(self.stats[0])
 
-    def _select_fixed(self, part: PartitionData, masks, order0, within, input_row):
+    def select_spans(self, part: PartitionData, input_row=lambda r: r):
+        """(starts, ends, match numbers) as arrays for ONE ROW PER MATCH measure columns
+        (no unmatched rows), or None if the data do not fit the kernel."""
+        arr = self.arrays(part)
+        if arr is None:
+            return None
+        masks, cols, valid, order0, within, first_ok = arr
+        if self.plan.fixed is not None and self.spec.dyn_int.shape[0] == 0:
+            starts = self._fixed_starts(part, masks, order0, within, input_row)
+            ends = starts + len(self.plan.fixed)
+        else:
+            items = self.select(part, input_row)
+            starts = np.array([it[1].start for it in items], dtype=np.int64)
+            ends = np.array([it[1].end for it in items], dtype=np.int64)
+        return starts, ends, np.arange(1, len(starts) + 1, dtype=np.int64)
+
+    def _fixed_starts(self, part: PartitionData, masks, order0, within, input_row) -> np.ndarray:
         """A plain sequence of variables whose conditions are all row-local needs no
         automaton: its matches start where the shifted masks all hold (a column scan), and
-        every match has the same length, so the selection is a walk over those starts."""
+        every match has the same length, so the selection is one pass over those starts."""
         plan, q, n = self.plan, self.plan.query, part.n
         self.scanned = True
         labels = plan.fixed
         k = len(labels)
-        hits = np.zeros(n, dtype=bool)
-        if n >= k and (q.maxlength is None or k <= q.maxlength):
-            ok = np.ones(n - k + 1, dtype=bool)
-            for i, lab in enumerate(labels):
-                ok &= masks[lab][i:n - k + 1 + i]
-            if q.within is not None:
-                ok &= np.abs(order0[k - 1:] - order0[: n - k + 1]) <= within
-            hits[: n - k + 1] = ok
-        target = None
-        if q.skip_mode in ("FIRST", "LAST"):
+        if n < k or (q.maxlength is not None and k > q.maxlength):
+            return np.zeros(0, dtype=np.int64)
+        ok = masks[labels[0]][: n - k + 1].copy()
+        for i, lab in enumerate(labels[1:], start=1):
+            ok &= masks[lab][i:n - k + 1 + i]
+        if q.within is not None:
+            ok &= np.abs(order0[k - 1:] - order0[: n - k + 1]) <= within
+        hits = np.flatnonzero(ok).astype(np.int64)
+        if q.mode == "matchregex" or q.skip_mode == "PAST_LAST":
+            delta = k
+        elif q.skip_mode == "NEXT_ROW":
+            return hits  # every candidate start is a match
+        else:
             rows = [i for i, lab in enumerate(labels) if lab in q.skip_target]
-            target = (rows[0] if q.skip_mode == "FIRST" else rows[-1]) if rows else -1
-        matches, resume = [], 0
-        for st in np.flatnonzero(hits).tolist():
-            if st < resume:
-                continue
-            matches.append(st)
-            if q.mode == "matchregex" or q.skip_mode == "PAST_LAST":
-                resume = st + k
-            elif q.skip_mode == "NEXT_ROW":
-                resume = st + 1
-            else:
+            delta = (rows[0] if q.skip_mode == "FIRST" else rows[-1]) if rows else -1
+            if delta <= 0 and len(hits):
                 name = q.skip_target_name
-                if target < 0:
+                if delta < 0:
                     raise DataError(f"AFTER MATCH SKIP TO {q.skip_mode} {name}: the match has no row labelled {name}, "
-                                    "so there is no row to resume at", row=input_row(st))
-                if target == 0:
-                    raise DataError(f"AFTER MATCH SKIP TO {q.skip_mode} {name} would resume at the first row of the same "
-                                    "match and loop forever", row=input_row(st))
-                resume = st + target
+                                    "so there is no row to resume at", row=input_row(int(hits[0])))
+                raise DataError(f"AFTER MATCH SKIP TO {q.skip_mode} {name} would resume at the first row of the same "
+                                "match and loop forever", row=input_row(int(hits[0])))
+        return kernel.nonoverlapping(hits, delta)
+
+    def _select_fixed(self, part: PartitionData, masks, order0, within, input_row):
+        """select_matches' items for a fixed-length pattern (see _fixed_starts)."""
+        q, n = self.plan.query, part.n
+        labels = self.plan.fixed
+        k = len(labels)
+        matches = self._fixed_starts(part, masks, order0, within, input_row).tolist()
         lab_t, excl_t = tuple(labels), (False,) * k
         items = []
         want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"

@@ -444,3 +444,18 @@ def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_f
             _read_labels(h, hist_label, hist_excl, hist_parent, labels, excl, offs[i])
         offs[i + 1] = offs[i] + length
     return ends, offs, labels, excl
+
+
+@njit(cache=True)
+def nonoverlapping(hits, delta):
+    """The starts a fixed-length pattern's selection keeps: walking the candidate starts in
+    order, each one at or after the resume row of the last kept one (kept + ``delta``)."""
+    out = np.empty(hits.shape[0], dtype=np.int64)
+    m = 0
+    resume = -1
+    for st in hits:
+        if st >= resume:
+            out[m] = st
+            m += 1
+            resume = st + delta
+    return out[:m]
