@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from sparkcep.data import (
     to_arrow,
 )
 from sparkcep.errors import DataError, SparkCepError
+from sparkcep.language import ast
 from sparkcep.language.parser import parse
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import output_rows
@@ -96,21 +98,18 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     return result.to_pandas() if kind == "pandas" else result
 
 
-def _names_in(node: Any, out: set[str] | None = None) -> set[str]:
+def _names_in(query: ast.Query) -> set[str]:
     """Every identifier in a syntax tree, upper-cased: a superset of the columns it reads."""
-    from dataclasses import fields, is_dataclass
-
-    from sparkcep.language import ast
-
-    out = set() if out is None else out
-    if isinstance(node, ast.Name):
-        out.add(node.text.upper())
-    elif isinstance(node, (tuple, list)):
-        for x in node:
-            _names_in(x, out)
-    elif is_dataclass(node):
-        for f in fields(node):
-            _names_in(getattr(node, f.name), out)
+    out: set[str] = set()
+    stack: list[Any] = [query]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            out.add(node.text.upper())
+        elif isinstance(node, (tuple, list)):
+            stack.extend(node)
+        elif is_dataclass(node):
+            stack.extend(getattr(node, f.name) for f in fields(node))
     return out
 
 

@@ -503,6 +503,13 @@ def parse(text: str | ast.Query) -> ast.Query:
         return text
     if not isinstance(text, str):
         raise QueryError("SYNTAX", f"query text must be a string, not {type(text).__name__}")
+    return _parse_text(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_text(text: str) -> ast.Query:
+    # The tree is immutable, so a query run again (a loop, a benchmark, every Spark task)
+    # is parsed once.
     try:
         tree = _lark().parse(text)
         query = _ToAst().transform(tree)
