@@ -91,10 +91,15 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     strategy = options.get("strategy", "auto")
     if strategy not in ("auto", "sequential"):
         raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially")
+    return run_local(data, clause, options.get("mode", "sql"))
+
+
+def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None) -> Any:
+    """match_recognize over pandas or Arrow data on this machine (``stats``: see run_plan)."""
     query = parse(clause)
     table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else _names_in(query))
-    plan = compile_query(query, table, options.get("mode", "sql"))
-    result = run_plan(plan, table)
+    plan = compile_query(query, table, mode)
+    result = run_plan(plan, table, stats=stats)
     return result.to_pandas() if kind == "pandas" else result
 
 

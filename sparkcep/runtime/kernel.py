@@ -76,18 +76,18 @@ def _grow(arr, need):
 
 
 @njit(cache=True)
-def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, complete, base, n_regs):
+def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, complete, base, n_regs, u):
     """Follow epsilon instructions from thread ``t`` (history ``h``) at row ``pos``; append
     the threads that stop at MATCH or ACCEPT to dest[count:] in preference order, skipping
     any already there (finished threads compare by instruction only). Returns the arrays
-    (grown if needed) and the new count."""
+    (grown if needed) and the new count. ``u`` is a scratch row (no allocation per step)."""
     W = t.shape[0]
     stack[0] = t
     stack_h[0] = h
     sp = 1
     while sp > 0:
         sp -= 1
-        u = stack[sp].copy()
+        u[:] = stack[sp]
         uh = stack_h[sp]
         upc = u[0]
         op = op_[upc]
@@ -170,9 +170,11 @@ def _work(n_regs, n_slots, stats):
     ``stats`` (stats[0]: the most threads alive at once)."""
     W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
     cap = 64
+    # scratch rows: 0 the closure's current thread, 1 an advancing thread, 2 the first thread
     return (np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64),
             np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64),
-            np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64), stats)
+            np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64), stats,
+            np.empty((3, W), dtype=np.int64), np.empty(max(n_regs, 1), dtype=np.int64))
 
 
 @njit(cache=True)
@@ -183,24 +185,24 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
     NO_MATCH or UNRESOLVED when there is none; the arena and the work buffers may grow and
     are returned."""
     W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
-    cur, cur_h, nxt, nxt_h, stack, stack_h, stats = work
+    cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs = work
     n_hist = 0
-    init = np.full(W, -1, dtype=np.int64)
+    init = scratch[2]
+    init[:] = -1
     init[0] = 0
     init[1] = 0
     cur, cur_h, ncur, stack, stack_h = _closure(init, -1, start, cur, cur_h, 0, stack, stack_h,
-                                                op_, a_, b_, n, complete, base, n_regs)
+                                                op_, a_, b_, n, complete, base, n_regs, scratch[0])
     if ncur > stats[0]:
         stats[0] = ncur
     pos = start
     best_end = NO_MATCH
     best_h = -1
-    regs = np.empty(max(n_regs, 1), dtype=np.int64)
     while True:
         if want_earliest:
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
-                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats)
+                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs)
         # may the match take row pos?
         extend = 1
         if maxlength >= 0 and pos - start + 1 > maxlength:
@@ -220,7 +222,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             if extend == 0:
                 continue
             if extend == -1:
-                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats)
+                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs)
             label = a_[pc]
             if not masks[label, pos]:
                 continue
@@ -260,15 +262,16 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             hist_parent[n_hist] = cur_h[i]
             h = n_hist
             n_hist += 1
-            t = cur[i].copy()
+            t = scratch[1]
+            t[:] = cur[i]
             t[0] = pc + 1
             for r in range(n_regs):
                 t[2 + r] = regs[r]
             live = True
             nxt, nxt_h, nn, stack, stack_h = _closure(t, h, pos + 1, nxt, nxt_h, nn, stack, stack_h,
-                                                      op_, a_, b_, n, complete, base, n_regs)
+                                                      op_, a_, b_, n, complete, base, n_regs, scratch[0])
         if not live:
-            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats)
+            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs)
         # swap
         tmp = cur
         cur = nxt
@@ -280,7 +283,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
         if ncur > stats[0]:
             stats[0] = ncur
         pos += 1
-    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats)  # pragma: no cover
+    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs)  # pragma: no cover
 
 
 @njit(cache=True)
