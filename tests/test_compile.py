@@ -75,3 +75,19 @@ def test_only_spark_imports_pyspark_and_only_cli_imports_terminal_libraries():
                 assert rel[0] == "spark", f"{path} imports pyspark"
             if mod.split(".")[0] in ("typer", "click", "rich"):
                 assert rel[0] == "cli", f"{path} imports {mod}"
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ("A B* C", {"A": ({"B", "C"}, False)}),
+    ("A B?", {"A": ({"B"}, True)}),
+    ("(A | B C) D", {"A": ({"D"}, False), "B": ({"C"}, False)}),
+    ("A+ B", {"A": ({"A", "B"}, False)}),
+    ("A* B", {"A": ({"A", "B"}, False), "B": (set(), True)}),
+])
+def test_next_labels_prune_start_rows(pattern, expected):
+    from sparkcep.compile.program import next_labels
+
+    plan = build_plan(analyze(parse(f"PATTERN ({pattern})"), []))
+    got = {plan.labels[f]: ({plan.labels[g] for g in seconds}, end)
+           for f, (seconds, end) in next_labels(plan.program).items()}
+    assert got == expected

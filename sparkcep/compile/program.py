@@ -176,3 +176,40 @@ def compile_pattern(pattern: Pattern, labels: tuple[str, ...]) -> Program:
     b.node(pattern)
     b.emit(ACCEPT)
     return Program(tuple(Instruction(*c) for c in b.code), labels, b.slots)
+
+
+def next_labels(program: Program) -> dict[int, tuple[frozenset[int], bool]]:
+    """For each label that can select a match's first row: the labels that can select its
+    second row, and whether the match may end after the first. A superset (anchors, loop
+    checks and negations are taken as passing), for pruning start rows only."""
+    code = program.instructions
+
+    def reach(pc: int) -> tuple[set[int], set[int], bool]:
+        matches, labels, accept = set(), set(), False
+        stack, seen = [pc], set()
+        while stack:
+            p = stack.pop()
+            if p in seen:
+                continue
+            seen.add(p)
+            ins = code[p]
+            if ins.op == MATCH:
+                matches.add(p)
+                labels.add(ins.a)
+            elif ins.op == ACCEPT:
+                accept = True
+            elif ins.op == SPLIT:
+                stack += [ins.a, ins.b]
+            elif ins.op == JUMP:
+                stack.append(ins.a)
+            else:
+                stack.append(p + 1)
+        return matches, labels, accept
+
+    firsts, _, _ = reach(0)
+    out: dict[int, tuple[frozenset[int], bool]] = {}
+    for m in firsts:
+        _, labels, accept = reach(m + 1)
+        old = out.get(code[m].a, (frozenset(), False))
+        out[code[m].a] = (old[0] | labels, old[1] or accept)
+    return out

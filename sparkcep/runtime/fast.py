@@ -10,6 +10,7 @@ import numpy as np
 
 from sparkcep.compile.kernel_spec import SKIP_MODES, KernelSpec, kernel_spec
 from sparkcep.compile.plan import Plan
+from sparkcep.compile.program import next_labels
 from sparkcep.compile.vectorize import arrays_for, condition_mask
 from sparkcep.errors import DataError
 from sparkcep.runtime import kernel
@@ -31,8 +32,10 @@ class KernelMatcher:
         self.maxlength = plan.query.maxlength if plan.query.maxlength is not None else -1
         q = plan.query
         # stats[0]: the most partial matches (threads) alive at once, over every search so far
-        self.stats = np.zeros(1, dtype=np.int64)
+        # [1]: thread steps (a live partial match reading a row), [2]: searches (start rows)
+        self.stats = np.zeros(3, dtype=np.int64)
         self.scanned = False  # a fixed-length pattern ran as a column scan, no threads at all
+        self.second = next_labels(plan.program)
         self.skip_member = np.zeros(len(plan.labels), dtype=np.bool_)
         for lab in q.skip_target or ():
             self.skip_member[lab] = True
@@ -81,9 +84,22 @@ class KernelMatcher:
             order0 = np.zeros(1, dtype=np.float64)
         first_ok = np.ones(n, dtype=np.bool_)
         if not plan.nullable and plan.first:
+            # A match can start at row s only if a first variable takes s and then either the
+            # match may end or a variable that can come second takes row s + 1 (row-local
+            # parts only: a superset of the real starts).
             first_ok = np.zeros(n, dtype=np.bool_)
-            for lab in plan.first:
-                first_ok |= masks[lab]
+            for lab, (seconds, can_end) in self.second.items():
+                ok = masks[lab].copy()
+                if not can_end and n:
+                    follow = np.zeros(n, dtype=np.bool_)
+                    for g in seconds:
+                        follow[:-1] |= masks[g][1:]
+                    if not part.complete:
+                        # In a window of a longer partition, rows from the limit on are
+                        # there for NEXT() only: what follows them is not known here.
+                        follow[max(part.limit - 1, 0):] = True
+                    ok &= follow
+                first_ok |= ok
         out = (masks, cols, valid, order0, float(within) if within is not None else 0.0, first_ok)
         part.cache["kernel"] = out
         return out

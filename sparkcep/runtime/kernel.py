@@ -167,7 +167,7 @@ def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, com
 @njit(cache=True)
 def _work(n_regs, n_slots, stats):
     """Thread lists and the closure stack, allocated once per partition and reused, and
-    ``stats`` (stats[0]: the most threads alive at once)."""
+    ``stats`` (stats[0]: the most threads alive at once; [1]: thread steps; [2]: searches)."""
     W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
     cap = 64
     # scratch rows: 0 the closure's current thread, 1 an advancing thread, 2 the first thread
@@ -184,7 +184,6 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
     """The preferred (or earliest-ending) match from ``start``: (end, history node) with end
     NO_MATCH or UNRESOLVED when there is none; the arena and the work buffers may grow and
     are returned."""
-    W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
     cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs = work
     n_hist = 0
     init = scratch[2]
@@ -198,7 +197,9 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
     pos = start
     best_end = NO_MATCH
     best_h = -1
+    stats[2] += 1
     while True:
+        stats[1] += ncur
         if want_earliest:
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
