@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -97,10 +98,16 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
 def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None) -> Any:
     """match_recognize over pandas or Arrow data on this machine (``stats``: see run_plan)."""
     query = parse(clause)
-    table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else _names_in(query))
+    names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
+    table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
     plan = compile_query(query, table, mode)
     result = run_plan(plan, table, stats=stats)
     return result.to_pandas() if kind == "pandas" else result
+
+
+@functools.lru_cache(maxsize=256)
+def _names_of_text(text: str) -> frozenset[str]:
+    return frozenset(_names_in(parse(text)))
 
 
 def _names_in(query: ast.Query) -> set[str]:

@@ -52,6 +52,13 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
                 if values is not None:  # plain numpy numbers without NaN: zero-copy
                     arrays.append(pa.array(values))
                     continue
+                if plain and col.dtype.kind == "M":
+                    stamps = col.to_numpy()
+                    unit = np.datetime_data(stamps.dtype)[0]
+                    if unit in ("s", "ms", "us", "ns") and not np.isnat(stamps).any():
+                        # naive timestamps without NaT: the int64 ticks, viewed (zero-copy)
+                        arrays.append(pa.array(stamps.view(np.int64)).view(pa.timestamp(unit)))
+                        continue
                 # pandas' NaN in a float column is its missing-value marker: it becomes NULL.
                 arrays.append(pa.array(col, from_pandas=True))
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
@@ -154,10 +161,25 @@ class Partitions:
     identity: bool = False  # the input is already in this order
 
 
+_IDENTITY = np.zeros(0, dtype=np.int64)
+
+
+def _identity(n: int) -> np.ndarray:
+    """0 .. n-1, shared read-only between calls (an ordered input's sort order); kept for
+    inputs up to 4 M rows only, so a one-off huge input does not pin its memory."""
+    global _IDENTITY
+    if n > 4_000_000:
+        return np.arange(n, dtype=np.int64)
+    if len(_IDENTITY) < n:
+        _IDENTITY = np.arange(min(max(n, 2 * len(_IDENTITY)), 4_000_000), dtype=np.int64)
+        _IDENTITY.flags.writeable = False
+    return _IDENTITY[:n]
+
+
 def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
     n = table.num_rows
     if not q.partition_by and (not q.order_by or _already_ordered(table, q.order_by)):
-        return Partitions(np.arange(n, dtype=np.int64), [(0, n)] if n else [], identity=True)
+        return Partitions(_identity(n), [(0, n)] if n else [], identity=True)
     helper: list[tuple[str, pa.Array]] = []
     keys: list[tuple[str, str]] = []
     for i, k in enumerate(q.partition_by):

@@ -230,9 +230,14 @@ def _compare(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.nda
     return out
 
 
-def condition_mask(parts: list[BExpr], cols: ColumnArrays) -> np.ndarray | None:
-    """TRUE where every part is TRUE; None if a part cannot be vectorized here."""
-    mask = np.ones(cols.n, dtype=bool)
+def condition_mask(parts: list[BExpr], cols: ColumnArrays, out: np.ndarray | None = None) -> np.ndarray | None:
+    """TRUE where every part is TRUE (written into ``out`` if given); None if a part cannot
+    be vectorized here."""
+    if out is None:
+        mask = np.ones(cols.n, dtype=bool)
+    else:
+        mask = out
+        mask[:] = True
     try:
         for p in parts:
             d, v = evaluate(p, cols)

@@ -58,11 +58,9 @@ class KernelMatcher:
         masks = np.ones((len(plan.labels), n), dtype=np.bool_)
         for label, parts in enumerate(plan.local_parts):
             if parts:
-                m = condition_mask(list(parts), arrays)
-                if m is None:
+                if condition_mask(list(parts), arrays, out=masks[label]) is None:
                     part.cache["kernel"] = "no"
                     return None
-                masks[label] = m
         k = len(self.spec.columns)
         cols = np.zeros((max(k, 1), n), dtype=np.float64)
         valid = np.zeros((max(k, 1), n), dtype=np.bool_)
@@ -82,6 +80,16 @@ class KernelMatcher:
             order0 = got[0]
         else:
             order0 = np.zeros(1, dtype=np.float64)
+        out = (masks, cols, valid, order0, float(within) if within is not None else 0.0)
+        part.cache["kernel"] = out
+        return out
+
+    def _first_ok(self, part: PartitionData, masks) -> np.ndarray:
+        """Rows where a match may start (the fixed-length column scan does not need it)."""
+        got = part.cache.get("first_ok")
+        if got is not None:
+            return got
+        plan, n = self.plan, part.n
         first_ok = np.ones(n, dtype=np.bool_)
         if not plan.nullable and plan.first:
             # A match can start at row s only if a first variable takes s and then either the
@@ -100,19 +108,19 @@ class KernelMatcher:
                         follow[max(part.limit - 1, 0):] = True
                     ok &= follow
                 first_ok |= ok
-        out = (masks, cols, valid, order0, float(within) if within is not None else 0.0, first_ok)
-        part.cache["kernel"] = out
-        return out
+        part.cache["first_ok"] = first_ok
+        return first_ok
 
     def select(self, part: PartitionData, input_row=lambda r: r):
         """select_matches' items for a whole partition, or None if the data do not fit."""
         arr = self.arrays(part)
         if arr is None:
             return None
-        masks, cols, valid, order0, within, first_ok = arr
+        masks, cols, valid, order0, within = arr
         q, s = self.plan.query, self.spec
         if self.plan.fixed is not None and s.dyn_int.shape[0] == 0:
             return self._select_fixed(part, masks, order0, within, input_row)
+        first_ok = self._first_ok(part, masks)
         skip = SKIP_MODES.get(q.skip_mode, 0)
         want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
         starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
@@ -152,7 +160,7 @@ class KernelMatcher:
         arr = self.arrays(part)
         if arr is None:
             return None
-        masks, cols, valid, order0, within, first_ok = arr
+        masks, cols, valid, order0, within = arr
         if self.plan.fixed is not None and self.spec.dyn_int.shape[0] == 0:
             starts = self._fixed_starts(part, masks, order0, within, input_row)
             ends = starts + len(self.plan.fixed)
@@ -225,8 +233,9 @@ class KernelMatcher:
         arr = self.arrays(part)
         if arr is None:
             return None
-        masks, cols, valid, order0, within, first_ok = arr
+        masks, cols, valid, order0, within = arr
         q, s = self.plan.query, self.spec
+        first_ok = self._first_ok(part, masks)
         ends, offs, labels, excl = kernel.candidates(
             first, last, earliest, self.op, self.a, self.b, masks, s.reg_member, s.reg_first, s.dyn_int,
             s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,
