@@ -100,8 +100,12 @@ def test_kernel_declines_what_it_cannot_run():
     for cond in ("COUNT(A.*) > 1", "CLASSIFIER(A) = 'A'", "LAST(A.price, 1) > 0", "name > A.name"):
         plan = compile_query(f"ORDER BY ts PATTERN (A B) DEFINE B AS {cond}", t)
         assert KernelMatcher.for_plan(plan) is None, cond
+    for clause in ("ORDER BY ts EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE B AS price > A.price",
+                   "ORDER BY ts PATTERN (A !N B) DEFINE B AS price > A.price"):
+        assert KernelMatcher.for_plan(compile_query(clause, t)) is None, clause
+    # ALL MATCHES runs on the kernel.
     plan = compile_query("ORDER BY ts ALL MATCHES PATTERN (A B) DEFINE B AS price > A.price", t)
-    assert KernelMatcher.for_plan(plan) is None
+    assert KernelMatcher.for_plan(plan) is not None
 
 
 _ROWS = pa.table({

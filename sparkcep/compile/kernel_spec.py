@@ -7,7 +7,7 @@ numba, for plans whose DEFINE conditions are
   at the last or first row of a variable or subset, or at the match's first row (each with a
   PREV/NEXT offset), optionally times a number.
 Anything else (aggregates or CLASSIFIER in DEFINE, LAST(X, n) with n > 0, strings, user
-functions in non-local parts, ALL MATCHES) runs on the Python matcher; both give the same
+functions in non-local parts) runs on the Python matcher; both give the same
 answers (tests enforce it).
 """
 
@@ -24,7 +24,7 @@ from sparkcep.compile.vectorize import conjuncts, is_row_local
 # Operand kinds.
 LITERAL, CURRENT, REGISTER, MATCH_START = 0, 1, 2, 3
 OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4, "<>": 5}
-SKIP_MODES = {"PAST_LAST": 0, "NEXT_ROW": 1, "FIRST": 2, "LAST": 3}
+SKIP_MODES = {"PAST_LAST": 0, "NEXT_ROW": 1, "FIRST": 2, "LAST": 3, "ALL_MATCHES": 4}
 MAX_SLOTS = 8
 
 
@@ -48,7 +48,7 @@ class _Unsupported(Exception):
 def kernel_spec(plan: Plan) -> KernelSpec | None:
     """The kernel tables for ``plan``, or None when it needs the Python matcher."""
     q = plan.query
-    if q.skip_mode == "ALL_MATCHES" or plan.define_aggregates or plan.program.slots > MAX_SLOTS:
+    if plan.define_aggregates or plan.program.slots > MAX_SLOTS:
         return None
     if q.event_selection != "PARTITION" or q.negated:
         return None  # event selection strategies and negation run on runtime.nfab

@@ -188,8 +188,8 @@ class KernelMatcher:
         hits = np.flatnonzero(ok).astype(np.int64)
         if q.mode == "matchregex" or q.skip_mode == "PAST_LAST":
             delta = k
-        elif q.skip_mode == "NEXT_ROW":
-            return hits  # every candidate start is a match
+        elif q.skip_mode in ("NEXT_ROW", "ALL_MATCHES"):
+            return hits  # every candidate start is a match (one assignment each)
         else:
             rows = [i for i, lab in enumerate(labels) if lab in q.skip_target]
             delta = (rows[0] if q.skip_mode == "FIRST" else rows[-1]) if rows else -1

@@ -76,11 +76,13 @@ def _grow(arr, need):
 
 
 @njit(cache=True)
-def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, complete, base, n_regs, u):
+def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, complete, base, n_regs, u,
+             by_history=False):
     """Follow epsilon instructions from thread ``t`` (history ``h``) at row ``pos``; append
     the threads that stop at MATCH or ACCEPT to dest[count:] in preference order, skipping
     any already there (finished threads compare by instruction only). Returns the arrays
-    (grown if needed) and the new count. ``u`` is a scratch row (no allocation per step)."""
+    (grown if needed) and the new count. ``u`` is a scratch row (no allocation per step).
+    ``by_history`` (ALL MATCHES): threads with different histories are never duplicates."""
     W = t.shape[0]
     stack[0] = t
     stack_h[0] = h
@@ -93,6 +95,8 @@ def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, com
         op = op_[upc]
         dup = False
         for j in range(count):
+            if by_history and dest_h[j] != uh:
+                continue
             if op == ACCEPT:
                 same = dest[j, 0] == upc
             else:
@@ -178,6 +182,36 @@ def _work(n_regs, n_slots, stats):
 
 
 @njit(cache=True)
+def _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+           n_regs, regs):
+    """Whether thread ``i`` may label row ``pos`` with ``label``; fills ``regs`` with its
+    registers as they are after that row (LAST: this row; FIRST: if unset)."""
+    if not masks[label, pos]:
+        return False
+    for r in range(n_regs):
+        regs[r] = cur[i, 2 + r]
+    for r in range(n_regs):
+        if reg_member[r, label]:
+            if reg_first[r]:
+                if regs[r] < 0:
+                    regs[r] = pos
+            else:
+                regs[r] = pos
+    for d in range(dyn_int.shape[0]):
+        if dyn_int[d, 0] != label:
+            continue
+        lv, lok = _value(dyn_int[d, 2], dyn_int[d, 3], dyn_int[d, 4], dyn_int[d, 5],
+                         dyn_float[d, 0], dyn_float[d, 1], pos, start, regs, cols, valid, n)
+        if not lok:
+            return False
+        rv, rok = _value(dyn_int[d, 6], dyn_int[d, 7], dyn_int[d, 8], dyn_int[d, 9],
+                         dyn_float[d, 2], dyn_float[d, 3], pos, start, regs, cols, valid, n)
+        if not rok or not _compare(dyn_int[d, 1], lv, rv):
+            return False
+    return True
+
+
+@njit(cache=True)
 def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
             cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
             n_regs, n_slots, hist_label, hist_excl, hist_parent, work):
@@ -225,33 +259,8 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             if extend == -1:
                 return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs)
             label = a_[pc]
-            if not masks[label, pos]:
-                continue
-            for r in range(n_regs):
-                regs[r] = cur[i, 2 + r]
-            # registers as if this row had the label (LAST: this row; FIRST: if unset)
-            for r in range(n_regs):
-                if reg_member[r, label]:
-                    if reg_first[r]:
-                        if regs[r] < 0:
-                            regs[r] = pos
-                    else:
-                        regs[r] = pos
-            ok = True
-            for d in range(dyn_int.shape[0]):
-                if dyn_int[d, 0] != label:
-                    continue
-                lv, lok = _value(dyn_int[d, 2], dyn_int[d, 3], dyn_int[d, 4], dyn_int[d, 5],
-                                 dyn_float[d, 0], dyn_float[d, 1], pos, start, regs, cols, valid, n)
-                if not lok:
-                    ok = False
-                    break
-                rv, rok = _value(dyn_int[d, 6], dyn_int[d, 7], dyn_int[d, 8], dyn_int[d, 9],
-                                 dyn_float[d, 2], dyn_float[d, 3], pos, start, regs, cols, valid, n)
-                if not rok or not _compare(dyn_int[d, 1], lv, rv):
-                    ok = False
-                    break
-            if not ok:
+            if not _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float,
+                          cols, valid, n, n_regs, regs):
                 continue
             # history node
             if n_hist >= hist_label.shape[0]:
@@ -306,6 +315,133 @@ def _read_labels(h, hist_label, hist_excl, hist_parent, out_l, out_e, at):
 
 
 @njit(cache=True)
+def _record(starts, ends, offs, labels, excl, nm, s, e, h, hist_label, hist_excl, hist_parent):
+    """Append the match (s, e) with the labels of history node ``h``; arrays grow as needed."""
+    if nm >= starts.shape[0]:
+        starts = _grow(starts, nm + 1)
+        ends = _grow(ends, nm + 1)
+    if nm + 1 >= offs.shape[0]:
+        offs = _grow(offs, nm + 2)
+    length = e - s
+    if offs[nm] + length >= labels.shape[0]:
+        labels = _grow(labels, offs[nm] + length + 1)
+        excl = _grow(excl, offs[nm] + length + 1)
+    _read_labels(h, hist_label, hist_excl, hist_parent, labels, excl, offs[nm])
+    starts[nm] = s
+    ends[nm] = e
+    offs[nm + 1] = offs[nm] + length
+    return starts, ends, offs, labels, excl, nm + 1
+
+
+@njit(cache=True)
+def _push(dest, dest_h, count, row, h):
+    """Append a thread row to a thread list, growing it if needed."""
+    if count >= dest.shape[0]:
+        d2 = np.empty((dest.shape[0] * 2, dest.shape[1]), dtype=np.int64)
+        d2[:count] = dest[:count]
+        dest = d2
+        dh2 = np.empty(dest.shape[0], dtype=np.int64)
+        dh2[:count] = dest_h[:count]
+        dest_h = dh2
+    dest[count] = row
+    dest_h[count] = h
+    return dest, dest_h, count + 1
+
+
+MARK = -2  # a thread-list entry that is a finished match (column 1: its end)
+
+
+@njit(cache=True)
+def _search_all(start, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                maxlength, use_within, order0, within, n_regs, hist_label, hist_excl, hist_parent,
+                work, acc_end, acc_h):
+    """ALL MATCHES from ``start``: every label assignment once, most preferred first, as
+    (end, history node) in acc_end/acc_h; returns the count and the (grown) arrays. As in
+    runtime.vm: threads differ by history (identical label paths share one node), and a
+    finished match keeps its place in the thread list, so the order is preference order."""
+    cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs = work
+    n_hist = 0
+    init = scratch[2]
+    init[:] = -1
+    init[0] = 0
+    init[1] = 0
+    cur, cur_h, ncur, stack, stack_h = _closure(init, -1, start, cur, cur_h, 0, stack, stack_h,
+                                                op_, a_, b_, n, True, 0, n_regs, scratch[0], True)
+    stats[2] += 1
+    pos = start
+    while True:
+        stats[1] += ncur
+        extend = pos < n
+        if maxlength >= 0 and pos - start + 1 > maxlength:
+            extend = False
+        elif extend and use_within and abs(order0[pos] - order0[start]) > within:
+            extend = False
+        nn = 0
+        live = False
+        step_first = n_hist
+        for i in range(ncur):
+            pc = cur[i, 0]
+            if pc == MARK or op_[pc] == ACCEPT:
+                nxt, nxt_h, nn = _push(nxt, nxt_h, nn, cur[i], cur_h[i])
+                if pc != MARK:
+                    nxt[nn - 1, 0] = MARK
+                    nxt[nn - 1, 1] = pos
+                continue
+            if not extend:
+                continue
+            label = a_[pc]
+            if not _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float,
+                          cols, valid, n, n_regs, regs):
+                continue
+            flag = 1 if cur[i, 1] > 0 else 0
+            parent = cur_h[i]
+            h = -1
+            for x in range(step_first, n_hist):
+                if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
+                    h = x
+                    break
+            if h < 0:
+                if n_hist >= hist_label.shape[0]:
+                    hist_label = _grow(hist_label, n_hist + 1)
+                    hist_excl = _grow(hist_excl, n_hist + 1)
+                    hist_parent = _grow(hist_parent, n_hist + 1)
+                hist_label[n_hist] = label
+                hist_excl[n_hist] = flag
+                hist_parent[n_hist] = parent
+                h = n_hist
+                n_hist += 1
+            t = scratch[1]
+            t[:] = cur[i]
+            t[0] = pc + 1
+            for r in range(n_regs):
+                t[2 + r] = regs[r]
+            live = True
+            nxt, nxt_h, nn, stack, stack_h = _closure(t, h, pos + 1, nxt, nxt_h, nn, stack, stack_h,
+                                                      op_, a_, b_, n, True, 0, n_regs, scratch[0], True)
+        if not live:
+            k = 0
+            for i in range(nn):
+                if nxt[i, 0] == MARK:
+                    if k >= acc_end.shape[0]:
+                        acc_end = _grow(acc_end, k + 1)
+                        acc_h = _grow(acc_h, k + 1)
+                    acc_end[k] = nxt[i, 1]
+                    acc_h[k] = nxt_h[i]
+                    k += 1
+            return k, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h
+        tmp = cur
+        cur = nxt
+        nxt = tmp
+        tmph = cur_h
+        cur_h = nxt_h
+        nxt_h = tmph
+        ncur = nn
+        if ncur > stats[0]:
+            stats[0] = ncur
+        pos += 1
+
+
+@njit(cache=True)
 def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, masks, reg_member,
            reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
            n_regs, n_slots, first_ok, stats):
@@ -326,6 +462,25 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
     work = _work(n_regs, n_slots, stats)
     covered = -1
     pos = 0
+    if skip_mode == 4:  # ALL MATCHES: every match from every row
+        acc_end = np.empty(16, dtype=np.int64)
+        acc_h = np.empty(16, dtype=np.int64)
+        for pos in range(n):
+            k = 0
+            if first_ok[pos]:
+                k, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_all(
+                    pos, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                    maxlength, use_within, order0, within, n_regs, hist_label, hist_excl, hist_parent,
+                    work, acc_end, acc_h)
+            for j in range(k):
+                starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos,
+                                                               acc_end[j], acc_h[j], hist_label, hist_excl,
+                                                               hist_parent)
+                if acc_end[j] - 1 > covered:
+                    covered = acc_end[j] - 1
+            if k == 0 and want_unmatched and pos > covered:
+                unmatched[pos] = True
+        return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
     while pos < n:
         if matchregex:
             best_s = -1
@@ -373,20 +528,9 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                 continue
             s = pos
         # record the match
-        if nm >= starts.shape[0]:
-            starts = _grow(starts, nm + 1)
-            ends = _grow(ends, nm + 1)
-        if nm + 1 >= offs.shape[0]:
-            offs = _grow(offs, nm + 2)
+        starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, s, e, h,
+                                                       hist_label, hist_excl, hist_parent)
         length = e - s
-        if offs[nm] + length >= labels.shape[0]:
-            labels = _grow(labels, offs[nm] + length + 1)
-            excl = _grow(excl, offs[nm] + length + 1)
-        _read_labels(h, hist_label, hist_excl, hist_parent, labels, excl, offs[nm])
-        starts[nm] = s
-        ends[nm] = e
-        offs[nm + 1] = offs[nm] + length
-        nm += 1
         if matchregex:
             pos = e if e > s else s + 1
             continue
