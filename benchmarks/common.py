@@ -32,3 +32,13 @@ def run_workers(module: str, masters: tuple[str, ...], *args: str) -> list[dict]
             print(proc.stderr[-3000:], file=sys.stderr)
             raise SystemExit(proc.returncode)
     return results
+
+
+def peak_memory_mb() -> float:
+    """The most resident memory this process or any finished child (the Spark workers this
+    benchmark ran, with their JVMs) held, in MB."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) / 1024

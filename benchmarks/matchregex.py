@@ -10,7 +10,8 @@ import json
 import pathlib
 import time
 
-from benchmarks.common import report, run_workers
+from benchmarks.common import peak_memory_mb, report, run_workers
+from sparkcep.api import run_local
 from sparkcep.workloads import matchregex
 
 
@@ -64,14 +65,17 @@ def main() -> None:
     sparkcep.match_recognize(trades.head(2000), matchregex.query("finance1"), mode="matchregex")  # warm up
     results = []
     for name in matchregex.NAMES:
+        stats: dict = {}
         t0 = time.perf_counter()
-        k = len(sparkcep.match_recognize(trades, matchregex.query(name), mode="matchregex"))
+        k = len(run_local(trades, matchregex.query(name), "matchregex", stats=stats))
         dt = time.perf_counter() - t0
         results.append({"width": "engine", "query": name, "rows": len(trades), "matches": k, "seconds": dt,
-                        "events_per_second": len(trades) / dt})
+                        "events_per_second": len(trades) / dt, "matcher": stats.get("matcher"),
+                        "peak_live_runs": stats.get("peak_threads")})
         print(f"  {'engine':9} {name}: {k:6,d} matches {len(trades) / dt:10,.0f} events/s  ({k / len(trades):.2%} selectivity)", flush=True)
     results += run_workers("benchmarks.matchregex", ("local[1]", "local[2]"), str(source))
-    (out / "matchregex.json").write_text(json.dumps({"rows": args.rows, "results": results}, indent=2))
+    peak = peak_memory_mb()
+    (out / "matchregex.json").write_text(json.dumps({"rows": args.rows, "peak_rss_mb": peak, "results": results}, indent=2))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -89,7 +93,9 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(out / "matchregex.png", dpi=100)
     eng = {r["query"]: r["events_per_second"] for r in results if r["width"] == "engine"}
-    print("matchregex: engine " + ", ".join(f"{q} {v:,.0f} ev/s" for q, v in eng.items()) + f"; JSON and PNG in {out}/")
+    live = max((r["peak_live_runs"] or 0) for r in results if r["width"] == "engine")
+    print("matchregex: engine " + ", ".join(f"{q} {v:,.0f} ev/s" for q, v in eng.items())
+          + f"; at most {live} live runs; peak memory {peak:.0f} MB; JSON and PNG in {out}/")
 
 
 if __name__ == "__main__":

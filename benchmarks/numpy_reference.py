@@ -13,6 +13,8 @@ import time
 import numpy as np
 
 import sparkcep
+from benchmarks.common import peak_memory_mb
+from sparkcep.api import run_local
 from sparkcep.workloads import rip
 from sparkcep.workloads.stock import stock_trades
 
@@ -62,14 +64,17 @@ def main() -> None:
 
     for name, bands in BANDS.items():
         ref, ref_s = best_of_3(lambda bands=bands: numpy_matches(price, bands))
-        ours, ours_s = best_of_3(lambda name=name: len(sparkcep.match_recognize(df, rip.query(name))))
+        stats: dict = {}
+        ours, ours_s = best_of_3(lambda name=name, stats=stats: len(run_local(df, rip.query(name), stats=stats)))
         results.append({"query": name, "rows": args.rows, "numpy_seconds": ref_s, "sparkcep_seconds": ours_s,
-                        "numpy_matches": ref, "sparkcep_matches": ours, "ratio": ours_s / ref_s})
+                        "numpy_matches": ref, "sparkcep_matches": ours, "ratio": ours_s / ref_s,
+                        "sparkcep_matcher": stats.get("matcher"), "sparkcep_peak_live_runs": stats.get("peak_threads")})
         print(f"  {name}: numpy {ref_s * 1000:7.1f} ms, sparkcep {ours_s * 1000:7.1f} ms ({ours_s / ref_s:.1f}x), "
               f"matches {ref} / {ours}{'' if ref == ours else '  DIFFER'}", flush=True)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "numpy_reference.json").write_text(json.dumps(results, indent=2))
+    peak = peak_memory_mb()
+    (out / "numpy_reference.json").write_text(json.dumps({"peak_rss_mb": peak, "results": results}, indent=2))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -86,7 +91,8 @@ def main() -> None:
     fig.tight_layout()
     fig.savefig(out / "numpy_reference.png", dpi=100)
     print("numpy_reference: " + ", ".join(f"{r['query']} {r['ratio']:.1f}x the numpy time" for r in results)
-          + f"; JSON and PNG in {out}/")
+          + f" ({', '.join(sorted({str(r['sparkcep_matcher']) for r in results}))}, no live runs); "
+          f"peak memory {peak:.0f} MB; JSON and PNG in {out}/")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import time
 import pandas as pd
 
 import sparkcep
+from benchmarks.common import peak_memory_mb
+from sparkcep.api import run_local
 from sparkcep.workloads import rip
 from sparkcep.workloads.stock import stock_trades
 
@@ -40,10 +42,12 @@ def main() -> None:
     results = []
     for name in rip.NAMES:
         text = rip.query(name, measures="FIRST(tradeId) AS first_trade")
+        stats: dict = {}
         t0 = time.perf_counter()
-        ours = sparkcep.match_recognize(df, text)
+        ours = run_local(df, text, stats=stats)  # what sparkcep.match_recognize runs
         ours_s = time.perf_counter() - t0
-        entry = {"query": name, "rows": args.rows, "sparkcep_seconds": ours_s, "sparkcep_matches": len(ours)}
+        entry = {"query": name, "rows": args.rows, "sparkcep_seconds": ours_s, "sparkcep_matches": len(ours),
+                 "sparkcep_matcher": stats.get("matcher"), "sparkcep_peak_live_runs": stats.get("peak_threads")}
         try:
             t0 = time.perf_counter()
             theirs = peer(peer_sql(name), df.copy())
@@ -61,14 +65,17 @@ def main() -> None:
             print(f"  {name:>3}: peer failed: {entry['peer_error']}", flush=True)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "peers.json").write_text(json.dumps({"rows": args.rows, "results": results}, indent=2))
+    peak = peak_memory_mb()
+    (out / "peers.json").write_text(json.dumps({"rows": args.rows, "peak_rss_mb": peak, "results": results}, indent=2))
     ran = [r for r in results if "speedup" in r]
     _plot(ran, out / "peers.png")
     if ran:
         worst = min(ran, key=lambda r: r["speedup"])
         equal = sum(r["equal_counts"] for r in ran)
         print(f"peers: {len(ran)} of {len(results)} queries ran on both, {equal} with equal match counts; "
-              f"sparkcep faster by {worst['speedup']:.0f}x at least ({worst['query']}); JSON and PNG in {out}/")
+              f"sparkcep faster by {worst['speedup']:.0f}x at least ({worst['query']}); at most "
+              f"{max((r['sparkcep_peak_live_runs'] or 0) for r in ran)} live runs; peak memory {peak:.0f} MB; "
+              f"JSON and PNG in {out}/")
 
 
 def _plot(ran, path) -> None:

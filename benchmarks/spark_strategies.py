@@ -13,7 +13,8 @@ import json
 import pathlib
 import time
 
-from benchmarks.common import report, run_workers
+from benchmarks.common import peak_memory_mb, report, run_workers
+from sparkcep.api import run_local
 
 QUERIES = ("Q1", "Q7", "Q11")
 STRATEGIES = ("sequential", "partition", "runs", "rr")
@@ -71,16 +72,17 @@ def worker(master: str, plain: str, keyed: str, batch: int) -> list[dict]:
 def local_engine(plain: str, keyed: str) -> list[dict]:
     import pandas as pd
 
-    import sparkcep
 
     out = []
     for name in QUERIES:
         pdf = pd.read_parquet(plain)
+        stats: dict = {}
         t0 = time.perf_counter()
-        matches = len(sparkcep.match_recognize(pdf, _query(name, False)))
+        matches = len(run_local(pdf, _query(name, False), stats=stats))
         dt = time.perf_counter() - t0
         out.append({"master": "local engine", "query": name, "strategy": "sequential", "rows": len(pdf),
-                    "matches": matches, "seconds": dt, "events_per_second": len(pdf) / dt})
+                    "matches": matches, "seconds": dt, "events_per_second": len(pdf) / dt,
+                    "matcher": stats.get("matcher"), "peak_live_runs": stats.get("peak_threads")})
         print(f"  {'engine':9} {name:>3} {'no Spark':>10}: {matches:7,d} matches  {len(pdf) / dt:10,.0f} events/s  ({dt:.1f} s)", flush=True)
     return out
 
@@ -111,14 +113,18 @@ def main() -> None:
             speedups[f"{name}/{strategy}"] = one["seconds"] / two["seconds"]
     engine = {r["query"]: r["seconds"] for r in results if r["master"] == "local engine"}
     overhead = {f"{r['query']}/{r['strategy']}": r["seconds"] / engine[r["query"]] for r in results if r["master"] == "local[2]"}
-    (out / "spark_strategies.json").write_text(json.dumps({"rows": args.rows, "batch": batch, "results": results,
+    peak = peak_memory_mb()
+    live = max((r.get("peak_live_runs") or 0) for r in results if r["master"] == "local engine")
+    (out / "spark_strategies.json").write_text(json.dumps({"rows": args.rows, "batch": batch, "peak_rss_mb": peak,
+                                                           "results": results,
                                                            "speedup_local2_over_local1": speedups,
                                                            "local2_time_over_engine_time": overhead}, indent=2))
     _plot(results, out / "spark_strategies.png")
     best = max(speedups.items(), key=lambda kv: kv[1])
     print(f"spark_strategies: {args.rows:,} events; speedup local[2]/local[1] "
           + ", ".join(f"{k} {v:.2f}x" for k, v in speedups.items() if k.split("/")[1] in ("runs", "partition"))
-          + f"; best {best[0]} {best[1]:.2f}x; JSON and PNG in {out}/")
+          + f"; best {best[0]} {best[1]:.2f}x; engine at most {live} live runs; peak memory (largest process) "
+          f"{peak:.0f} MB; JSON and PNG in {out}/")
 
 
 def _plot(results: list[dict], path: pathlib.Path) -> None:
