@@ -66,7 +66,7 @@ PC, LAB, LAST, NAV, AGGS, SLOTS, EXCL, PEND, HIST, FRESH = range(10)
 # PC: continuation; LAB/LAST: label and row of the last selected row (-1: none yet);
 # SLOTS: per loop slot, True while the current optional iteration has selected nothing;
 # EXCL: exclusion depth; PEND: negated labels to check at the next selected row;
-# HIST: (row, label, excluded, previous) linked list, or for all_matches a buffer entry list;
+# HIST: (row, label, excluded, previous) linked list (all_matches keeps rows in its buffer instead);
 # FRESH: the run selected the previous row (only then may its ACCEPT fire).
 
 
@@ -87,15 +87,23 @@ class NFAbMatcher(Matcher):
         self.rows_read = 0
         self.initial_slots = (False,) * plan.program.slots
         self._reads_start = any(dp.track < 0 for dp in plan.define_pointers)
+        # Without anchors a closure depends on the run's place alone: computed once each.
+        anchored = any(i.op in (ASSERT_START, ASSERT_END) for i in plan.program.instructions)
+        self._closures: dict | None = None if anchored else {}
 
     # ------------------------------------------------------------ transitions
     def closure(self, run: tuple, pos: int, part: PartitionData) -> list[tuple]:
         """The places ``run`` can go at row ``pos`` without selecting a row, in preference
         order: ("accept",) or (pc of a MATCH, slots, excl, pending)."""
+        start_item = (run[PC], run[SLOTS], run[EXCL], run[PEND])
+        if self._closures is not None:
+            got = self._closures.get(start_item)
+            if got is not None:
+                return got
         code = self.code
         out: list[tuple] = []
         seen: set = set()
-        stack = [(run[PC], run[SLOTS], run[EXCL], run[PEND])]
+        stack = [start_item]
         n = part.n if part.complete else -1
         while stack:
             item = stack.pop()
@@ -130,6 +138,8 @@ class NFAbMatcher(Matcher):
             elif op == ASSERT_END:
                 if pos == n:
                     stack.append((pc + 1, slots, excl, pend))
+        if self._closures is not None:
+            self._closures[start_item] = out
         return out
 
     def home_end(self, run: tuple, items: list[tuple]) -> int:
@@ -222,12 +232,11 @@ class NFAbMatcher(Matcher):
     def earliest(self, part: PartitionData, start: int):  # pragma: no cover - analyzer forbids it
         raise QueryError("NOT_SUPPORTED", "the matchregex mode cannot be combined with EVENT SELECTION")
 
-    def _key(self, run: tuple, with_history: bool) -> tuple:
+    def _key(self, run: tuple) -> tuple:
+        """Runs of one start row with this key have the same future: the first is kept."""
         key = (run[PC], run[LAB], run[NAV], run[AGGS], run[SLOTS], run[EXCL], run[FRESH])
-        if self.selection == "STRICT":
+        if self.selection == "STRICT" or self.plan.query.negated:
             key += (run[LAST],)
-        if with_history:
-            key += (id(run[HIST]),)
         return key
 
     def _step(self, run: tuple, pos: int, part: PartitionData, start: int, masks: list, with_history: bool):
@@ -254,11 +263,11 @@ class NFAbMatcher(Matcher):
                 yield run[:FRESH] + (False,)
 
     def _search(self, part: PartitionData, start: int, how: str):
+        """The preferred match from ``start`` (``how`` is "preferred"; ALL MATCHES goes
+        through all_matches, which knows the preference order of what it finds)."""
         masks, starts = self.prepare(part)
         if starts is not None and start < part.limit and not starts[start]:
-            return [] if how == "all" else None
-        everything = how == "all"
-        found: list[Match] = []
+            return None
         best = None
         runs = [self.initial()]
         pos = start
@@ -269,15 +278,11 @@ class NFAbMatcher(Matcher):
             for run in runs:
                 for nrun in self._step(run, pos, part, start, masks, with_history=True):
                     if nrun[0] is None:
-                        m = self._to_match(start, nrun[1])
-                        if everything:
-                            found.append(m)
-                            continue
                         # Less preferred runs end here; more preferred ones go on and may
                         # replace this match (as in the Pike VM).
-                        best, cut = m, True
+                        best, cut = self._to_match(start, nrun[1]), True
                         break
-                    k = self._key(nrun, everything)
+                    k = self._key(nrun)
                     if k not in seen:
                         seen.add(k)
                         nlist.append(nrun)
@@ -286,7 +291,7 @@ class NFAbMatcher(Matcher):
             self._check_bound(len(nlist), pos)
             runs = nlist
             pos += 1
-        return found if everything else best
+        return best
 
     def _to_match(self, start: int, run: tuple) -> Match:
         rows, labels, excl = [], [], []
@@ -313,8 +318,23 @@ class NFAbMatcher(Matcher):
         out: dict[int, list[Match]] = {}
         runs: list[tuple[tuple, list]] = []  # (run state, members)
         n = part.limit
-        for pos in range(n + 1):
-            if pos < n and (starts is None or starts[pos]):
+        candidates = [r for r in range(n) if starts[r]] if starts is not None else None
+        next_start = 0  # index into candidates
+        pos = -1
+        while pos < n:
+            pos += 1
+            if candidates is not None:
+                if not runs:
+                    # Nothing alive: jump to the next row where a match can start.
+                    if next_start >= len(candidates):
+                        break
+                    pos = max(pos, candidates[next_start])
+                while next_start < len(candidates) and candidates[next_start] < pos:
+                    next_start += 1
+                if next_start < len(candidates) and candidates[next_start] == pos:
+                    runs.append((self.initial(), [((pos,), None, pos)]))
+                    next_start += 1
+            elif pos < n:
                 runs.append((self.initial(), [((pos,), None, pos)]))
             merged: dict[tuple, tuple[tuple, list]] = {}
             order: list[tuple] = []
