@@ -125,11 +125,7 @@ def run(
             else:
                 from sparkcep.spark.batch import match_recognize_spark
 
-                clause = text
-                if re.match(r"\s*(--[^\n]*\n\s*)*PATTERN\s+SEQ\b", text, re.IGNORECASE):
-                    from sparkcep.language.sase import parse_sase
-
-                    clause = parse_sase(text, order_by, type_column or None)
+                clause = _clause(text, order_by, type_column)
                 result = match_recognize_spark(df, clause, strategy=strategy.value, batch=batch, shared=shared,
                                                mode=mode.value, run=run_info)
             result = result.persist()
@@ -148,6 +144,16 @@ def run(
                  ("time", f"{elapsed:.1f} s ({rows_in / max(elapsed, 1e-9):,.0f} rows/s end to end)")]:
         summary.add_row(k, v)
     console.print(summary)
+
+
+def _clause(text: str, order_by: str, type_column: str):
+    """The query as the engine takes it: MATCH_RECOGNIZE text, or a SASE+ query (PATTERN
+    SEQ(...)) parsed into the same syntax tree."""
+    if re.match(r"\s*(--[^\n]*\n\s*)*PATTERN\s+SEQ\b", text, re.IGNORECASE):
+        from sparkcep.language.sase import parse_sase
+
+        return parse_sase(text, order_by, type_column or None)
+    return text
 
 
 def _table(pdf, title: str) -> Table:
@@ -212,6 +218,8 @@ def explain(
     strategy: Strategy = typer.Option(Strategy.auto, "--strategy"),
     batch: int | None = typer.Option(None, "--batch"),
     mode: Mode = typer.Option(Mode.sql, "--mode"),
+    order_by: str = typer.Option("time", "--order-by", help="SASE+ queries: the column that orders events"),
+    type_column: str = typer.Option("event_type", "--type-column", help="SASE+ queries: the event type column ('' for none)"),
 ) -> None:
     """Show how a query is understood, compiled and which strategy runs it."""
     import sparkcep
@@ -220,7 +228,8 @@ def explain(
     try:
         spark = get_session(master)
         df = read_input(spark, input, _format_of(input, input_format))
-        console.print(sparkcep.explain(df, query.read_text(), strategy=strategy.value, batch=batch, mode=mode.value))
+        clause = _clause(query.read_text(), order_by, type_column)
+        console.print(sparkcep.explain(df, clause, strategy=strategy.value, batch=batch, mode=mode.value))
     except SparkCepError as e:
         _fail(str(e))
 

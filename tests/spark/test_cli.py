@@ -80,3 +80,7 @@ def test_run_a_sase_query(workdir):
                              order_by="tradeId", type_column=None)
     assert len(got) == len(expected) > 0
     assert sorted(got.drop_trade) == sorted(expected.drop_trade)
+    r = run_cli("explain", "-q", "rise.sase", "-i", "stock.parquet", "--order-by", "tradeId", "--type-column", "",
+                cwd=workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "pattern: A_1 A_I* B" in r.stdout and "skip till next match" in r.stdout
