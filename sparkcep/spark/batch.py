@@ -178,6 +178,13 @@ def match_recognize_spark(
     if ROW in df.columns or GIDX in df.columns:
         raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
     plan, arrow_schema, spark_schema = compile_for(df, clause, mode)
+    if plan.query.rows_per_match == "ONE":
+        # ONE ROW PER MATCH outputs keys and measures only: ship just the columns the query
+        # reads to the Python workers (the hand-off is most of the cost).
+        used = referenced_columns(plan.query)
+        if len(used) < len(df.columns):
+            df = df.select(*[c for i, c in enumerate(df.columns) if i in used])
+            plan, arrow_schema, spark_schema = compile_for(df, clause, mode)
     from pyspark.sql import functions as F
 
     base = df.withColumn(ROW, F.monotonically_increasing_id())

@@ -145,3 +145,12 @@ def test_event_selection_on_spark(spark, selection):
     with pytest.raises(sparkcep.SparkCepError, match="not supported"):
         sparkcep.match_recognize(df, clause, strategy="runs")
     assert ("sequential" if strict else "partition") in sparkcep.explain(df, clause)
+
+
+def test_one_row_per_match_ships_only_the_columns_it_reads(spark):
+    pdf = pd.DataFrame({"ts": range(300), "k": [i % 4 for i in range(300)], "v": [(i * 13) % 7 for i in range(300)],
+                        "note": [f"row {i}" for i in range(300)], "tags": [[i, i + 1] for i in range(300)]})
+    clause = """PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS t0, COUNT(*) AS n
+        PATTERN (A B+) DEFINE B AS v > PREV(v)"""
+    expected = assert_same(spark, pdf, clause, strategies=("sequential", "partition", "runs"), batch=40)
+    assert sum(expected.values()) > 0
