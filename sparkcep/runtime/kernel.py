@@ -212,12 +212,19 @@ def _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn
 
 
 @njit(cache=True)
-def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
+def _search(start, how, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
             cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
-            n_regs, n_slots, hist_label, hist_excl, hist_parent, work):
-    """The preferred (or earliest-ending) match from ``start``: (end, history node) with end
-    NO_MATCH or UNRESOLVED when there is none; the arena and the work buffers may grow and
-    are returned."""
+            n_regs, n_slots, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
+    """From ``start``: how 0, the preferred match; 1, the most preferred of those that end
+    first (matchregex); 2, every match (ALL MATCHES), each label assignment once, most
+    preferred first. Returns (end or count, history node, the arena, the work buffers,
+    acc_end, acc_h): for 0/1 the end is NO_MATCH or UNRESOLVED when there is none; for 2 the
+    matches are (acc_end[i], acc_h[i]), i < count. The arrays may grow and are returned.
+
+    ALL MATCHES follows runtime.vm: threads differ by history (identical label paths share
+    one node), and a finished match keeps its place in the thread list (as MARK), so the
+    order of the matches is preference order."""
+    every = how == 2
     cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs = work
     n_hist = 0
     init = scratch[2]
@@ -225,7 +232,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
     init[0] = 0
     init[1] = 0
     cur, cur_h, ncur, stack, stack_h = _closure(init, -1, start, cur, cur_h, 0, stack, stack_h,
-                                                op_, a_, b_, n, complete, base, n_regs, scratch[0])
+                                                op_, a_, b_, n, complete, base, n_regs, scratch[0], every)
     if ncur > stats[0]:
         stats[0] = ncur
     pos = start
@@ -234,10 +241,10 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
     stats[2] += 1
     while True:
         stats[1] += ncur
-        if want_earliest:
+        if how == 1:
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
-                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs)
+                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h
         # may the match take row pos?
         extend = 1
         if maxlength >= 0 and pos - start + 1 > maxlength:
@@ -248,8 +255,15 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             extend = 0
         nn = 0
         live = False
+        step_first = n_hist
         for i in range(ncur):
             pc = cur[i, 0]
+            if every and (pc == MARK or op_[pc] == ACCEPT):
+                nxt, nxt_h, nn = _push(nxt, nxt_h, nn, cur[i], cur_h[i])
+                if pc != MARK:
+                    nxt[nn - 1, 0] = MARK
+                    nxt[nn - 1, 1] = pos
+                continue
             if op_[pc] == ACCEPT:
                 best_end = pos
                 best_h = cur_h[i]
@@ -257,21 +271,30 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
             if extend == 0:
                 continue
             if extend == -1:
-                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs)
+                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h
             label = a_[pc]
             if not _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float,
                           cols, valid, n, n_regs, regs):
                 continue
-            # history node
-            if n_hist >= hist_label.shape[0]:
-                hist_label = _grow(hist_label, n_hist + 1)
-                hist_excl = _grow(hist_excl, n_hist + 1)
-                hist_parent = _grow(hist_parent, n_hist + 1)
-            hist_label[n_hist] = label
-            hist_excl[n_hist] = 1 if cur[i, 1] > 0 else 0
-            hist_parent[n_hist] = cur_h[i]
-            h = n_hist
-            n_hist += 1
+            # history node (ALL MATCHES: shared by identical label paths)
+            flag = 1 if cur[i, 1] > 0 else 0
+            parent = cur_h[i]
+            h = -1
+            if every:
+                for x in range(step_first, n_hist):
+                    if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
+                        h = x
+                        break
+            if h < 0:
+                if n_hist >= hist_label.shape[0]:
+                    hist_label = _grow(hist_label, n_hist + 1)
+                    hist_excl = _grow(hist_excl, n_hist + 1)
+                    hist_parent = _grow(hist_parent, n_hist + 1)
+                hist_label[n_hist] = label
+                hist_excl[n_hist] = flag
+                hist_parent[n_hist] = parent
+                h = n_hist
+                n_hist += 1
             t = scratch[1]
             t[:] = cur[i]
             t[0] = pc + 1
@@ -279,9 +302,19 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
                 t[2 + r] = regs[r]
             live = True
             nxt, nxt_h, nn, stack, stack_h = _closure(t, h, pos + 1, nxt, nxt_h, nn, stack, stack_h,
-                                                      op_, a_, b_, n, complete, base, n_regs, scratch[0])
+                                                      op_, a_, b_, n, complete, base, n_regs, scratch[0], every)
         if not live:
-            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs)
+            if every:
+                best_end = 0
+                for i in range(nn):
+                    if nxt[i, 0] == MARK:
+                        if best_end >= acc_end.shape[0]:
+                            acc_end = _grow(acc_end, best_end + 1)
+                            acc_h = _grow(acc_h, best_end + 1)
+                        acc_end[best_end] = nxt[i, 1]
+                        acc_h[best_end] = nxt_h[i]
+                        best_end += 1
+            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h
         # swap
         tmp = cur
         cur = nxt
@@ -293,7 +326,7 @@ def _search(start, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn
         if ncur > stats[0]:
             stats[0] = ncur
         pos += 1
-    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs)  # pragma: no cover
+    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h  # pragma: no cover
 
 
 @njit(cache=True)
@@ -348,97 +381,7 @@ def _push(dest, dest_h, count, row, h):
     return dest, dest_h, count + 1
 
 
-MARK = -2  # a thread-list entry that is a finished match (column 1: its end)
-
-
-@njit(cache=True)
-def _search_all(start, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
-                maxlength, use_within, order0, within, n_regs, hist_label, hist_excl, hist_parent,
-                work, acc_end, acc_h):
-    """ALL MATCHES from ``start``: every label assignment once, most preferred first, as
-    (end, history node) in acc_end/acc_h; returns the count and the (grown) arrays. As in
-    runtime.vm: threads differ by history (identical label paths share one node), and a
-    finished match keeps its place in the thread list, so the order is preference order."""
-    cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs = work
-    n_hist = 0
-    init = scratch[2]
-    init[:] = -1
-    init[0] = 0
-    init[1] = 0
-    cur, cur_h, ncur, stack, stack_h = _closure(init, -1, start, cur, cur_h, 0, stack, stack_h,
-                                                op_, a_, b_, n, True, 0, n_regs, scratch[0], True)
-    stats[2] += 1
-    pos = start
-    while True:
-        stats[1] += ncur
-        extend = pos < n
-        if maxlength >= 0 and pos - start + 1 > maxlength:
-            extend = False
-        elif extend and use_within and abs(order0[pos] - order0[start]) > within:
-            extend = False
-        nn = 0
-        live = False
-        step_first = n_hist
-        for i in range(ncur):
-            pc = cur[i, 0]
-            if pc == MARK or op_[pc] == ACCEPT:
-                nxt, nxt_h, nn = _push(nxt, nxt_h, nn, cur[i], cur_h[i])
-                if pc != MARK:
-                    nxt[nn - 1, 0] = MARK
-                    nxt[nn - 1, 1] = pos
-                continue
-            if not extend:
-                continue
-            label = a_[pc]
-            if not _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float,
-                          cols, valid, n, n_regs, regs):
-                continue
-            flag = 1 if cur[i, 1] > 0 else 0
-            parent = cur_h[i]
-            h = -1
-            for x in range(step_first, n_hist):
-                if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
-                    h = x
-                    break
-            if h < 0:
-                if n_hist >= hist_label.shape[0]:
-                    hist_label = _grow(hist_label, n_hist + 1)
-                    hist_excl = _grow(hist_excl, n_hist + 1)
-                    hist_parent = _grow(hist_parent, n_hist + 1)
-                hist_label[n_hist] = label
-                hist_excl[n_hist] = flag
-                hist_parent[n_hist] = parent
-                h = n_hist
-                n_hist += 1
-            t = scratch[1]
-            t[:] = cur[i]
-            t[0] = pc + 1
-            for r in range(n_regs):
-                t[2 + r] = regs[r]
-            live = True
-            nxt, nxt_h, nn, stack, stack_h = _closure(t, h, pos + 1, nxt, nxt_h, nn, stack, stack_h,
-                                                      op_, a_, b_, n, True, 0, n_regs, scratch[0], True)
-        if not live:
-            k = 0
-            for i in range(nn):
-                if nxt[i, 0] == MARK:
-                    if k >= acc_end.shape[0]:
-                        acc_end = _grow(acc_end, k + 1)
-                        acc_h = _grow(acc_h, k + 1)
-                    acc_end[k] = nxt[i, 1]
-                    acc_h[k] = nxt_h[i]
-                    k += 1
-            return k, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h
-        tmp = cur
-        cur = nxt
-        nxt = tmp
-        tmph = cur_h
-        cur_h = nxt_h
-        nxt_h = tmph
-        ncur = nn
-        if ncur > stats[0]:
-            stats[0] = ncur
-        pos += 1
+MARK = -2  # ALL MATCHES: a thread-list entry that is a finished match (column 1: its end)
 
 
 @njit(cache=True)
@@ -460,18 +403,18 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
     hist_excl = np.empty(256, dtype=np.int64)
     hist_parent = np.empty(256, dtype=np.int64)
     work = _work(n_regs, n_slots, stats)
+    acc_end = np.empty(16, dtype=np.int64)
+    acc_h = np.empty(16, dtype=np.int64)
     covered = -1
     pos = 0
     if skip_mode == 4:  # ALL MATCHES: every match from every row
-        acc_end = np.empty(16, dtype=np.int64)
-        acc_h = np.empty(16, dtype=np.int64)
         for pos in range(n):
             k = 0
             if first_ok[pos]:
-                k, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_all(
-                    pos, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
-                    maxlength, use_within, order0, within, n_regs, hist_label, hist_excl, hist_parent,
-                    work, acc_end, acc_h)
+                k, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
+                    pos, 2, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                    n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
+                    hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
             for j in range(k):
                 starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos,
                                                                acc_end[j], acc_h[j], hist_label, hist_excl,
@@ -490,10 +433,10 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                 if not first_ok[s]:
                     s += 1
                     continue
-                e, h, hist_label, hist_excl, hist_parent, work = _search(
-                    s, True, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
+                    s, 1, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                     n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                    hist_label, hist_excl, hist_parent, work)
+                    hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
                 if e >= 0 and (best_s < 0 or e - 1 < best_e - 1):
                     best_s, best_e = s, e
                 s += 1
@@ -506,10 +449,10 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                 for r in range(pos, best_s):
                     unmatched[r] = True
             # search the chosen start again: later searches reused the history arena
-            e, h, hist_label, hist_excl, hist_parent, work = _search(
-                best_s, True, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+            e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
+                best_s, 1, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                 n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                hist_label, hist_excl, hist_parent, work)
+                hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
             s = best_s
         else:
             if not first_ok[pos]:
@@ -517,10 +460,10 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                     unmatched[pos] = True
                 pos += 1
                 continue
-            e, h, hist_label, hist_excl, hist_parent, work = _search(
-                pos, False, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+            e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
+                pos, 0, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                 n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                hist_label, hist_excl, hist_parent, work)
+                hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
             if e < 0:
                 if want_unmatched and pos > covered:
                     unmatched[pos] = True
@@ -573,16 +516,18 @@ def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_f
     hist_excl = np.empty(256, dtype=np.int64)
     hist_parent = np.empty(256, dtype=np.int64)
     work = _work(n_regs, n_slots, stats)
+    acc_end = np.empty(1, dtype=np.int64)  # unused: candidates never asks for ALL MATCHES
+    acc_h = np.empty(1, dtype=np.int64)
     for i in range(m):
         s = first + i
         if s < limit and not first_ok[s]:
             ends[i] = NO_MATCH
             offs[i + 1] = offs[i]
             continue
-        e, h, hist_label, hist_excl, hist_parent, work = _search(
-            s, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+        e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
+            s, 1 if want_earliest else 0, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
             limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
-            hist_label, hist_excl, hist_parent, work)
+            hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
         ends[i] = e
         length = e - s if e >= 0 else 0
         if offs[i] + length >= labels.shape[0]:

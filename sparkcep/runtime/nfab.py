@@ -193,15 +193,10 @@ class NFAbMatcher(Matcher):
         return False
 
     def can_extend(self, part: PartitionData, start: int, pos: int) -> bool:
-        if pos >= part.limit:
-            if not part.complete:
-                raise QueryError("NOT_SUPPORTED", "EVENT SELECTION and negation need whole partitions (not the runs strategy)")
-            return False
-        if self.maxlength is not None and pos - start + 1 > self.maxlength:
-            return False
-        if self.within is not None and abs(part.order0[pos] - part.order0[start]) > self.within:
-            return False
-        return True
+        ok = self._can_extend(part, start, pos)
+        if ok is None:
+            raise QueryError("NOT_SUPPORTED", "EVENT SELECTION and negation need whole partitions (not the runs strategy)")
+        return ok
 
     def initial(self) -> tuple:
         return (0, -1, -1, self.initial_nav, self.initial_aggs, self.initial_slots, 0, (), None, True)
