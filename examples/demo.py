@@ -1,6 +1,7 @@
 """The demo job, on Spark local: RIP's head-and-shoulders query (Q1) over a generated
-StockTrade stream and MatchRegex's M-shape (finance1) over a trade stream with 390 symbols.
-Writes Parquet, prints the first matches and saves a chart with matches marked."""
+StockTrade stream, MatchRegex's M-shape (finance1) over a trade stream with 390 symbols, and a
+SASE-style rising trend that skips the dips (EVENT SELECTION SKIP TILL NEXT MATCH) on the same
+trades. Writes Parquet, prints the first matches and saves a chart with matches marked."""
 
 from __future__ import annotations
 
@@ -18,6 +19,16 @@ from sparkcep.workloads.files import write_parquet
 from sparkcep.workloads.stock import stock_trades, trade_stream
 
 console = Console()
+
+# At least six rising trades per symbol, skipping the trades in between that do not rise (SASE's
+# skip till next match), then a trade 0.5 % below the top, within 300 trades of the symbol.
+TREND = """PARTITION BY symbol ORDER BY seq
+MEASURES FIRST(A.seq) AS first_seq, LAST(A.seq) AS top_seq, B.seq AS last_seq,
+         COUNT(A.*) AS rises, FIRST(A.price) AS low, LAST(A.price) AS top, B.price AS drop_price
+EVENT SELECTION SKIP TILL NEXT MATCH
+PATTERN (A{6,} B) MAXLENGTH 300
+DEFINE A AS COUNT(A.*) = 1 OR A.price > LAST(A.price, 1),
+       B AS B.price < 0.995 * LAST(A.price)"""
 
 
 def _show(pdf, title: str, n: int = 8) -> None:
@@ -60,6 +71,8 @@ def main() -> int:
                    "C.price AS left_shoulder, G.price AS head, K.price AS right_shoulder, LAST(M.price) AS reversal"),
          "sql"),
         ("MatchRegex finance1 M-shape", trades_path, out / "finance1_matches", matchregex.query("finance1"), "matchregex"),
+        ("Rising trend despite dips, then a drop (skip till next match)", trades_path, out / "trend_matches",
+         TREND, "sql"),
     ]
     results = {}
     for title, src, dst, clause, mode in jobs:
@@ -78,18 +91,19 @@ def main() -> int:
         results[title] = matches
 
     chart = out / "matches.png"
-    _chart(stock, results["RIP Q1 head and shoulders"], trades, results["MatchRegex finance1 M-shape"], chart)
+    _chart(stock, results["RIP Q1 head and shoulders"], trades, results["MatchRegex finance1 M-shape"],
+           results["Rising trend despite dips, then a drop (skip till next match)"], chart)
     console.print(f"\nchart of prices with matches marked: {chart}")
     return 0
 
 
-def _chart(stock, q1, trades, m_shapes, path: pathlib.Path) -> None:
+def _chart(stock, q1, trades, m_shapes, trends, path: pathlib.Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(12, 7))
+    fig, (top, bottom, third) = plt.subplots(3, 1, figsize=(12, 10))
     if len(q1):
         first = int(q1.start_trade.iloc[0])
         lo, hi = max(1, first - 40), first + 160
@@ -116,6 +130,20 @@ def _chart(stock, q1, trades, m_shapes, path: pathlib.Path) -> None:
         bottom.set_title(f"MatchRegex finance1 M-shape, symbol {sym} (matches shaded)")
     bottom.set_xlabel("seq")
     bottom.set_ylabel("price")
+
+    if len(trends):
+        sym = trends.symbol.value_counts().index[0]
+        series = trades[trades.symbol == sym].reset_index(drop=True)
+        ts = trends[trends.symbol == sym]
+        span = series[series.seq <= int(ts.last_seq.iloc[min(len(ts) - 1, 3)]) + 200]
+        third.plot(span.seq, span.price, lw=0.8, color="#333")
+        for r in ts.itertuples():
+            if r.last_seq <= span.seq.max():
+                third.axvspan(r.first_seq, r.last_seq, color="tab:green", alpha=0.3)
+                third.plot([r.top_seq, r.last_seq], [r.top, r.drop_price], "v", color="tab:red", ms=5)
+        third.set_title(f"Rising trend despite dips, then a drop (SKIP TILL NEXT MATCH), symbol {sym}")
+    third.set_xlabel("seq")
+    third.set_ylabel("price")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

@@ -20,14 +20,14 @@ edge):
 
 A match starts with a selected row (runs are not born ignoring). Preference: a run's
 successors come in the order of the MATCH instructions they take (the pattern's own
-preference), the ignoring run right after its last home variable; this orders SQL's
-preferred match and ALL ROWS PER MATCH output. ``!X`` (runtime op NEGATE) makes the run
+preference), and the run that ignores the row after all of them, so the earliest next row is
+preferred (skip till *next* match); this orders SQL's preferred match and ALL MATCHES. ``!X`` (runtime op NEGATE) makes the run
 check, when it selects its next row, that no row it skipped since its last selected row
 satisfies X.
 
 Three algorithms share the transition code:
-- ``NFAbMatcher.preferred``/``all``: the runs of one start row, breadth first (SQL output
-  modes: one start row after another, as runtime.engine asks).
+- ``NFAbMatcher.preferred``: the runs of one start row, breadth first (SQL output modes:
+  one start row after another, as runtime.engine asks).
 - ``NFAbMatcher.all_matches``: ALL MATCHES for a whole partition in one pass, runs of every
   start row together, matches kept in a shared versioned buffer (SASE 4.1) and, with
   ``merge=True``, equivalent runs merged (SASE 4.2.2).
@@ -142,15 +142,14 @@ class NFAbMatcher(Matcher):
             self._closures[start_item] = out
         return out
 
-    def home_end(self, run: tuple, items: list[tuple]) -> int:
-        """Index of the last home MATCH in ``items`` (where the ignoring run goes), or -1."""
+    def home(self, run: tuple, items: list[tuple]) -> tuple[frozenset[int], int]:
+        """(indexes of the home MATCHes in ``items``, index of the last MATCH — where the
+        run that ignores the row ranks — or -1)."""
         code = self.code
         lab = run[LAB]
-        same = [i for i, it in enumerate(items) if len(it) > 1 and code[it[0]][1] == lab]
-        if same:
-            return same[-1]
         tests = [i for i, it in enumerate(items) if len(it) > 1]
-        return tests[-1] if tests else -1
+        same = [i for i in tests if code[items[i][0]][1] == lab]
+        return frozenset(same or tests), (tests[-1] if tests else -1)
 
     def take(self, run: tuple, item: tuple, pos: int, part: PartitionData, start: int, masks: list):
         """(nav, aggs) after ``run`` selects row ``pos`` through ``item``, or None."""
@@ -240,7 +239,7 @@ class NFAbMatcher(Matcher):
         a caller that stops at a match evaluates nothing less preferred."""
         items = self.closure(run, pos, part)
         extend = self.can_extend(part, start, pos)
-        home_end = self.home_end(run, items)
+        home, last_test = self.home(run, items)
         took_home = False
         for i, item in enumerate(items):
             if len(item) == 1:
@@ -250,11 +249,11 @@ class NFAbMatcher(Matcher):
             if extend:
                 state = self.take(run, item, pos, part, start, masks)
                 if state is not None:
-                    took_home = took_home or i <= home_end
+                    took_home = took_home or i in home
                     label = self.code[item[0]][1]
                     hist = (pos, label, item[2] > 0, run[HIST]) if with_history else None
                     yield self.advanced(item, label, pos, state, hist)
-            if i == home_end and extend and self.ignores(run, took_home):
+            if i == last_test and extend and self.ignores(run, took_home):
                 yield run[:FRESH] + (False,)
 
     def _search(self, part: PartitionData, start: int, how: str):
@@ -337,7 +336,7 @@ class NFAbMatcher(Matcher):
             for run, members in runs:
                 items = self.closure(run, pos, part)
                 live = [m for m in members if pos < n and self.can_extend(part, m[2], pos)]
-                home_end = self.home_end(run, items)
+                home, last_test = self.home(run, items)
                 took_home = False
                 # Outcomes in preference order: a finished match (None, None), a new run
                 # with its buffer entry, or the run itself ignoring the row (run, None).
@@ -353,7 +352,7 @@ class NFAbMatcher(Matcher):
                     if live:
                         state = self.take(run, item, pos, part, start, masks)
                         if state is not None:
-                            took_home = took_home or i <= home_end
+                            took_home = took_home or i in home
                             label = code[item[0]][1]
                             nrun = self.advanced(item, label, pos, state, None)
                             ek = (label, item[2] > 0)
@@ -361,7 +360,7 @@ class NFAbMatcher(Matcher):
                             if entry is None:
                                 entry = entries[ek] = _Entry(pos, label, item[2] > 0)
                             outcomes.append((nrun, entry))
-                    if i == home_end and live and self.ignores(run, took_home):
+                    if i == last_test and live and self.ignores(run, took_home):
                         outcomes.append((run[:FRESH] + (False,), None))
                 # Dewey numbers: a digit per branching, in preference order, so versions
                 # also sort the matches of one start row by preference.

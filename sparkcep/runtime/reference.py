@@ -237,7 +237,8 @@ class SelectionReference:
         last_label = assign[-1][0] if assign else None
         tests = [i for i, p in enumerate(places) if p is not None]
         same = [i for i in tests if code[places[i][0]].a == last_label]
-        home_end = (same or tests or [-1])[-1]
+        home = set(same or tests)  # the variables whose failure lets SKIP TILL NEXT MATCH skip
+        last_test = tests[-1] if tests else -1  # skipping ranks after every way of taking the row
         ok = self._row_ok(part, start, pos)
         took_home = False
         for i, place in enumerate(places):
@@ -252,10 +253,10 @@ class SelectionReference:
                 if adjacent and self._holds(part, start, assign, rows, label, pos) and not any(
                         self._holds(part, start, assign, rows, neg, h)
                         for neg in pend for h in range((rows[-1] + 1) if rows else pos, pos)):
-                    took_home = took_home or i <= home_end
+                    took_home = took_home or i in home
                     yield from self._walk(part, start, pos + 1, mpc + 1, frozenset(), self._depth(mpc),
                                           assign + ((label, excluded),), rows + [pos], True)
-            if i == home_end and ok and rows and (self.sel == "ANY" or (self.sel == "NEXT" and not took_home)):
+            if i == last_test and ok and rows and (self.sel == "ANY" or (self.sel == "NEXT" and not took_home)):
                 yield from self._walk(part, start, pos + 1, pc, empty, excl_depth, assign, rows, False)
 
     def _depth(self, mpc: int) -> int:
