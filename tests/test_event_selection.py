@@ -215,3 +215,12 @@ def test_merging_shares_runs():
     b = run_plan(plan, t, lambda p: basic).to_pylist()
     assert a == b and a
     assert merged.peak_runs <= basic.peak_runs
+
+
+def test_skip_till_next_match_prefers_the_earliest_next_row():
+    # After the rise 1 -> 5, rows 2 and 4 can end the match (C) and no later row rises above
+    # 5: the preferred match ends at the first of them, not at row 4.
+    t = _table(ts=list(range(6)), price=[1, 5, 2, 3, 0, 4])
+    got = _q(t, """ORDER BY ts MEASURES COLLECT(ts) AS rows EVENT SELECTION SKIP TILL NEXT MATCH
+        PATTERN (A B+ C) DEFINE B AS price > LAST(price, 1), C AS price < 3""")
+    assert got == [{"rows": [0, 1, 2]}]
