@@ -43,24 +43,7 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
                 arrays.append(pa.nulls(len(data)))
                 continue
             try:
-                plain = isinstance(col.dtype, np.dtype)  # not a pandas extension type
-                values = col.to_numpy() if plain and col.dtype.kind in "iub" else None
-                if plain and col.dtype.kind == "f":
-                    values = col.to_numpy()
-                    if np.isnan(values).any():
-                        values = None
-                if values is not None:  # plain numpy numbers without NaN: zero-copy
-                    arrays.append(pa.array(values))
-                    continue
-                if plain and col.dtype.kind == "M":
-                    stamps = col.to_numpy()
-                    unit = np.datetime_data(stamps.dtype)[0]
-                    if unit in ("s", "ms", "us", "ns") and not np.isnat(stamps).any():
-                        # naive timestamps without NaT: the int64 ticks, viewed (zero-copy)
-                        arrays.append(pa.array(stamps.view(np.int64)).view(pa.timestamp(unit)))
-                        continue
-                # pandas' NaN in a float column is its missing-value marker: it becomes NULL.
-                arrays.append(pa.array(col, from_pandas=True))
+                arrays.append(_pandas_column(col))
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
                 raise DataError(f"cannot read this column: {e}", column=name) from None
         return pa.Table.from_arrays(arrays, names=list(data.columns)), "pandas"
@@ -73,6 +56,26 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
             raise DataError("column names must be unique", column=dup)
         return data, "arrow"
     raise SparkCepError(f"data must be a pandas DataFrame, a pyarrow Table or a Spark DataFrame, not {type(data).__name__}")
+
+
+def _pandas_column(col) -> pa.Array:
+    """One pandas column as Arrow, as pa.Table.from_pandas would convert it (NaN in a float
+    column is pandas' missing value: NULL), zero-copy where numpy already holds the values."""
+    if isinstance(col.dtype, np.dtype):  # not a pandas extension type
+        kind = col.dtype.kind
+        if kind in "iub":
+            return pa.array(col.to_numpy())
+        if kind == "f":
+            values = col.to_numpy()
+            if not np.isnan(values).any():
+                return pa.array(values)
+        if kind == "M":
+            stamps = col.to_numpy()
+            unit = np.datetime_data(stamps.dtype)[0]
+            if unit in ("s", "ms", "us", "ns") and not np.isnat(stamps).any():
+                # naive timestamps without NaT: their int64 ticks, viewed as timestamps
+                return pa.array(stamps.view(np.int64)).view(pa.timestamp(unit))
+    return pa.array(col, from_pandas=True)
 
 
 def sql_type(t: pa.DataType) -> Type | None:
