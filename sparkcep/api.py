@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import threading
+from collections import OrderedDict
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -10,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcep import functions
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan, build_plan
 from sparkcep.data import (
@@ -50,8 +53,26 @@ def is_spark_dataframe(data: Any) -> bool:
 
 
 def compile_query(clause: Any, table: pa.Table, mode: str = "sql") -> Plan:
-    """Parse, check and plan ``clause`` for the columns of ``table``."""
-    return build_plan(analyze(parse(clause), schema_of(table), mode))
+    """Parse, check and plan ``clause`` for the columns of ``table``. Plans of query texts are
+    cached per column names and types, mode and registered functions (a plan is immutable)."""
+    if not isinstance(clause, str):
+        return build_plan(analyze(parse(clause), schema_of(table), mode))
+    key = (clause, tuple((f.name, str(f.type)) for f in table.schema), mode, functions.registry_version())
+    with _plans_lock:
+        plan = _plans.get(key)
+        if plan is not None:
+            _plans.move_to_end(key)
+            return plan
+    plan = build_plan(analyze(parse(clause), schema_of(table), mode))
+    with _plans_lock:
+        _plans[key] = plan
+        if len(_plans) > 128:
+            _plans.popitem(last=False)
+    return plan
+
+
+_plans: OrderedDict = OrderedDict()
+_plans_lock = threading.Lock()
 
 
 def explain(data: Any, clause: str, **options: Any) -> str:

@@ -180,6 +180,11 @@ _TYPE_NAMES = {
 
 _lock = threading.Lock()
 _USER: dict[str, ScalarFunction] = {}
+_version = 0  # bumped whenever the user registry changes (compiled plans depend on it)
+
+
+def registry_version() -> int:
+    return _version
 
 
 def register_function(name: str, fn: Callable[..., Any], returns: Any, *, deterministic: bool = True,
@@ -208,13 +213,17 @@ def register_function(name: str, fn: Callable[..., Any], returns: Any, *, determ
         rtype = _TYPE_NAMES[returns.lower() if isinstance(returns, str) else returns]
     except (KeyError, TypeError):
         raise SparkCepError(f"register_function: unknown return type {returns!r}") from None
+    global _version
     with _lock:
         _USER[key] = ScalarFunction(key, fn, 0, None, lambda _types, t=rtype: t, null_on_null, True)
+        _version += 1
 
 
 def unregister_function(name: str) -> None:
+    global _version
     with _lock:
         _USER.pop(name.upper(), None)
+        _version += 1
 
 
 def lookup(name: str) -> ScalarFunction | None:

@@ -37,3 +37,26 @@ def test_pandas_text_columns_the_query_does_not_read_are_not_converted():
     with pytest.raises(DataError) as e:
         sparkcep.match_recognize(df, "ORDER BY ts ALL ROWS PER MATCH PATTERN (A) DEFINE A AS p > 1")
     assert e.value.column == "bad"
+
+
+def test_plan_cache_follows_the_function_registry():
+    import pyarrow as pa
+    import pytest
+
+    import sparkcep
+    from sparkcep.api import compile_query
+    from sparkcep.errors import QueryError
+
+    t = pa.table({"ts": [1, 2], "p": [1.0, 2.0]})
+    text = "ORDER BY ts PATTERN (A) DEFINE A AS twice_p(p) > 3"
+    with pytest.raises(QueryError):
+        compile_query(text, t)
+    sparkcep.register_function("twice_p", lambda x: 2 * x, "double")
+    try:
+        plan = compile_query(text, t)
+        assert compile_query(text, t) is plan  # cached
+        assert compile_query(text, pa.table({"ts": [1], "p": [1]})) is not plan  # other column types
+    finally:
+        sparkcep.unregister_function("twice_p")
+    with pytest.raises(QueryError):
+        compile_query(text, t)
