@@ -121,7 +121,7 @@ def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = No
     query = parse(clause)
     names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
     table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
-    plan = compile_query(query, table, mode)
+    plan = compile_query(clause if isinstance(clause, str) else query, table, mode)  # text: cached
     result = run_plan(plan, table, stats=stats)
     return result.to_pandas() if kind == "pandas" else result
 

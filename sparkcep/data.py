@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from sparkcep.analysis.analyzer import Column
 from sparkcep.analysis.bound import AnalyzedQuery, BColumn, SortKey, Type
@@ -228,18 +229,45 @@ def _already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
         if col.null_count:
             return False
         a = col.to_numpy()
-        if pa.types.is_floating(t) and np.isnan(a).any():
-            return False
+        if a.dtype.kind in "mM":
+            a = a.view(np.int64)
+        if ties is None:
+            # The first key in one compiled pass: 0 strictly ordered, 1 ordered with ties,
+            # 2 out of order (or NaN).
+            verdict = _ordered_pass(a, k.descending)
+            if verdict != 1:
+                return verdict == 0
+            first, second = (a[1:], a[:-1]) if k.descending else (a[:-1], a[1:])
+            ties = np.flatnonzero(first == second)
+            continue
         first, second = (a[1:], a[:-1]) if k.descending else (a[:-1], a[1:])
-        if ties is not None:
-            first, second = first[ties], second[ties]
+        first, second = first[ties], second[ties]
+        if pa.types.is_floating(t) and (np.isnan(first).any() or np.isnan(second).any()):
+            return False
         if (first > second).any():
             return False
         same = np.flatnonzero(first == second)
         if not len(same):
             return True
-        ties = same if ties is None else ties[same]
+        ties = ties[same]
     return True
+
+
+@njit(cache=True)
+def _ordered_pass(a, descending):
+    """0: strictly increasing (decreasing), 1: with equal neighbours, 2: neither (or NaN)."""
+    ties = False
+    for i in range(a.shape[0] - 1):
+        x, y = a[i], a[i + 1]
+        if x != x or y != y:
+            return 2
+        if descending:
+            x, y = y, x
+        if x > y:
+            return 2
+        if x == y:
+            ties = True
+    return 1 if ties else 0
 
 
 def _same_key(a: Any, b: Any) -> bool:

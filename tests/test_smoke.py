@@ -60,3 +60,24 @@ def test_plan_cache_follows_the_function_registry():
         sparkcep.unregister_function("twice_p")
     with pytest.raises(QueryError):
         compile_query(text, t)
+
+
+def test_already_ordered_check():
+    import numpy as np
+    import pyarrow as pa
+
+    from sparkcep.analysis.bound import SortKey
+    from sparkcep.data import _already_ordered
+
+    def check(cols, desc=(False, False)):
+        t = pa.table({f"k{i}": pa.array(c) for i, c in enumerate(cols)})
+        return _already_ordered(t, tuple(SortKey(f"k{i}", i, desc[i], False) for i in range(len(cols))))
+
+    assert check([[1, 2, 3]])
+    assert not check([[1, 3, 2]])
+    assert check([[1, 1, 2], [5, 6, 0]])          # the tie is ordered by the second key
+    assert not check([[1, 1, 2], [6, 5, 0]])
+    assert check([[3, 2, 2], [1, 1, 2]], (True, False))
+    assert not check([[1.0, np.nan, 2.0]])
+    assert not check([[1.0, 1.0], [np.nan, 1.0]])
+    assert check([np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[us]")])
