@@ -118,35 +118,37 @@ def _chart(stock, q1, trades, m_shapes, trends, path: pathlib.Path) -> None:
     top.set_xlabel("tradeId")
     top.set_ylabel("price")
 
-    if len(m_shapes):
-        sym = m_shapes.symbol.value_counts().index[0]
-        series = trades[trades.symbol == sym].reset_index(drop=True)
-        ms = m_shapes[m_shapes.symbol == sym]
-        span = series[series.seq <= int(ms.last_seq.iloc[min(len(ms) - 1, 3)]) + 200]
-        bottom.plot(span.seq, span.price, lw=0.8, color="#333")
-        for r in ms.itertuples():
-            if r.first_seq <= span.seq.max():
-                bottom.axvspan(r.first_seq, r.last_seq, color="tab:blue", alpha=0.3)
-        bottom.set_title(f"MatchRegex finance1 M-shape, symbol {sym} (matches shaded)")
+    _symbol_panel(bottom, trades, m_shapes, "tab:blue", "MatchRegex finance1 M-shape, symbol {sym} (matches shaded)")
     bottom.set_xlabel("seq")
     bottom.set_ylabel("price")
 
-    if len(trends):
-        sym = trends.symbol.value_counts().index[0]
-        series = trades[trades.symbol == sym].reset_index(drop=True)
-        ts = trends[trends.symbol == sym]
-        span = series[series.seq <= int(ts.last_seq.iloc[min(len(ts) - 1, 3)]) + 200]
-        third.plot(span.seq, span.price, lw=0.8, color="#333")
-        for r in ts.itertuples():
-            if r.last_seq <= span.seq.max():
-                third.axvspan(r.first_seq, r.last_seq, color="tab:green", alpha=0.3)
-                third.plot([r.top_seq, r.last_seq], [r.top, r.drop_price], "v", color="tab:red", ms=5)
-        third.set_title(f"Rising trend despite dips, then a drop (SKIP TILL NEXT MATCH), symbol {sym}")
+    _symbol_panel(third, trades, trends, "tab:green",
+                  "Rising trend despite dips, then a drop (SKIP TILL NEXT MATCH), symbol {sym}",
+                  marks=("top_seq", "top", "last_seq", "drop_price"))
     third.set_xlabel("seq")
     third.set_ylabel("price")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
+
+
+def _symbol_panel(ax, trades, matches, color: str, title: str, marks=None) -> None:
+    """The price of the symbol with the most matches, its first matches shaded (and, with
+    ``marks``, two points of each match marked)."""
+    if not len(matches):
+        return
+    sym = matches.symbol.value_counts().index[0]
+    series = trades[trades.symbol == sym].reset_index(drop=True)
+    ms = matches[matches.symbol == sym]
+    span = series[series.seq <= int(ms.last_seq.iloc[min(len(ms) - 1, 3)]) + 200]
+    ax.plot(span.seq, span.price, lw=0.8, color="#333")
+    for r in ms.itertuples():
+        if r.last_seq <= span.seq.max():
+            ax.axvspan(r.first_seq, r.last_seq, color=color, alpha=0.3)
+            if marks is not None:
+                x0, y0, x1, y1 = (getattr(r, m) for m in marks)
+                ax.plot([x0, x1], [y0, y1], "v", color="tab:red", ms=5)
+    ax.set_title(title.format(sym=sym))
 
 
 if __name__ == "__main__":

@@ -76,6 +76,21 @@ def _grow(arr, need):
 
 
 @njit(cache=True)
+def _push(dest, dest_h, count, row, h):
+    """Append a thread row to a thread list, growing it if needed."""
+    if count >= dest.shape[0]:
+        d2 = np.empty((dest.shape[0] * 2, dest.shape[1]), dtype=np.int64)
+        d2[:count] = dest[:count]
+        dest = d2
+        dh2 = np.empty(dest.shape[0], dtype=np.int64)
+        dh2[:count] = dest_h[:count]
+        dest_h = dh2
+    dest[count] = row
+    dest_h[count] = h
+    return dest, dest_h, count + 1
+
+
+@njit(cache=True)
 def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, complete, base, n_regs, u,
              by_history=False):
     """Follow epsilon instructions from thread ``t`` (history ``h``) at row ``pos``; append
@@ -111,16 +126,7 @@ def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, com
         if dup:
             continue
         if op == MATCH or op == ACCEPT:
-            if count >= dest.shape[0]:
-                d2 = np.empty((dest.shape[0] * 2, W), dtype=np.int64)
-                d2[:count] = dest[:count]
-                dest = d2
-                dh2 = np.empty(dest.shape[0], dtype=np.int64)
-                dh2[:count] = dest_h[:count]
-                dest_h = dh2
-            dest[count] = u
-            dest_h[count] = uh
-            count += 1
+            dest, dest_h, count = _push(dest, dest_h, count, u, uh)
             continue
         if sp + 2 >= stack.shape[0]:
             s2 = np.empty((stack.shape[0] * 2, W), dtype=np.int64)
@@ -364,21 +370,6 @@ def _record(starts, ends, offs, labels, excl, nm, s, e, h, hist_label, hist_excl
     ends[nm] = e
     offs[nm + 1] = offs[nm] + length
     return starts, ends, offs, labels, excl, nm + 1
-
-
-@njit(cache=True)
-def _push(dest, dest_h, count, row, h):
-    """Append a thread row to a thread list, growing it if needed."""
-    if count >= dest.shape[0]:
-        d2 = np.empty((dest.shape[0] * 2, dest.shape[1]), dtype=np.int64)
-        d2[:count] = dest[:count]
-        dest = d2
-        dh2 = np.empty(dest.shape[0], dtype=np.int64)
-        dh2[:count] = dest_h[:count]
-        dest_h = dh2
-    dest[count] = row
-    dest_h[count] = h
-    return dest, dest_h, count + 1
 
 
 MARK = -2  # ALL MATCHES: a thread-list entry that is a finished match (column 1: its end)
