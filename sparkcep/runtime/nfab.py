@@ -220,8 +220,12 @@ class NFAbMatcher(Matcher):
 
     def all(self, part: PartitionData, start: int):
         # The one-pass search knows the preference order of the matches it finds (their
-        # versions); the breadth-first search only their completion order.
-        return self.all_matches(part).get(start, [])
+        # versions); the breadth-first search only their completion order. One pass per
+        # partition, whichever start rows are asked for.
+        found = part.cache.get("nfab_all")
+        if found is None:
+            found = part.cache["nfab_all"] = self.all_matches(part)
+        return found.get(start, [])
 
     def earliest(self, part: PartitionData, start: int):  # pragma: no cover - analyzer forbids it
         raise QueryError("NOT_SUPPORTED", "the matchregex mode cannot be combined with EVENT SELECTION")
