@@ -2,10 +2,18 @@
 Arrow and Spark tables."""
 
 from sparkcep.api import explain, match_recognize, sase
-from sparkcep.errors import DataError, QueryError, SparkCepError
+from sparkcep.errors import (
+    DataError,
+    ExecutionError,
+    InternalError,
+    QueryError,
+    SparkCepError,
+    guarded,
+)
 from sparkcep.functions import register_function, unregister_function
 
 
+@guarded
 def sql(spark, statement: str, **options):
     """Run ``SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...]`` on Spark."""
     from sparkcep.spark.sql import sql as _sql
@@ -14,6 +22,8 @@ def sql(spark, statement: str, **options):
 
 __all__ = [
     "DataError",
+    "ExecutionError",
+    "InternalError",
     "QueryError",
     "SparkCepError",
     "explain",

@@ -25,7 +25,7 @@ from sparkcep.data import (
     sort_and_partition,
     to_arrow,
 )
-from sparkcep.errors import DataError, SparkCepError
+from sparkcep.errors import DataError, SparkCepError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
 from sparkcep.runtime import columnar as columnar_measures
@@ -37,6 +37,7 @@ from sparkcep.runtime.vm import Matcher, PartitionData
 _OPTIONS = {"mode", "strategy", "batch", "shared"}
 
 
+@guarded
 def sase(data: Any, query: str, *, order_by: str = "time", type_column: str | None = "event_type",
          **options: Any) -> Any:
     """Run a SASE+ pattern query (``PATTERN SEQ(...) WHERE ... WITHIN ... RETURN ...``) over
@@ -75,6 +76,7 @@ _plans: OrderedDict = OrderedDict()
 _plans_lock = threading.Lock()
 
 
+@guarded
 def explain(data: Any, clause: str, **options: Any) -> str:
     """The plan sparkcep would run: clauses as understood, the compiled program and, for a
     Spark DataFrame, the strategy ``auto`` picks (which counts the rows)."""
@@ -96,6 +98,7 @@ def _check_options(options: dict[str, Any]) -> None:
         raise SparkCepError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(_OPTIONS))})")
 
 
+@guarded
 def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     """Run ``MATCH_RECOGNIZE ( clause )`` over ``data``.
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from dataclasses import dataclass
 
 
@@ -67,18 +69,24 @@ class DataError(SparkCepError):
     """An error in the data: a missing column, an unsupported type, a bad value.
 
     ``column`` names the column; ``row`` is the 0-based position of the row in the input
-    as given (before sorting), when one row is to blame.
+    as given (before sorting), when one row is to blame. A distributed (Spark) DataFrame has
+    no such position: there ``row`` is None and ``key`` names the row by its PARTITION BY
+    and ORDER BY values (a dict column -> value).
     """
 
-    def __init__(self, message: str, column: str | None = None, row: int | None = None):
+    def __init__(self, message: str, column: str | None = None, row: int | None = None,
+                 key: dict | None = None):
         self.message = message
         self.column = column
         self.row = int(row) if row is not None else None  # numpy integers become plain ints
+        self.key = key
         parts = [message]
         if column is not None:
             parts.append(f"column {column!r}")
         if self.row is not None:
             parts.append(f"input row {self.row}")
+        if key:
+            parts.append("the row with " + ", ".join(f"{k} = {v!r}" for k, v in key.items()))
         super().__init__(" — ".join(parts) if len(parts) > 1 else message)
 
 
@@ -90,3 +98,67 @@ class UnknownColumnError(QueryError, DataError):
         QueryError.__init__(self, "UNKNOWN_COLUMN", message, span, text)
         self.column = column
         self.row = None
+        self.key = None
+
+
+class InternalError(SparkCepError):
+    """Something failed inside sparkcep that should not have: a bug. The message names the
+    clause being run; the original exception is chained (``__cause__``)."""
+
+    def __init__(self, message: str):
+        self.message = message
+        super().__init__(message)
+
+    @classmethod
+    def wrapping(cls, exc: BaseException, clause: object) -> InternalError:
+        text = " ".join(str(clause).split()) if clause is not None else "(no query)"
+        if len(text) > 160:
+            text = text[:157] + "..."
+        return cls(f"internal error while running {text!r}: {type(exc).__name__}: {exc} — this is a bug "
+                   "in sparkcep; please report it with the query and a sample of the data")
+
+
+class ExecutionError(SparkCepError):
+    """Spark (or the JVM behind it) failed while running a query: lost executors, memory,
+    a cluster that cannot be reached. Not a problem of the query or the data."""
+
+
+def _from_spark(exc: BaseException) -> bool:
+    module = type(exc).__module__ or ""
+    return module.startswith(("pyspark", "py4j"))
+
+
+def as_sparkcep_error(exc: Exception, clause: object = None) -> SparkCepError:
+    """What the safety net makes of an exception: sparkcep's own errors as they are, Spark's
+    an ExecutionError, anything else an InternalError naming ``clause`` (a bug)."""
+    if isinstance(exc, SparkCepError):
+        return exc
+    if isinstance(exc, MemoryError):
+        return ExecutionError("out of memory while running the query; give the process more memory or run it "
+                              "on Spark with more partitions")
+    if _from_spark(exc):
+        text = str(exc).strip()
+        return ExecutionError(f"Spark failed: {text.splitlines()[0] if text else type(exc).__name__}")
+    return InternalError.wrapping(exc, clause)
+
+
+@contextlib.contextmanager
+def internal_errors(clause: object = None):
+    """Around a public entry point: no exception but a SparkCepError leaves it (see
+    as_sparkcep_error); the original is chained."""
+    try:
+        yield
+    except SparkCepError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the safety net: nothing else may leave
+        raise as_sparkcep_error(exc, clause) from exc
+
+
+def guarded(fn):
+    """Decorator for public entry points whose second argument is the query text."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        clause = args[1] if len(args) > 1 else kwargs.get("clause", kwargs.get("query", kwargs.get("statement")))
+        with internal_errors(clause):
+            return fn(*args, **kwargs)
+    return wrapper

@@ -85,8 +85,13 @@ def _same(types: list[Type]) -> Type | str:
 
 def _round(x, digits=0):
     # SQL rounds half away from zero; Python's round() rounds half to even.
-    q = 10.0**digits
-    v = math.floor(abs(x) * q + 0.5) / q
+    if isinstance(x, float) and not math.isfinite(x):
+        return x  # NaN and infinities round to themselves
+    try:
+        q = 10.0**digits
+        v = math.floor(abs(x) * q + 0.5) / q
+    except (OverflowError, ZeroDivisionError):
+        return x  # more digits than a double holds: nothing to round
     v = math.copysign(v, x)
     return int(v) if isinstance(x, int) and digits >= 0 else v
 

@@ -531,6 +531,8 @@ class Analyzer:
             raise self.error("INVALID_NAVIGATION", f"the offset of {e.name.text} must be a whole-number literal", a)
         if a.value < 0:
             raise self.error("INVALID_NAVIGATION", f"the offset of {e.name.text} must not be negative", a)
+        if a.value > 2**31 - 1:
+            raise self.error("NUMBER_OUT_OF_RANGE", f"the offset of {e.name.text} is out of range (at most {2**31 - 1})", a)
         return a.value
 
     def row_expression(self, arg: ast.Expr, scope: _Scope, what: str, node: ast.Node) -> tuple[BExpr, LabelSet, bool]:

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from sparkcep.errors import SparkCepError
+from sparkcep.errors import SparkCepError, as_sparkcep_error
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 console = Console()
@@ -133,8 +133,8 @@ def run(
             matches = result.count()
             head = result.limit(show).toPandas() if show else None
         elapsed = time.perf_counter() - t0
-    except SparkCepError as e:
-        _fail(str(e))
+    except Exception as e:  # noqa: BLE001 - one clear line, never a traceback
+        _fail(str(as_sparkcep_error(e, text)))
         return
     if head is not None and len(head):
         console.print(_table(head, f"first {len(head)} of {matches:,} output rows"))
@@ -225,13 +225,16 @@ def explain(
     import sparkcep
     from sparkcep.spark.session import get_session
 
+    if not query.exists():
+        _fail(f"query file {str(query)!r} does not exist")
+    text = query.read_text()
     try:
         spark = get_session(master)
         df = read_input(spark, input, _format_of(input, input_format))
-        clause = _clause(query.read_text(), order_by, type_column)
+        clause = _clause(text, order_by, type_column)
         console.print(sparkcep.explain(df, clause, strategy=strategy.value, batch=batch, mode=mode.value))
-    except SparkCepError as e:
-        _fail(str(e))
+    except Exception as e:  # noqa: BLE001 - one clear line, never a traceback
+        _fail(str(as_sparkcep_error(e, text)))
 
 
 BENCHMARKS = {

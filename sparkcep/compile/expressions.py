@@ -12,6 +12,7 @@ Nothing here evaluates text: the closures are built from the checked syntax tree
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,7 @@ from sparkcep.analysis.bound import (
     BNav,
     BUnary,
     Pointer,
+    Type,
 )
 from sparkcep.errors import DataError
 
@@ -88,11 +90,28 @@ def _mod(a, b):
     return math.fmod(a, b)
 
 
+_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
+
+
+def _checked(fn: Callable[[Any, Any], Any], what: str) -> Callable[[Any, Any], Any]:
+    """``fn`` with SQL's range rules: a bigint result outside 64 bits and a float or
+    interval overflow are errors on the row, not Python exceptions."""
+    def op(a, b):
+        try:
+            r = fn(a, b)
+        except OverflowError:
+            raise EvaluationError(f"{what} is out of range") from None
+        if type(r) is int and not _BIGINT_MIN <= r <= _BIGINT_MAX:
+            raise EvaluationError(f"bigint overflow in {what}")
+        return r
+    return op
+
+
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": _div,
+    "+": _checked(lambda a, b: a + b, "addition"),
+    "-": _checked(lambda a, b: a - b, "subtraction"),
+    "*": _checked(lambda a, b: a * b, "multiplication"),
+    "/": _checked(_div, "division"),
     "%": _mod,
     "||": lambda a, b: a + b,
 }
@@ -105,6 +124,39 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     ">": lambda a, b: a > b,
     ">=": lambda a, b: a >= b,
 }
+
+
+def localize(naive: dt.datetime, tz: dt.tzinfo) -> dt.datetime:
+    """A naive timestamp read as wall time in ``tz`` (a literal next to a zoned column)."""
+    localize_fn = getattr(tz, "localize", None)  # pytz zones need localize()
+    return localize_fn(naive) if localize_fn is not None else naive.replace(tzinfo=tz)
+
+
+def _zones_aligned(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``fn`` on timestamps where one side may carry a time zone and the other not (a
+    TIMESTAMP literal against a zoned column, as Spark hands every timestamp over): the
+    naive one is taken as wall time in the other's zone."""
+    def op(a, b):
+        if isinstance(a, dt.datetime) and isinstance(b, dt.datetime) and (a.tzinfo is None) != (b.tzinfo is None):
+            if a.tzinfo is None:
+                a = localize(a, b.tzinfo)
+            else:
+                b = localize(b, a.tzinfo)
+        return fn(a, b)
+    return op
+
+
+_TIME_COMPARE = {k: _zones_aligned(f) for k, f in _COMPARE.items()}
+_TIME_ARITH = {k: _zones_aligned(f) for k, f in _ARITH.items()}
+
+
+def _is_time(*es: BExpr) -> bool:
+    return any(x is not None and x.type in (Type.TIMESTAMP, Type.ANY) for x in es)
+
+
+def comparison(op: str, *operands: BExpr) -> Callable[[Any, Any], bool]:
+    """The function for comparison ``op`` between values of ``operands``' types."""
+    return (_TIME_COMPARE if _is_time(*operands) else _COMPARE)[op]
 
 
 class PointerTable:
@@ -184,7 +236,10 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
                 a = lf(ctx)
                 return short if a is short else comb(a, rf(ctx))
             return logic
-        op = _COMPARE.get(e.op) or _ARITH[e.op]
+        if e.op in _COMPARE:
+            op = comparison(e.op, e.left, e.right)
+        else:
+            op = (_TIME_ARITH if _is_time(e.left, e.right) else _ARITH)[e.op]
         if row:
             def binop_row(cols, pos):
                 a = lf(cols, pos)
@@ -204,16 +259,18 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
     if isinstance(e, BBetween):
         xf, lof, hif = sub(e.operand), sub(e.low), sub(e.high)
         neg = e.negated
+        ge, le = comparison(">=", e.operand, e.low, e.high), comparison("<=", e.operand, e.low, e.high)
 
         def between(*args):
             x, lo, hi = xf(*args), lof(*args), hif(*args)
-            r = _and(None if x is None or lo is None else x >= lo, None if x is None or hi is None else x <= hi)
+            r = _and(None if x is None or lo is None else ge(x, lo), None if x is None or hi is None else le(x, hi))
             return r if not neg or r is None else not r
         return between
     if isinstance(e, BIn):
         xf = sub(e.operand)
         items = [sub(i) for i in e.items]
         neg = e.negated
+        eq = comparison("=", e.operand, *e.items)
 
         def in_list(*args):
             x = xf(*args)
@@ -224,7 +281,7 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
                 v = f(*args)
                 if v is None:
                     saw_null = True
-                elif v == x:
+                elif eq(v, x):
                     return not neg
             return None if saw_null else neg
         return in_list
@@ -237,6 +294,7 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
         of = sub(e.operand) if e.operand is not None else None
         whens = [(sub(c), sub(r)) for c, r in e.whens]
         df = sub(e.default) if e.default is not None else (lambda *args: None)
+        eq = comparison("=", e.operand, *(c for c, _ in e.whens)) if e.operand is not None else None
 
         def case(*args):
             if of is None:
@@ -248,7 +306,7 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
                 if v is not None:
                     for c, r in whens:
                         w = c(*args)
-                        if w is not None and w == v:
+                        if w is not None and eq(w, v):
                             return r(*args)
             return df(*args)
         return case

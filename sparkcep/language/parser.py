@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 from importlib import resources
 
 from lark import Lark, Token, Transformer, Tree, v_args
@@ -38,6 +39,12 @@ _UNIT_SECONDS = {
 
 # Permutations are expanded eagerly; beyond this the alternation would be enormous.
 MAX_PERMUTE_ITEMS = 7
+# Levels of the parse tree (two per parenthesis); deeper trees would exhaust Python's stack
+# in the later (recursive) stages, so they are refused with a position instead.
+MAX_DEPTH = 128
+# Counts and lengths (MAXLENGTH, quantifier bounds, navigation offsets) fit 32 bits.
+MAX_COUNT = 2**31 - 1
+MAX_BIGINT = 2**63 - 1
 
 
 @functools.cache
@@ -89,6 +96,10 @@ class _ToAst(Transformer):
     def number(self, meta, ch):
         text = ch[0].value
         value = float(text) if any(c in text for c in ".eE") else int(text)
+        if isinstance(value, int) and value > MAX_BIGINT:
+            raise _err("NUMBER_OUT_OF_RANGE", f"{text} does not fit a bigint (at most {MAX_BIGINT})", ch[0])
+        if isinstance(value, float) and not math.isfinite(value):
+            raise _err("NUMBER_OUT_OF_RANGE", f"{text} is out of range for a double", ch[0])
         return ast.Literal(value, "number", span=_meta_span(meta))
 
     def string(self, meta, ch):
@@ -113,7 +124,7 @@ class _ToAst(Transformer):
             amount = float(raw)
         except ValueError:
             raise _err("SYNTAX", f"interval value {raw!r} is not a number; write e.g. INTERVAL '5' MINUTE", ch[1]) from None
-        return ast.Literal(dt.timedelta(seconds=amount * _UNIT_SECONDS[unit]), "interval", span=_meta_span(meta))
+        return ast.Literal(_duration(amount, unit, ch[1]), "interval", span=_meta_span(meta))
 
     def date_lit(self, meta, ch):
         raw = ch[1].value[1:-1]
@@ -167,11 +178,17 @@ class _ToAst(Transformer):
         return ast.Unary("NOT", _plain(ch)[0], span=_meta_span(meta))
 
     def _chain(self, meta, ch, op):
-        items = _plain(ch)
-        out = items[0]
-        for item in items[1:]:
-            out = ast.Binary(op, out, item, span=Span(out.span.line, out.span.column, item.span.end_line, item.span.end_column))
-        return out
+        # A balanced tree: AND and OR are associative, and a chain of thousands of
+        # conjuncts then stays shallow for the recursive stages after the parser
+        # (evaluation still runs left to right).
+        def build(items):
+            if len(items) == 1:
+                return items[0]
+            mid = len(items) // 2
+            left, right = build(items[:mid]), build(items[mid:])
+            return ast.Binary(op, left, right,
+                              span=Span(left.span.line, left.span.column, right.span.end_line, right.span.end_column))
+        return build(_plain(ch))
 
     def or_(self, meta, ch):
         return self._chain(meta, ch, "OR")
@@ -269,17 +286,17 @@ class _ToAst(Transformer):
         return (0, 1)
 
     def q_exact(self, meta, ch):
-        n = int(ch[0].value)
+        n = _count(ch[0], "a quantifier bound")
         return (n, n)
 
     def q_range(self, meta, ch):
-        return (int(ch[0].value), int(ch[1].value))
+        return (_count(ch[0], "a quantifier bound"), _count(ch[1], "a quantifier bound"))
 
     def q_min(self, meta, ch):
-        return (int(ch[0].value), None)
+        return (_count(ch[0], "a quantifier bound"), None)
 
     def q_max(self, meta, ch):
-        return (0, int(ch[0].value))
+        return (0, _count(ch[0], "a quantifier bound"))
 
     def quantifier(self, meta, ch):
         low, high = ch[0]
@@ -392,18 +409,17 @@ class _ToAst(Transformer):
         return ast.Within(ch[0].value, True, span=_meta_span(meta))
 
     def within_duration(self, meta, ch):
-        amount = float(ch[0].value)
-        return ast.Within(dt.timedelta(seconds=amount * _UNIT_SECONDS[ch[1]]), True, span=_meta_span(meta))
+        return ast.Within(_duration(float(ch[0].value), ch[1], ch[0]), True, span=_meta_span(meta))
 
     def within(self, meta, ch):
         w = _plain(ch)[0]
         return ("within", ast.Within(w.value, w.is_interval, span=_meta_span(meta)))
 
     def maxlength(self, meta, ch):
-        return ("maxlength", int(_plain(ch)[0].value), _meta_span(meta))
+        return ("maxlength", _count(_plain(ch)[0], "MAXLENGTH"), _meta_span(meta))
 
     def tail_maxlength(self, meta, ch):
-        return ("tail_maxlength", int(_plain(ch)[0].value), _meta_span(meta))
+        return ("tail_maxlength", _count(_plain(ch)[0], "MAXLENGTH"), _meta_span(meta))
 
     def pattern_bounds(self, meta, ch):
         return list(ch)
@@ -472,6 +488,41 @@ def _err(code: str, message: str, tok: Token) -> QueryError:
     return QueryError(code, message, _span_of(tok))
 
 
+def _count(tok: Token, what: str) -> int:
+    """A whole number that counts rows (MAXLENGTH, quantifier bounds)."""
+    text = tok.value
+    if any(c in text for c in ".eE"):
+        raise _err("SYNTAX", f"{what} must be a whole number, not {text}", tok)
+    value = int(text)
+    if value > MAX_COUNT:
+        raise _err("NUMBER_OUT_OF_RANGE", f"{what} of {text} is out of range (at most {MAX_COUNT})", tok)
+    return value
+
+
+def _duration(amount: float, unit: str, tok: Token) -> dt.timedelta:
+    try:
+        return dt.timedelta(seconds=amount * _UNIT_SECONDS[unit])
+    except (OverflowError, ValueError):
+        raise _err("NUMBER_OUT_OF_RANGE", f"an interval of {amount:g} {unit.lower()}s is out of range "
+                   "(at most 999999999 days)", tok) from None
+
+
+def _check_depth(tree: Tree, text: str) -> None:
+    """Refuse parse trees deeper than MAX_DEPTH (iteratively: the check itself must not
+    recurse), pointing at the first token that lies too deep."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            tok = next((t for t in node.scan_values(lambda v: isinstance(v, Token))), None) \
+                if isinstance(node, Tree) else node
+            span = _span_of(tok) if tok is not None else _span_of(node)
+            raise QueryError("TOO_COMPLEX", f"the query nests too deeply (more than {MAX_DEPTH // 2} "
+                             "levels of parentheses or operators); simplify it", span, text)
+        if isinstance(node, Tree):
+            stack.extend((c, depth + 1) for c in node.children)
+
+
 def _describe_expected(expected) -> str:
     names = sorted({_pretty_terminal(e) for e in expected})
     if len(names) > 12:
@@ -512,6 +563,7 @@ def _parse_text(text: str) -> ast.Query:
     # is parsed once.
     try:
         tree = _lark().parse(text)
+        _check_depth(tree, text)
         query = _ToAst().transform(tree)
     except UnexpectedEOF as e:
         lines = text.splitlines() or [""]

@@ -54,7 +54,7 @@ class KernelMatcher:
             return cached if cached != "no" else None
         plan, n = self.plan, part.n
         used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
-        arrays = arrays_for(part.cols, used, n) if used else None
+        arrays = arrays_for(part.cols, used, n)
         masks = np.ones((len(plan.labels), n), dtype=np.bool_)
         for label, parts in enumerate(plan.local_parts):
             if parts:

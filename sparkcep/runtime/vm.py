@@ -191,7 +191,7 @@ class Matcher:
             return cached
         plan = self.plan
         used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
-        arrays = arrays_for(part.cols, used, part.n) if used else None
+        arrays = arrays_for(part.cols, used, part.n)
         masks = [condition_mask(list(parts), arrays) if parts else None for parts in plan.local_parts]
         starts = None
         if not plan.nullable and plan.first and all(masks[lab] is not None for lab in plan.first):

@@ -32,7 +32,7 @@ from sparkcep.analysis.analyzer import analyze
 from sparkcep.api import run_plan
 from sparkcep.compile.plan import Plan, build_plan
 from sparkcep.data import LazyColumns, output_schema, output_table, referenced_columns, schema_of
-from sparkcep.errors import DataError, SparkCepError
+from sparkcep.errors import DataError, InternalError, QueryError, SparkCepError, internal_errors
 from sparkcep.language.parser import parse
 from sparkcep.parallel.run_batches import (
     Window,
@@ -87,14 +87,17 @@ def _errors_to_driver():
     exceptions in its own types and keeps only their text)."""
     try:
         yield
-    except SparkCepError as e:
+    except Exception as e:  # noqa: BLE001 - every failure in a task travels typed
+        if not isinstance(e, SparkCepError):
+            e = InternalError.wrapping(e, "a Spark task")
         info = {
-            "type": type(e).__name__,
+            "type": "InternalError" if isinstance(e, InternalError) else "DataError",
             "message": getattr(e, "message", str(e)),
             "column": getattr(e, "column", None),
             "row": getattr(e, "row", None),
+            "key": getattr(e, "key", None),
         }
-        raise RuntimeError(_ERROR_TAG + json.dumps(info)) from None
+        raise RuntimeError(_ERROR_TAG + json.dumps(info, default=str)) from None
 
 
 def _reraise(exc: Exception) -> None:
@@ -107,20 +110,23 @@ def _reraise(exc: Exception) -> None:
         info = json.loads(blob)
     except ValueError:
         raise exc from None
-    raise DataError(info["message"], column=info.get("column"), row=info.get("row")) from None
+    if info.get("type") == "InternalError":
+        raise InternalError(info["message"]) from None
+    raise DataError(info["message"], column=info.get("column"), row=info.get("row"), key=info.get("key")) from None
 
 
 @contextlib.contextmanager
 def collect_errors():
     """Around Spark actions on a sparkcep result: errors raised in workers come back as the
     DataError they were."""
-    try:
-        yield
-    except SparkCepError:
-        raise
-    except Exception as e:  # noqa: BLE001 - Spark wraps worker errors in its own types
-        _reraise(e)
-        raise
+    with internal_errors("a Spark job"):
+        try:
+            yield
+        except SparkCepError:
+            raise
+        except Exception as e:  # noqa: BLE001 - Spark wraps worker errors in its own types
+            _reraise(e)
+            raise
 
 
 def _collect_arrow(df) -> pa.Table:
@@ -301,15 +307,22 @@ def _by_groups(plan: Plan, base, spark_schema, single: bool):
 def _group_task(p: Plan, table: pa.Table, spark_schema) -> pa.Table:
     order = pc.sort_indices(table, sort_keys=[(ROW, "ascending")])
     t = table.take(order)
-    row_ids = t.column(ROW).to_pylist()
     t = t.drop_columns([ROW])
     try:
         out = run_plan(p, t)
     except DataError as e:
-        if e.row is not None:
-            raise DataError(e.message, column=e.column, row=row_ids[e.row]) from None
-        raise
+        raise _keyed(e, p, t, e.row) from None
     return out.cast(_arrow_of(spark_schema))
+
+
+def _keyed(e: DataError, p: Plan, t: pa.Table, index: int | None) -> DataError:
+    """``e`` with its row named by PARTITION BY and ORDER BY values: a row of a Spark
+    DataFrame has no position in the input (``index`` is the row's place in ``t``)."""
+    if index is None or not 0 <= index < t.num_rows or isinstance(e, QueryError):
+        return e
+    names = [k.column for k in p.query.partition_by] + [k.column for k in p.query.order_by]
+    key = {n: t.column(n)[index].as_py() for n in dict.fromkeys(names) if n in t.schema.names}
+    return DataError(e.message, column=e.column, key=key)
 
 
 def _arrow_of(spark_schema) -> pa.Schema:
@@ -541,7 +554,11 @@ def _candidate_task(payload, table: pa.Table, arrow_out: pa.Schema) -> pa.Table:
         recs["rank"].append(rank)
         recs["row"].append(row_ids[s - w.start])
 
-    for s, r in find_candidates(p, part, w):
+    try:
+        found = find_candidates(p, part, w)
+    except DataError as e:
+        raise _keyed(e, p, t, getattr(e, "position", None) if e.row is None else e.row) from None
+    for s, r in found:
         if r is UNRESOLVED:
             add(s, None, 1, -1)
         elif isinstance(r, list):
@@ -599,7 +616,6 @@ def _measure_task(payload, rows_t: pa.Table, items_t: pa.Table, out_arrow: pa.Sc
     wid = items_t.column(WIN)[0].as_py()
     pi, w = wins[wid]
     t = _table_window(rows_t, w, w.end - w.start)
-    row_ids = t.column(ROW).to_pylist()
     data = t.select([f.name for f in in_schema])
     used = _used_columns(p)
     cols = LazyColumns([data.column(i) if i in used else None for i in range(data.num_columns)])
@@ -614,7 +630,10 @@ def _measure_task(payload, rows_t: pa.Table, items_t: pa.Table, out_arrow: pa.Sc
                 r["start"], r["end"], tuple(r["labels"]), tuple(bool(x) for x in r["excluded"])
             )
             items.append(("match", m, r["number"]))
-    out = measure_window(p, part, w, items, lambda g: row_ids[g - w.start])
+    try:
+        out = measure_window(p, part, w, items, lambda g: g - w.start)
+    except DataError as e:
+        raise _keyed(e, p, t, e.row) from None
     rows_local = [g - w.start for g, _ in out]
     measures = (
         [list(col) for col in zip(*[v for _, v in out], strict=True)]

@@ -114,9 +114,9 @@ def sql(spark, statement: str, **options):
 
     select_list, source, clause, offset, alias, rest = split_statement(statement)
     if source.startswith("(") and source.endswith(")"):
-        src = spark.sql(source[1:-1])
+        src = _on_spark(lambda: spark.sql(source[1:-1]), statement, source)
     elif _WORD.fullmatch(source.replace(".", "_").replace("`", "")):
-        src = spark.table(source)
+        src = _on_spark(lambda: spark.table(source), statement, source)
     else:
         raise QueryError("NOT_SUPPORTED", f"the source of MATCH_RECOGNIZE must be a table, a view or a (subquery), not {source!r}",
                          Span(*_position(statement, statement.find(source))), statement)
@@ -126,4 +126,22 @@ def sql(spark, statement: str, **options):
         raise shift_error(e, statement, offset) from None
     view = f"sparkcep_match_{next(_counter)}"
     result.createOrReplaceTempView(view)
-    return spark.sql(f"SELECT {select_list} FROM {view}" + (f" AS {alias}" if alias else "") + (f" {rest}" if rest else ""))
+    outer = f"SELECT {select_list} FROM {view}" + (f" AS {alias}" if alias else "") + (f" {rest}" if rest else "")
+    return _on_spark(lambda: spark.sql(outer), statement, select_list)
+
+
+def _on_spark(run, statement: str, part: str):
+    """``run()``, a Spark SQL call over ``part`` of the statement; Spark's analysis and parse
+    errors become QueryErrors pointing at that part."""
+    try:
+        return run()
+    except Exception as e:  # noqa: BLE001 - pyspark's error classes vary across versions
+        name = type(e).__name__
+        if not (type(e).__module__ or "").startswith("pyspark") or name not in ("AnalysisException", "ParseException"):
+            raise
+        lines = str(e).strip().splitlines()
+        first = lines[0] if lines else name
+        at = statement.find(part) if part else -1
+        span = Span(*_position(statement, at)) if at >= 0 else None
+        raise QueryError("SPARK_SQL", f"Spark SQL rejects the statement around MATCH_RECOGNIZE: {first}",
+                         span, statement) from None
