@@ -6,13 +6,17 @@ query text is ever looked up as arbitrary Python.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import functools
 import math
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.analysis.bound import Type
+from sparkcep.analysis.bound import NUMERIC, Type
 from sparkcep.errors import SparkCepError
 
 
@@ -152,6 +156,233 @@ def _exp(x):
         return math.inf
 
 
+class FunctionError(SparkCepError):
+    """A function refused a value (a bad cast, an array index out of bounds): the
+    expression evaluator turns it into a DataError naming the row."""
+
+
+def _sign(x):
+    if isinstance(x, float) and math.isnan(x):
+        return x
+    s = (x > 0) - (x < 0)
+    return float(s) if isinstance(x, float) else s
+
+
+def _mod_fn(a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        if b == 0:
+            raise FunctionError("division by zero in mod")
+        r = abs(a) % abs(b)
+        return r if a >= 0 else -r
+    if b == 0:
+        return math.nan
+    return math.fmod(a, b)
+
+
+def _if(cond, a, b=None):
+    return a if cond is True else b
+
+
+def _nullif(a, b):
+    return None if a is not None and b is not None and a == b else a
+
+
+def _concat(*args):
+    if any(a is None for a in args):
+        return None
+    if args and all(isinstance(a, list) for a in args):
+        return [x for a in args for x in a]
+    return "".join(args)
+
+
+def _concat_ws(sep, *args):
+    if sep is None:
+        return None
+    return sep.join(a for a in args if a is not None)
+
+
+def _strpos(s, sub):
+    return s.find(sub) + 1
+
+
+def _date_trunc(unit, ts):
+    unit = unit.lower()
+    if isinstance(ts, dt.datetime):
+        if unit == "second":
+            return ts.replace(microsecond=0)
+        if unit == "minute":
+            return ts.replace(second=0, microsecond=0)
+        if unit == "hour":
+            return ts.replace(minute=0, second=0, microsecond=0)
+        base = ts.replace(hour=0, minute=0, second=0, microsecond=0)
+    else:
+        base = ts
+    if unit == "day":
+        return base
+    if unit == "week":
+        return base - dt.timedelta(days=base.weekday())
+    if unit == "month":
+        return base.replace(day=1)
+    if unit == "quarter":
+        return base.replace(month=(base.month - 1) // 3 * 3 + 1, day=1)
+    if unit == "year":
+        return base.replace(month=1, day=1)
+    raise FunctionError(f"date_trunc: unknown unit {unit!r} (second, minute, hour, day, week, month, quarter, year)")
+
+
+_FIELDS = {
+    "YEAR": lambda t: t.year,
+    "QUARTER": lambda t: (t.month - 1) // 3 + 1,
+    "MONTH": lambda t: t.month,
+    "WEEK": lambda t: t.isocalendar()[1],
+    "DAY": lambda t: t.day,
+    "DAY_OF_MONTH": lambda t: t.day,
+    "DAY_OF_WEEK": lambda t: t.isoweekday(),
+    "DOW": lambda t: t.isoweekday(),
+    "DAY_OF_YEAR": lambda t: t.timetuple().tm_yday,
+    "DOY": lambda t: t.timetuple().tm_yday,
+    "HOUR": lambda t: t.hour if isinstance(t, dt.datetime) else 0,
+    "MINUTE": lambda t: t.minute if isinstance(t, dt.datetime) else 0,
+    "SECOND": lambda t: t.second if isinstance(t, dt.datetime) else 0,
+    "MILLISECOND": lambda t: t.microsecond // 1000 if isinstance(t, dt.datetime) else 0,
+}
+TIME_FIELDS = frozenset(_FIELDS)
+
+
+def _time_field(types: list[Type]) -> Type | str:
+    if types[0] not in (Type.TIMESTAMP, Type.DATE, Type.NULL, Type.ANY):
+        return f"needs a timestamp or a date, got {types[0].value}"
+    return Type.BIGINT
+
+
+def _like_regex(pattern: str, escape: str | None) -> re.Pattern:
+    if escape is not None and len(escape) != 1:
+        raise FunctionError("the LIKE escape must be a single character")
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if escape is not None and c == escape:
+            if i + 1 >= len(pattern) or pattern[i + 1] not in ("%", "_", escape):
+                raise FunctionError("in LIKE, the escape character must be followed by %, _ or itself")
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if c == "%" else "." if c == "_" else re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.DOTALL)
+
+
+@functools.lru_cache(maxsize=1024)
+def like_regex(pattern: str, escape: str | None) -> re.Pattern:
+    return _like_regex(pattern, escape)
+
+
+def like(value, pattern, escape=None):
+    return like_regex(pattern, escape).fullmatch(value) is not None
+
+
+# ---------------------------------------------------------------- arrays (1-based)
+def _subscript(arr, i):
+    if i < 1 or i > len(arr):
+        raise FunctionError(f"array subscript {i} is out of bounds (the array has {len(arr)} elements)")
+    return arr[i - 1]
+
+
+def _element_at(arr, i):
+    if i == 0:
+        raise FunctionError("element_at: SQL array indices start at 1")
+    if abs(i) > len(arr):
+        return None
+    return arr[i - 1] if i > 0 else arr[i]
+
+
+def _contains(arr, x):
+    if x in arr:
+        return True
+    return None if any(v is None for v in arr) else False
+
+
+def _text(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _array_join(arr, sep, null_replacement=None):
+    if sep is None:
+        return None
+    return sep.join(_text(v) if v is not None else null_replacement for v in arr
+                    if v is not None or null_replacement is not None)
+
+
+def _array_ctor(*items):
+    return list(items)
+
+
+def array_equal(a, b):
+    """SQL equality of arrays: FALSE on a difference, NULL when only NULLs leave it open."""
+    if len(a) != len(b):
+        return False
+    unknown = False
+    for x, y in zip(a, b, strict=True):
+        if x is None or y is None:
+            unknown = True
+        elif isinstance(x, list) and isinstance(y, list):
+            r = array_equal(x, y)
+            if r is False:
+                return False
+            unknown = unknown or r is None
+        elif x != y:
+            return False
+    return None if unknown else True
+
+
+# ---------------------------------------------------------------- result types
+def _of(rtype: Type, *accepted: tuple[Type, ...]):
+    """A result-type rule: argument i must be one of accepted[i] (the last repeats)."""
+    def rule(types: list[Type]) -> Type | str:
+        for i, t in enumerate(types):
+            ok = accepted[min(i, len(accepted) - 1)]
+            if t not in ok and t not in (Type.NULL, Type.ANY):
+                return f"argument {i + 1} needs {' or '.join(x.value for x in ok)}, got {t.value}"
+        return rtype
+    return rule
+
+
+_STR, _INT, _NUM, _ARR = (Type.VARCHAR,), (Type.BIGINT,), NUMERIC, (Type.ARRAY,)
+_TIME = (Type.TIMESTAMP, Type.DATE)
+
+
+def _if_type(types: list[Type]) -> Type | str:
+    if types[0] not in (Type.BOOLEAN, Type.NULL, Type.ANY):
+        return f"needs a boolean condition, got {types[0].value}"
+    t = unify(types[1:])
+    return "needs results of one type" if t is None else t
+
+
+def _nullif_type(types: list[Type]) -> Type | str:
+    return types[0] if unify(types) is not None else "needs arguments of one type"
+
+
+def _concat_type(types: list[Type]) -> Type | str:
+    known = [t for t in types if t not in (Type.NULL, Type.ANY)]
+    if known and all(t is Type.ARRAY for t in known):
+        return Type.ARRAY
+    return _of(Type.VARCHAR, _STR)(types)
+
+
+def _date_trunc_type(types: list[Type]) -> Type | str:
+    if types[0] not in (Type.VARCHAR, Type.NULL):
+        return f"needs a unit string first, got {types[0].value}"
+    if types[1] not in (*_TIME, Type.NULL, Type.ANY):
+        return f"needs a timestamp or a date, got {types[1].value}"
+    return types[1] if types[1] in _TIME else Type.TIMESTAMP
+
+
+def _element_type(types: list[Type]) -> Type | str:
+    return _of(Type.ANY, _ARR, _INT)(types)
+
+
 BUILTINS: dict[str, ScalarFunction] = {
     f.name: f
     for f in [
@@ -170,8 +401,29 @@ BUILTINS: dict[str, ScalarFunction] = {
         ScalarFunction("UPPER", str.upper, 1, 1, _string),
         ScalarFunction("LENGTH", len, 1, 1, _length),
         ScalarFunction("SUBSTR", _substr_impl, 2, 3, _substr),
+        ScalarFunction("SIGN", _sign, 1, 1, _int_of),
+        ScalarFunction("MOD", _mod_fn, 2, 2, _int_of),
+        ScalarFunction("IF", _if, 2, 3, _if_type, null_on_null=False),
+        ScalarFunction("NULLIF", _nullif, 2, 2, _nullif_type, null_on_null=False),
+        ScalarFunction("CONCAT", _concat, 1, None, _concat_type),
+        ScalarFunction("CONCAT_WS", _concat_ws, 1, None, _of(Type.VARCHAR, _STR), null_on_null=False),
+        ScalarFunction("TRIM", str.strip, 1, 1, _of(Type.VARCHAR, _STR)),
+        ScalarFunction("LTRIM", str.lstrip, 1, 1, _of(Type.VARCHAR, _STR)),
+        ScalarFunction("RTRIM", str.rstrip, 1, 1, _of(Type.VARCHAR, _STR)),
+        ScalarFunction("REPLACE", lambda s, a, b="": s.replace(a, b) if a else s, 2, 3, _of(Type.VARCHAR, _STR)),
+        ScalarFunction("STRPOS", _strpos, 2, 2, _of(Type.BIGINT, _STR)),
+        ScalarFunction("STARTS_WITH", lambda s, p: s.startswith(p), 2, 2, _of(Type.BOOLEAN, _STR)),
+        ScalarFunction("DATE_TRUNC", _date_trunc, 2, 2, _date_trunc_type),
+        ScalarFunction("CARDINALITY", len, 1, 1, _of(Type.BIGINT, _ARR)),
+        ScalarFunction("ELEMENT_AT", _element_at, 2, 2, _element_type),
+        ScalarFunction("$SUBSCRIPT", _subscript, 2, 2, _element_type),
+        ScalarFunction("CONTAINS", _contains, 2, 2, _of(Type.BOOLEAN, _ARR, (Type.ANY, *NUMERIC, Type.VARCHAR, Type.BOOLEAN, *_TIME))),
+        ScalarFunction("ARRAY_JOIN", _array_join, 2, 3, _of(Type.VARCHAR, _ARR, _STR), null_on_null=False),
+        ScalarFunction("ARRAY", _array_ctor, 0, None, lambda _types: Type.ARRAY, null_on_null=False),
     ]
 }
+for _field, _get in _FIELDS.items():
+    BUILTINS[_field] = ScalarFunction(_field, _get, 1, 1, _time_field)
 BUILTINS["CEILING"] = BUILTINS["CEIL"]
 BUILTINS["SUBSTRING"] = BUILTINS["SUBSTR"]
 
@@ -238,5 +490,165 @@ def lookup(name: str) -> ScalarFunction | None:
 
 # Names the analyzer treats specially (navigation, aggregates, pattern functions).
 NAVIGATION = frozenset({"PREV", "NEXT", "FIRST", "LAST"})
-AGGREGATES = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA", "COLLECT", "ARRAY_AGG"})
+AGGREGATE_ALIASES = {
+    "ARRAY_AGG": "COLLECT", "EVERY": "BOOL_AND", "ANY_VALUE": "ARBITRARY", "STDDEV": "STDDEV_SAMP",
+    "VARIANCE": "VAR_SAMP",
+}
+AGGREGATES = frozenset({
+    "COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA", "COLLECT", "COUNT_IF", "BOOL_AND", "BOOL_OR", "MAX_BY",
+    "MIN_BY", "ARBITRARY", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP",
+}) | frozenset(AGGREGATE_ALIASES)
 RESERVED_CALLS = NAVIGATION | AGGREGATES | {"CLASSIFIER", "MATCH_NUMBER"}
+
+
+# ---------------------------------------------------------------- CAST and TRY_CAST
+CAST_TARGETS = {
+    "BIGINT": Type.BIGINT, "INTEGER": Type.BIGINT, "INT": Type.BIGINT, "SMALLINT": Type.BIGINT,
+    "TINYINT": Type.BIGINT, "DOUBLE": Type.DOUBLE, "REAL": Type.DOUBLE, "FLOAT": Type.DOUBLE,
+    "VARCHAR": Type.VARCHAR, "CHAR": Type.VARCHAR, "BOOLEAN": Type.BOOLEAN, "DATE": Type.DATE,
+    "TIMESTAMP": Type.TIMESTAMP,
+}
+_INT_RANGE = {"BIGINT": 63, "INTEGER": 31, "INT": 31, "SMALLINT": 15, "TINYINT": 7}
+# Which source types each target accepts (the others are a type error at analysis).
+CASTABLE = {
+    Type.BIGINT: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN},
+    Type.DOUBLE: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN},
+    Type.VARCHAR: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN, Type.DATE, Type.TIMESTAMP},
+    Type.BOOLEAN: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN},
+    Type.DATE: {Type.VARCHAR, Type.DATE, Type.TIMESTAMP},
+    Type.TIMESTAMP: {Type.VARCHAR, Type.DATE, Type.TIMESTAMP},
+}
+
+
+def format_double(x: float) -> str:
+    """A double as SQL engines print it (Java's style): 1.5, 100.0, 1.0E7, 1.0E-4, NaN."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        text = repr(float(x))
+        return text if ("." in text or "e" in text) else text + ".0"
+    # The shortest digits that round-trip (repr's), in scientific notation.
+    sign, digits, exp = decimal.Decimal(repr(x)).as_tuple()
+    text = "".join(map(str, digits)).rstrip("0") or "0"
+    exponent = len(digits) + exp - 1
+    return f"{'-' if sign else ''}{text[0]}.{text[1:] or '0'}E{exponent}"
+
+
+def to_text(v: Any) -> str:
+    """A value as CAST(... AS VARCHAR) writes it."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return format_double(v)
+    if isinstance(v, dt.datetime):
+        return v.isoformat(sep=" ")
+    return str(v)
+
+
+def _to_int(v, bits: int):
+    if isinstance(v, bool):
+        r = int(v)
+    elif isinstance(v, int):
+        r = v
+    elif isinstance(v, float):
+        if not math.isfinite(v):
+            raise FunctionError(f"cannot cast {format_double(v)} to an integer")
+        r = int(math.floor(abs(v) + 0.5)) * (1 if v >= 0 else -1)  # half away from zero
+    else:
+        text = v.strip()
+        try:
+            r = int(text)
+        except ValueError:
+            raise FunctionError(f"cannot cast {v!r} to an integer") from None
+    if not -(2**bits) <= r < 2**bits:
+        raise FunctionError(f"{r} is out of range for the integer type")
+    return r
+
+
+def _to_double(v):
+    if isinstance(v, (bool, int, float)):
+        return float(v)
+    text = v.strip()
+    special = {"nan": math.nan, "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
+    if text.lower() in special:
+        return special[text.lower()]
+    try:
+        return float(text)
+    except ValueError:
+        raise FunctionError(f"cannot cast {v!r} to double") from None
+
+
+def _to_boolean(v):
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)):
+        if isinstance(v, float) and math.isnan(v):
+            raise FunctionError("cannot cast NaN to boolean")
+        return v != 0
+    text = v.strip().lower()
+    if text in ("true", "t", "1"):
+        return True
+    if text in ("false", "f", "0"):
+        return False
+    raise FunctionError(f"cannot cast {v!r} to boolean")
+
+
+def _to_date(v):
+    if isinstance(v, dt.datetime):
+        return v.date()
+    if isinstance(v, dt.date):
+        return v
+    try:
+        return dt.date.fromisoformat(v.strip())
+    except ValueError:
+        raise FunctionError(f"cannot cast {v!r} to date (YYYY-MM-DD)") from None
+
+
+def _to_timestamp(v):
+    if isinstance(v, dt.datetime):
+        return v
+    if isinstance(v, dt.date):
+        return dt.datetime(v.year, v.month, v.day)
+    try:
+        return dt.datetime.fromisoformat(v.strip())
+    except ValueError:
+        raise FunctionError(f"cannot cast {v!r} to timestamp (YYYY-MM-DD HH:MM:SS)") from None
+
+
+def cast_function(target: str, sizes: tuple[int, ...], try_: bool) -> Callable[[Any], Any]:
+    """The implementation of CAST(x AS target[(sizes)]) (TRY_CAST: NULL where CAST fails)."""
+    t = CAST_TARGETS[target]
+    if t is Type.BIGINT:
+        bits = _INT_RANGE[target]
+
+        def convert(v):
+            return _to_int(v, bits)
+    elif t is Type.DOUBLE:
+        convert = _to_double
+    elif t is Type.BOOLEAN:
+        convert = _to_boolean
+    elif t is Type.DATE:
+        convert = _to_date
+    elif t is Type.TIMESTAMP:
+        convert = _to_timestamp
+    else:
+        limit = sizes[0] if sizes else None
+
+        def convert(v):
+            text = to_text(v)
+            if limit is not None and len(text) > limit:
+                if isinstance(v, str):
+                    return text[:limit]  # strings are cut to the declared length
+                raise FunctionError(f"{text!r} does not fit varchar({limit})")
+            return text
+    if not try_:
+        return convert
+
+    def attempt(v):
+        try:
+            return convert(v)
+        except FunctionError:
+            return None
+    return attempt

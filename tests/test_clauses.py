@@ -166,7 +166,7 @@ def test_define_and_measure_aggregates_agree():
     ("ORDER BY ts PATTERN (A) DEFINE A AS price", "TYPE_MISMATCH", 1, 37),
     ("ORDER BY ts PATTERN (A) DEFINE A AS price > 'x'", "TYPE_MISMATCH", 1, 37),
     ("ORDER BY ts PATTERN (A) DEFINE A AS FINAL LAST(price) > 1", "INVALID_SEMANTICS", 1, 37),
-    ("ORDER BY ts PATTERN (A) DEFINE A AS MATCH_NUMBER() > 1", "INVALID_CONTEXT", 1, 37),
+    ("ORDER BY ts ALL MATCHES PATTERN (A) DEFINE A AS MATCH_NUMBER() > 1", "NOT_SUPPORTED", 1, 49),
     ("ORDER BY ts PATTERN (A B) DEFINE A AS PREV(A.price + B.price) > 1", "INCONSISTENT_LABELS", 1, 39),
     ("ORDER BY ts PATTERN (A) DEFINE A AS PREV(price, -1) > 1", "INVALID_NAVIGATION", 1, 49),
     ("ORDER BY ts PATTERN (A) DEFINE A AS PREV(price, ts) > 1", "INVALID_NAVIGATION", 1, 49),

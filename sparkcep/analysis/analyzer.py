@@ -27,6 +27,7 @@ from sparkcep.analysis.bound import (
     BLiteral,
     BMatchNumber,
     BNav,
+    BRowLabel,
     BUnary,
     LabelSet,
     MeasureDef,
@@ -377,6 +378,15 @@ class Analyzer:
             return BIn(x, items, e.negated)
         if isinstance(e, ast.IsNull):
             return BIsNull(self.bind(e.operand, scope, in_row, row_labels), e.negated)
+        if isinstance(e, ast.Cast):
+            return self.bind_cast(e, scope, in_row, row_labels)
+        if isinstance(e, ast.Like):
+            args = [self.bind(x, scope, in_row, row_labels) for x in (e.operand, e.pattern, e.escape) if x is not None]
+            for a, node in zip(args, (e.operand, e.pattern, e.escape), strict=False):
+                if a.type not in (Type.VARCHAR, Type.NULL, Type.ANY):
+                    raise self.error("TYPE_MISMATCH", f"LIKE needs strings, not {a.type.value}", node)
+            like = BCall("LIKE", tuple(args), functions.like, True, Type.BOOLEAN)
+            return BUnary("NOT", like, Type.BOOLEAN) if e.negated else like
         if isinstance(e, ast.Case):
             operand = self.bind(e.operand, scope, in_row, row_labels) if e.operand is not None else None
             whens = []
@@ -393,6 +403,22 @@ class Analyzer:
                 raise self.error("TYPE_MISMATCH", "the results of CASE have different types", e)
             return BCase(operand, tuple(whens), default, rtype)
         raise self.error("NOT_SUPPORTED", f"{type(e).__name__} is not supported here", e)  # pragma: no cover
+
+    def bind_cast(self, e: ast.Cast, scope: _Scope, in_row: bool, row_labels) -> BExpr:
+        x = self.bind(e.operand, scope, in_row, row_labels)
+        span = e.type_span if e.type_span is not None else e.span
+        target = functions.CAST_TARGETS.get(e.type_name)
+        if target is None:
+            raise self.error("NOT_SUPPORTED", f"CAST to {e.type_name} is not supported (supported: "
+                             f"{', '.join(sorted(functions.CAST_TARGETS))})", span)
+        if e.sizes and (target is not Type.VARCHAR or len(e.sizes) > 1):
+            raise self.error("NOT_SUPPORTED", f"{e.type_name} takes no size here (only VARCHAR(n))", span)
+        if e.sizes and e.sizes[0] < 1:
+            raise self.error("NOT_SUPPORTED", "VARCHAR(n) needs n of at least 1", span)
+        if x.type not in (Type.NULL, Type.ANY) and x.type not in functions.CASTABLE[target]:
+            raise self.error("TYPE_MISMATCH", f"cannot cast {x.type.value} to {e.type_name.lower()}", e)
+        what = ("TRY_CAST" if e.try_ else "CAST") + f" AS {e.type_name}"
+        return BCall(what, (x,), functions.cast_function(e.type_name, e.sizes, e.try_), True, target)
 
     def bind_literal(self, e: ast.Literal) -> BLiteral:
         if e.kind == "number":
@@ -416,11 +442,11 @@ class Analyzer:
         if x.type not in (Type.BOOLEAN, Type.NULL, Type.ANY):
             raise self.error("TYPE_MISMATCH", f"{what} needs a boolean, not {x.type.value}", node)
 
-    def expect_comparable(self, xs: list[BExpr], node: ast.Node) -> None:
+    def expect_comparable(self, xs: list[BExpr], node: ast.Node, equality: bool = False) -> None:
         types = [x.type for x in xs]
         if Type.ANY in types:
             return
-        if functions.unify(types) is None or Type.ARRAY in types:
+        if functions.unify(types) is None or (Type.ARRAY in types and not equality):
             names = " and ".join(sorted({t.value for t in types if t is not Type.NULL}))
             raise self.error("TYPE_MISMATCH", f"cannot compare {names}", node)
 
@@ -434,9 +460,11 @@ class Analyzer:
             self.expect_bool(right, e.right, op)
             return BBinary(op, left, right, Type.BOOLEAN)
         if op in ("=", "<>", "<", "<=", ">", ">="):
-            self.expect_comparable([left, right], e)
+            self.expect_comparable([left, right], e, equality=op in ("=", "<>"))
             return BBinary(op, left, right, Type.BOOLEAN)
         if op == "||":
+            if Type.ARRAY in (lt, rt) and all(t in (Type.ARRAY, Type.NULL, Type.ANY) for t in (lt, rt)):
+                return BCall("CONCAT", (left, right), functions.lookup("CONCAT").impl, True, Type.ARRAY)
             for t, n in ((lt, e.left), (rt, e.right)):
                 if t not in (Type.VARCHAR, Type.NULL, Type.ANY):
                     raise self.error("TYPE_MISMATCH", f"'||' joins strings, not {t.value}", n)
@@ -486,28 +514,26 @@ class Analyzer:
                 raise self.error("INVALID_AGGREGATE", f"aggregate {e.name.text} cannot be used inside a navigation or another aggregate", e)
             return self.bind_aggregate(e, name, scope)
         if name == "CLASSIFIER":
+            labels = self.classifier_labels(e)
             if in_row:
-                raise self.error("NOT_SUPPORTED", "CLASSIFIER inside a navigation or aggregate is not supported", e)
-            labels: LabelSet = None
-            if len(e.args) > 1:
-                raise self.error("WRONG_ARGUMENTS", "CLASSIFIER takes at most one pattern variable", e)
-            if e.args:
-                arg = e.args[0]
-                if not (isinstance(arg, ast.ColumnRef) and arg.qualifier is None):
-                    raise self.error("WRONG_ARGUMENTS", "the argument of CLASSIFIER is a pattern variable or subset name", arg)
-                labels = self.labels_of(arg.column)
-                if labels is None:
-                    raise self.error("UNKNOWN_VARIABLE", f"{arg.column.text} is not a pattern variable or subset", arg)
+                # Inside an aggregate: the label of the row being aggregated; CLASSIFIER(U)
+                # limits the rows to U's, as U.col would.
+                row_labels.append((labels, e))
+                return BRowLabel()
             running = e.semantics != "FINAL"
             return BClassifier(Pointer(labels, running=running))
         if name == "MATCH_NUMBER":
             if e.args:
                 raise self.error("WRONG_ARGUMENTS", "MATCH_NUMBER takes no arguments", e)
-            if scope.clause == "DEFINE":
-                raise self.error("INVALID_CONTEXT", "MATCH_NUMBER is not allowed in DEFINE", e)
             if in_row:
                 raise self.error("NOT_SUPPORTED", "MATCH_NUMBER inside a navigation or aggregate is not supported", e)
+            if scope.clause == "DEFINE" and self.q.all_matches:
+                raise self.error("NOT_SUPPORTED", "MATCH_NUMBER in DEFINE is not supported with ALL MATCHES (the "
+                                 "matches from one row are numbered only once all are found)", e)
             return BMatchNumber()
+        if e.extract and name not in functions.TIME_FIELDS:
+            raise self.error("NOT_SUPPORTED", f"EXTRACT({e.name.text} FROM ...) is not supported (fields: "
+                             f"{', '.join(sorted(functions.TIME_FIELDS))})", e.name)
         fn = functions.lookup(name)
         if fn is None:
             raise self.error("UNKNOWN_FUNCTION", f"unknown function {e.name.text} (register your own with sparkcep.register_function)", e.name)
@@ -520,8 +546,29 @@ class Analyzer:
             raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes {want} arguments, got {len(args)}", e)
         rtype = fn.result([a.type for a in args]) if not fn.user_defined else fn.result([])
         if isinstance(rtype, str):
-            raise self.error("TYPE_MISMATCH", f"{e.name.text} {rtype}", e)
+            label = "the subscript" if name == "$SUBSCRIPT" else e.name.text
+            raise self.error("TYPE_MISMATCH", f"{label} {rtype}", e)
+        if name in ("$SUBSCRIPT", "ELEMENT_AT") and args[0].type is Type.ARRAY:
+            rtype = element_type(args[0], self.aggregates_of(scope))
+        if e.distinct:
+            raise self.error("NOT_SUPPORTED", f"DISTINCT applies to aggregates, not {e.name.text}", e)
         return BCall(name, args, fn.impl, fn.null_on_null, rtype)
+
+    def aggregates_of(self, scope: _Scope) -> list[AggregateSpec]:
+        return scope.aggregates
+
+    def classifier_labels(self, e: ast.Call) -> LabelSet:
+        if len(e.args) > 1:
+            raise self.error("WRONG_ARGUMENTS", "CLASSIFIER takes at most one pattern variable", e)
+        if not e.args:
+            return None
+        arg = e.args[0]
+        if not (isinstance(arg, ast.ColumnRef) and arg.qualifier is None):
+            raise self.error("WRONG_ARGUMENTS", "the argument of CLASSIFIER is a pattern variable or subset name", arg)
+        labels = self.labels_of(arg.column)
+        if labels is None:
+            raise self.error("UNKNOWN_VARIABLE", f"{arg.column.text} is not a pattern variable or subset", arg)
+        return labels
 
     def offset_arg(self, e: ast.Call, idx: int) -> int:
         if len(e.args) <= idx:
@@ -554,13 +601,23 @@ class Analyzer:
         if isinstance(arg, ast.Star):
             raise self.error("SYNTAX", "'*' is only allowed as the argument of COUNT", arg)
         running = e.semantics != "FINAL"
+        if isinstance(arg, ast.Call) and arg.name.key == "CLASSIFIER" and not arg.name.quoted:
+            # CLASSIFIER navigated: the label of the row the navigation reaches (NULL outside
+            # the match).
+            labels = self.classifier_labels(arg)
+            if name in ("PREV", "NEXT"):
+                physical = -offset if name == "PREV" else offset
+                self.check_classifier_define(scope, labels, physical, e)
+                return BClassifier(Pointer(labels, True, 0, physical, running))
+            return BClassifier(Pointer(labels, name == "LAST", offset, 0, running))
         if name in ("PREV", "NEXT"):
             physical = -offset if name == "PREV" else offset
             if isinstance(arg, ast.Call) and arg.name.key in ("FIRST", "LAST"):
                 nested = self.bind_navigation(arg, arg.name.key, scope)
-                if not isinstance(nested, BNav):  # pragma: no cover - bind_navigation returns BNav
-                    raise self.error("INVALID_NAVIGATION", "bad nested navigation", arg)
                 p = nested.pointer
+                if isinstance(nested, BClassifier):
+                    self.check_classifier_define(scope, p.labels, physical, e)
+                    return BClassifier(Pointer(p.labels, p.last, p.offset, physical, p.running))
                 return BNav(Pointer(p.labels, p.last, p.offset, physical, p.running), nested.inner, nested.type)
             if isinstance(arg, ast.Call) and arg.name.key in ("PREV", "NEXT"):
                 raise self.error("INVALID_NAVIGATION", f"{arg.name.text} cannot be nested in {e.name.text}", arg)
@@ -575,15 +632,26 @@ class Analyzer:
             raise self.error("INVALID_NAVIGATION", f"the argument of {e.name.text} must reference a column", arg)
         return BNav(Pointer(labels, name == "LAST", offset, 0, running), inner, inner.type)
 
+    def check_classifier_define(self, scope: _Scope, labels: LabelSet, physical: int, node: ast.Node) -> None:
+        """In DEFINE a condition sees the labels of the match so far; PREV/NEXT from the
+        label of a variable's row would need the label of any earlier row."""
+        if scope.clause == "DEFINE" and physical and labels is not None:
+            raise self.error("NOT_SUPPORTED", "in DEFINE, PREV/NEXT of CLASSIFIER is supported for CLASSIFIER() "
+                             "(all rows), not for one variable's rows", node)
+
     def bind_aggregate(self, e: ast.Call, name: str, scope: _Scope) -> BExpr:
-        name = "COLLECT" if name == "ARRAY_AGG" else name
+        name = functions.AGGREGATE_ALIASES.get(name, name)
         running = e.semantics != "FINAL"
         previous = e.semantics == "PREVIOUS"
-        if len(e.args) != 1:
-            raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes one argument", e)
-        arg = e.args[0]
+        want = 2 if name in ("MAX_BY", "MIN_BY") else 1
+        args = e.args
+        if name == "COUNT" and not args and not e.distinct:
+            args = (ast.Star(None, span=e.span),)  # count() is count(*)
+        if len(args) != want:
+            raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes {want} argument{'s' if want > 1 else ''}", e)
+        arg = args[0]
         if isinstance(arg, ast.Star):
-            if name != "COUNT":
+            if name != "COUNT" or e.distinct:
                 raise self.error("WRONG_ARGUMENTS", f"'*' is only allowed as the argument of COUNT, not {e.name.text}", arg)
             labels: LabelSet = None
             if arg.qualifier is not None:
@@ -592,38 +660,65 @@ class Analyzer:
                     raise self.error("UNKNOWN_VARIABLE", f"{arg.qualifier.text} is not a pattern variable or subset", arg.qualifier)
             spec = AggregateSpec("COUNT", labels, None, running, Type.BIGINT, previous)
         else:
-            inner, labels, _ = self.row_expression(arg, scope, e.name.text, e)
-            t = inner.type
-            if name == "COUNT":
-                rtype = Type.BIGINT
-            elif name in ("SUM",):
-                if not (t.numeric or t in (Type.NULL, Type.INTERVAL, Type.ANY)):
-                    raise self.error("TYPE_MISMATCH", f"SUM needs numbers, not {t.value}", arg)
-                rtype = t if t is not Type.NULL else Type.BIGINT
-            elif name == "AVG":
-                if not (t.numeric or t in (Type.NULL, Type.ANY)):
-                    raise self.error("TYPE_MISMATCH", f"AVG needs numbers, not {t.value}", arg)
-                rtype = Type.DOUBLE
-            elif name in ("MIN", "MAX"):
-                if t in (Type.ARRAY,):
-                    raise self.error("TYPE_MISMATCH", f"{name} needs values that can be ordered, not {t.value}", arg)
-                rtype = t
-            elif name == "DELTA":
-                if t in _TIME_TYPES:
-                    rtype = Type.INTERVAL
-                elif t.numeric or t in (Type.NULL, Type.INTERVAL, Type.ANY):
-                    rtype = t if t is not Type.NULL else Type.BIGINT
-                else:
-                    raise self.error("TYPE_MISMATCH", f"DELTA needs numbers or timestamps, not {t.value}", arg)
-            else:  # COLLECT
-                rtype = Type.ARRAY
-            spec = AggregateSpec(name, labels, inner, running, rtype, previous)
+            inner, labels, has_col = self.row_expression(arg, scope, e.name.text, e)
+            key = None
+            if want == 2:
+                key, key_labels, key_col = self.row_expression(args[1], scope, e.name.text, e)
+                if has_col and key_col and key_labels != labels:
+                    raise self.error("INCONSISTENT_LABELS", f"all column references in {e.name.text} must use the same pattern variable", e)
+                labels = labels if has_col else key_labels
+                if key.type is Type.ARRAY:
+                    raise self.error("TYPE_MISMATCH", f"{e.name.text} needs a key that can be ordered, not array", args[1])
+            rtype = self.aggregate_type(name, inner.type, arg)
+            spec = AggregateSpec(name, labels, inner, running, rtype, previous, key, e.distinct)
         if spec in scope.aggregates:
             index = scope.aggregates.index(spec)
         else:
             scope.aggregates.append(spec)
             index = len(scope.aggregates) - 1
         return BAgg(index, spec.type)
+
+    def aggregate_type(self, name: str, t: Type, arg: ast.Node) -> Type:
+        numeric_ok = t.numeric or t in (Type.NULL, Type.ANY)
+        if name == "COUNT" or name == "COUNT_IF":
+            if name == "COUNT_IF" and t not in (Type.BOOLEAN, Type.NULL, Type.ANY):
+                raise self.error("TYPE_MISMATCH", f"COUNT_IF needs a boolean condition, not {t.value}", arg)
+            return Type.BIGINT
+        if name == "SUM":
+            if not (numeric_ok or t is Type.INTERVAL):
+                raise self.error("TYPE_MISMATCH", f"SUM needs numbers, not {t.value}", arg)
+            return t if t is not Type.NULL else Type.BIGINT
+        if name in ("AVG", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"):
+            if not numeric_ok:
+                raise self.error("TYPE_MISMATCH", f"{name} needs numbers, not {t.value}", arg)
+            return Type.DOUBLE
+        if name in ("MIN", "MAX"):
+            if t is Type.ARRAY:
+                raise self.error("TYPE_MISMATCH", f"{name} needs values that can be ordered, not {t.value}", arg)
+            return t
+        if name in ("BOOL_AND", "BOOL_OR"):
+            if t not in (Type.BOOLEAN, Type.NULL, Type.ANY):
+                raise self.error("TYPE_MISMATCH", f"{name} needs booleans, not {t.value}", arg)
+            return Type.BOOLEAN
+        if name in ("MAX_BY", "MIN_BY", "ARBITRARY"):
+            return t
+        if name == "DELTA":
+            if t in _TIME_TYPES:
+                return Type.INTERVAL
+            if numeric_ok or t is Type.INTERVAL:
+                return t if t is not Type.NULL else Type.BIGINT
+            raise self.error("TYPE_MISMATCH", f"DELTA needs numbers or timestamps, not {t.value}", arg)
+        return Type.ARRAY  # COLLECT
+
+
+def element_type(e: BExpr, aggregates: list[AggregateSpec]) -> Type:
+    """The type of an array's elements where the tree shows it (ANY where it does not)."""
+    if isinstance(e, BAgg) and e.index < len(aggregates) and aggregates[e.index].func == "COLLECT":
+        return aggregates[e.index].arg.type
+    if isinstance(e, BCall) and e.name == "ARRAY":
+        t = functions.unify([a.type for a in e.args])
+        return t if t not in (None, Type.NULL) else Type.ANY
+    return Type.ANY
 
 
 def _has_exclusion(node: ast.PatternNode) -> bool:

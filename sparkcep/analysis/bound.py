@@ -55,8 +55,11 @@ class Pointer:
 @dataclass(frozen=True)
 class AggregateSpec:
     """An aggregate over the rows of ``labels``: ``func`` one of COUNT, SUM, AVG, MIN, MAX,
-    DELTA, COLLECT; ``arg`` is a row expression (None for COUNT(*)). ``previous`` (DEFINE
-    only, the PREVIOUS extension): over the rows matched before the current one."""
+    DELTA, COLLECT, COUNT_IF, BOOL_AND, BOOL_OR, MAX_BY, MIN_BY, ARBITRARY, STDDEV_SAMP,
+    STDDEV_POP, VAR_SAMP, VAR_POP; ``arg`` is a row expression (None for COUNT(*)), ``key``
+    the second argument of MAX_BY/MIN_BY. ``distinct``: each distinct non-NULL value once.
+    ``previous`` (DEFINE only, the PREVIOUS extension): over the rows matched before the
+    current one."""
 
     func: str
     labels: LabelSet
@@ -64,6 +67,8 @@ class AggregateSpec:
     running: bool
     type: Type
     previous: bool = False
+    key: BExpr | None = None
+    distinct: bool = False
 
 
 class BExpr:
@@ -110,7 +115,18 @@ class BClassifier(BExpr):
 
 @dataclass(frozen=True)
 class BMatchNumber(BExpr):
+    """MATCH_NUMBER(): in MEASURES the match's number; in DEFINE the number the match being
+    tried would get."""
+
     type: Type = Type.BIGINT
+
+
+@dataclass(frozen=True)
+class BRowLabel(BExpr):
+    """CLASSIFIER() inside an aggregate's argument: the variable name of the row being
+    aggregated."""
+
+    type: Type = Type.VARCHAR
 
 
 @dataclass(frozen=True)
@@ -219,3 +235,19 @@ class AnalyzedQuery:
 
     def variable_id(self, name: str) -> int:
         return self.variables.index(name)
+
+
+def nodes(e: BExpr):
+    """Every node of a bound expression tree, ``e`` first (iteratively: trees may be deep)."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        for name in getattr(x, "__dataclass_fields__", ()):
+            if name == "impl":
+                continue
+            v = getattr(x, name)
+            for y in v if isinstance(v, tuple) else (v,):
+                for z in y if isinstance(y, tuple) else (y,):
+                    if isinstance(z, BExpr):
+                        stack.append(z)

@@ -6,6 +6,7 @@ matcher forks; no aggregate is ever recomputed from the rows of a match.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from sparkcep.compile.expressions import compile_row
 class Aggregate:
     spec: AggregateSpec
     initial: Any
-    step: Callable[[Any, list, int], Any]  # (state, cols, pos) -> state
+    step: Callable[[Any, list, int, int], Any]  # (state, cols, pos, label) -> state
     result: Callable[[Any], Any]
 
     def applies_to(self, label: int) -> bool:
@@ -26,7 +27,7 @@ class Aggregate:
         return labels is None or label in labels
 
 
-def _count_star(state, cols, pos):
+def _count_star(state, cols, pos, label):
     return state + 1
 
 
@@ -38,40 +39,78 @@ def _max(a, b):
     return b if b > a else a
 
 
-def build(spec: AggregateSpec) -> Aggregate:
-    if spec.arg is None:
-        return Aggregate(spec, 0, _count_star, lambda s: s)
-    value = compile_row(spec.arg)
-    func = spec.func
+def _identity(s):
+    return s
+
+
+def _linked(state) -> list:
+    """The values of a shared linked list (value, previous), oldest first."""
+    out = []
+    while state is not None:
+        out.append(state[0])
+        state = state[1]
+    out.reverse()
+    return out
+
+
+def _moments(kind: str) -> tuple[Any, Callable, Callable]:
+    """Welford's running mean and sum of squared deviations: (n, mean, m2)."""
+    def fold(s, v):
+        n, mean, m2 = s
+        n += 1
+        d = v - mean
+        mean += d / n
+        return (n, mean, m2 + d * (v - mean))
+
+    def result(s):
+        n, _, m2 = s
+        if kind.endswith("POP"):
+            if n < 1:
+                return None
+            var = m2 / n
+        else:
+            if n < 2:
+                return None
+            var = m2 / (n - 1)
+        var = max(var, 0.0)
+        return math.sqrt(var) if kind.startswith("STDDEV") else var
+    return (0, 0.0, 0.0), fold, result
+
+
+def _folding(func: str) -> tuple[Any, Callable[[Any, Any], Any], Callable[[Any], Any]]:
+    """(initial state, fold(state, non-NULL value), result) of the aggregates that skip NULLs."""
     if func == "COUNT":
-        def step(s, cols, pos):
-            return s + (value(cols, pos) is not None)
-        return Aggregate(spec, 0, step, lambda s: s)
+        return 0, lambda s, v: s + 1, _identity
     if func == "SUM":
-        def step(s, cols, pos):
-            v = value(cols, pos)
-            if v is None:
-                return s
-            return v if s is None else s + v
-        return Aggregate(spec, None, step, lambda s: s)
+        return None, lambda s, v: v if s is None else s + v, _identity
     if func == "AVG":
-        def step(s, cols, pos):
-            v = value(cols, pos)
-            return s if v is None else (s[0] + v, s[1] + 1)
-        return Aggregate(spec, (0, 0), step, lambda s: None if s[1] == 0 else s[0] / s[1])
+        return (0, 0), lambda s, v: (s[0] + v, s[1] + 1), lambda s: None if s[1] == 0 else s[0] / s[1]
     if func in ("MIN", "MAX"):
         pick = _min if func == "MIN" else _max
+        return None, lambda s, v: v if s is None else pick(s, v), _identity
+    if func == "COUNT_IF":
+        return 0, lambda s, v: s + (v is True), _identity
+    if func == "BOOL_AND":
+        return None, lambda s, v: v if s is None else (s and v), _identity
+    if func == "BOOL_OR":
+        return None, lambda s, v: v if s is None else (s or v), _identity
+    if func == "ARBITRARY":  # the first non-NULL value
+        return None, lambda s, v: v if s is None else s, _identity
+    if func in ("STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"):
+        return _moments(func)
+    raise AssertionError(func)  # pragma: no cover
 
-        def step(s, cols, pos):
-            v = value(cols, pos)
-            if v is None:
-                return s
-            return v if s is None else pick(s, v)
-        return Aggregate(spec, None, step, lambda s: s)
+
+def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
+    """``names``: the variable names, which CLASSIFIER() in the argument gives."""
+    if spec.arg is None:
+        return Aggregate(spec, 0, _count_star, _identity)
+    value = compile_row(spec.arg, names)
+    func = spec.func
     if func == "DELTA":
         # (first value, last value, seen any row): last minus first of the rows aggregated.
-        def step(s, cols, pos):
-            v = value(cols, pos)
+        def step(s, cols, pos, label):
+            v = value(cols, pos, label)
             return (v, v, True) if not s[2] else (s[0], v, True)
 
         def result(s):
@@ -79,19 +118,49 @@ def build(spec: AggregateSpec) -> Aggregate:
                 return None
             return s[1] - s[0]
         return Aggregate(spec, (None, None, False), step, result)
-    if func == "COLLECT":
+    if func == "COLLECT" and not spec.distinct:
         # A shared linked list (value, previous): forks share their common prefix.
-        def step(s, cols, pos):
-            return (value(cols, pos), s)
+        def step(s, cols, pos, label):
+            return (value(cols, pos, label), s)
+        return Aggregate(spec, None, step, lambda s: None if s is None else _linked(s))
+    if func in ("MAX_BY", "MIN_BY"):
+        key = compile_row(spec.key, names)
+        better = (lambda k, best: k > best) if func == "MAX_BY" else (lambda k, best: k < best)
 
-        def result(s):
-            if s is None:
-                return None
-            out = []
-            while s is not None:
-                out.append(s[0])
-                s = s[1]
-            out.reverse()
-            return out
-        return Aggregate(spec, None, step, result)
-    raise AssertionError(func)  # pragma: no cover
+        # (key, value) of the best row so far; rows whose key is NULL are skipped, ties keep
+        # the earlier row.
+        def step(s, cols, pos, label):
+            k = key(cols, pos, label)
+            if k is None or (s is not None and not better(k, s[0])):
+                return s
+            return (k, value(cols, pos, label))
+        return Aggregate(spec, None, step, lambda s: None if s is None else s[1])
+    if spec.distinct:
+        return _distinct(spec, value)
+    initial, fold, result = _folding(func)
+
+    def step(s, cols, pos, label):
+        v = value(cols, pos, label)
+        return s if v is None else fold(s, v)
+    return Aggregate(spec, initial, step, result)
+
+
+def _distinct(spec: AggregateSpec, value) -> Aggregate:
+    """agg(DISTINCT x): the state keeps the values seen (a frozenset) beside the inner
+    state, and each value is folded in once."""
+    func = spec.func
+    if func == "COLLECT":
+        def fold_collect(s, v):
+            return (v, s)
+        initial, fold, result = None, fold_collect, (lambda s: None if s is None else _linked(s))
+    else:
+        initial, fold, result = _folding(func)
+
+    keep_null = func == "COLLECT"  # array_agg keeps NULL (once, with DISTINCT)
+
+    def step(s, cols, pos, label):
+        v = value(cols, pos, label)
+        if (v is None and not keep_null) or v in s[0]:
+            return s
+        return (s[0] | {v}, fold(s[1], v))
+    return Aggregate(spec, (frozenset(), initial), step, lambda s: result(s[1]))

@@ -1,8 +1,9 @@
 """Bound expressions → Python closures, with SQL's three-valued logic and NULL rules.
 
 Two kinds of closure come out:
-- row closures ``f(cols, pos)`` evaluate an expression on one row (navigation and aggregate
-  arguments);
+- row closures ``f(cols, pos, label=None)`` evaluate an expression on one row (navigation and
+  aggregate arguments); ``label`` is the row's variable id, which CLASSIFIER() in an
+  aggregate's argument reads;
 - match closures ``g(ctx)`` evaluate DEFINE conditions and MEASURES against a context that
   resolves value pointers (``ctx.at(pid)``), aggregates (``ctx.agg(i)``), classifiers
   (``ctx.label_at(pid)``) and the match number; ``ctx.cols`` holds the partition's columns.
@@ -31,11 +32,13 @@ from sparkcep.analysis.bound import (
     BLiteral,
     BMatchNumber,
     BNav,
+    BRowLabel,
     BUnary,
     Pointer,
     Type,
 )
 from sparkcep.errors import DataError
+from sparkcep.functions import FunctionError, array_equal
 
 
 class EvaluationError(DataError):
@@ -150,12 +153,23 @@ _TIME_COMPARE = {k: _zones_aligned(f) for k, f in _COMPARE.items()}
 _TIME_ARITH = {k: _zones_aligned(f) for k, f in _ARITH.items()}
 
 
-def _is_time(*es: BExpr) -> bool:
+def _is_time(*es: BExpr | None) -> bool:
     return any(x is not None and x.type in (Type.TIMESTAMP, Type.ANY) for x in es)
+
+
+def _array_eq(a, b):
+    return array_equal(a, b) if isinstance(a, list) and isinstance(b, list) else a == b
+
+
+def _array_ne(a, b):
+    r = _array_eq(a, b)
+    return None if r is None else not r
 
 
 def comparison(op: str, *operands: BExpr) -> Callable[[Any, Any], bool]:
     """The function for comparison ``op`` between values of ``operands``' types."""
+    if op in ("=", "<>") and any(x is not None and x.type in (Type.ARRAY, Type.ANY) for x in operands):
+        return _array_eq if op == "=" else _array_ne
     return (_TIME_COMPARE if _is_time(*operands) else _COMPARE)[op]
 
 
@@ -173,9 +187,10 @@ class PointerTable:
             return len(self.pointers) - 1
 
 
-def compile_row(e: BExpr) -> Callable[[list, int], Any]:
-    """A closure ``f(cols, pos)`` for a row expression (columns of a single row)."""
-    return _compile(e, None, row=True)
+def compile_row(e: BExpr, names: tuple[str, ...] = ()) -> Callable[..., Any]:
+    """A closure ``f(cols, pos, label=None)`` for a row expression (columns of a single row;
+    ``names`` are the variable names CLASSIFIER() gives)."""
+    return _compile(e, None, row=True, names=names)
 
 
 def compile_match(e: BExpr, pointers: PointerTable) -> Callable[[Any], Any]:
@@ -183,18 +198,20 @@ def compile_match(e: BExpr, pointers: PointerTable) -> Callable[[Any], Any]:
     return _compile(e, pointers, row=False)
 
 
-def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
+def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[str, ...] = ()):
     def sub(x: BExpr):
-        return _compile(x, pointers, row)
+        return _compile(x, pointers, row, names)
 
     if isinstance(e, BLiteral):
         v = e.value
-        return (lambda cols, pos: v) if row else (lambda ctx: v)
+        return (lambda cols, pos, label=None: v) if row else (lambda ctx: v)
     if isinstance(e, BColumn):
         i = e.index
         if not row:  # pragma: no cover - the analyzer wraps columns in BNav
             raise AssertionError("bare column outside a row context")
-        return lambda cols, pos: cols[i][pos]
+        return lambda cols, pos, label=None: cols[i][pos]
+    if isinstance(e, BRowLabel):
+        return lambda cols, pos, label=None: None if label is None else names[label]
     if isinstance(e, BNav):
         pid = pointers.id(e.pointer)
         inner = _compile(e.inner, None, row=True)
@@ -216,10 +233,10 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
         f = sub(e.operand)
         if e.op == "NOT":
             if row:
-                return lambda cols, pos: (lambda v: None if v is None else not v)(f(cols, pos))
+                return lambda cols, pos, label=None: (lambda v: None if v is None else not v)(f(cols, pos, label))
             return lambda ctx: (lambda v: None if v is None else not v)(f(ctx))
         if row:
-            return lambda cols, pos: (lambda v: None if v is None else -v)(f(cols, pos))
+            return lambda cols, pos, label=None: (lambda v: None if v is None else -v)(f(cols, pos, label))
         return lambda ctx: (lambda v: None if v is None else -v)(f(ctx))
     if isinstance(e, BBinary):
         lf, rf = sub(e.left), sub(e.right)
@@ -227,9 +244,9 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
             short = False if e.op == "AND" else True
             comb = _and if e.op == "AND" else _or
             if row:
-                def logic_row(cols, pos):
-                    a = lf(cols, pos)
-                    return short if a is short else comb(a, rf(cols, pos))
+                def logic_row(cols, pos, label=None):
+                    a = lf(cols, pos, label)
+                    return short if a is short else comb(a, rf(cols, pos, label))
                 return logic_row
 
             def logic(ctx):
@@ -241,11 +258,11 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
         else:
             op = (_TIME_ARITH if _is_time(e.left, e.right) else _ARITH)[e.op]
         if row:
-            def binop_row(cols, pos):
-                a = lf(cols, pos)
+            def binop_row(cols, pos, label=None):
+                a = lf(cols, pos, label)
                 if a is None:
                     return None
-                b = rf(cols, pos)
+                b = rf(cols, pos, label)
                 return None if b is None else op(a, b)
             return binop_row
 
@@ -322,6 +339,8 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool):
                 return None
             try:
                 return impl(*vals)
+            except FunctionError as exc:  # a value the function refuses (a bad cast, an index)
+                raise EvaluationError(str(exc)) from None
             except Exception as exc:  # a user function may raise anything: name it
                 raise EvaluationError(f"function {name} failed: {exc}") from exc
         return call

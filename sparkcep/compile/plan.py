@@ -15,11 +15,13 @@ from sparkcep.analysis.bound import (
     BBinary,
     BClassifier,
     BExpr,
+    BMatchNumber,
     BNav,
     MeasureDef,
     Pointer,
     SortKey,
     Type,
+    nodes,
 )
 from sparkcep.compile.aggregates import Aggregate, build
 from sparkcep.compile.expressions import PointerTable, compile_match
@@ -73,6 +75,7 @@ class Plan:
     # Rows before a match's first row and after its last that PREV/NEXT may read.
     lookbehind: int
     lookahead: int
+    define_match_number: bool = False  # a DEFINE condition reads MATCH_NUMBER()
 
     @property
     def partition_by(self) -> tuple[SortKey, ...]:
@@ -105,18 +108,10 @@ class Plan:
         return "\n".join(lines)
 
 
-def _pointers_in(e: BExpr):
-    """The pointers of navigations, qualified column references and CLASSIFIER in ``e``."""
-    if isinstance(e, (BNav, BClassifier)):
-        yield e.pointer
-    for name in getattr(e, "__dataclass_fields__", {}):
-        if name == "impl":
-            continue
-        v = getattr(e, name)
-        for x in v if isinstance(v, tuple) else (v,):
-            for y in x if isinstance(x, tuple) else (x,):
-                if isinstance(y, BExpr):
-                    yield from _pointers_in(y)
+def _pointers_in(e: BExpr, kinds: tuple[type, ...] = (BNav, BClassifier)):
+    """The pointers of navigations, qualified column references and CLASSIFIER in ``e``
+    (of the node ``kinds`` given)."""
+    return [x.pointer for x in nodes(e) if isinstance(x, kinds)]
 
 
 def _and_all(parts: list[BExpr]) -> BExpr:
@@ -160,8 +155,12 @@ def build_plan(q: AnalyzedQuery) -> Plan:
     for i, cond in q.defines.items():
         for p in _pointers_in(cond):
             readers.setdefault(p, set()).add(i)
+    # CLASSIFIER() of a row other than the current one (FIRST, LAST with an offset, PREV/NEXT)
+    # needs that row's label: such pointers keep rows with their labels, as a subset's are kept.
+    label_rows = {p for cond in q.defines.values() for p in _pointers_in(cond, (BClassifier,))
+                  if p.physical or not p.last or p.offset}
     for p in dtable.pointers:
-        if p.labels is None and not q.gapped:
+        if p.labels is None and not q.gapped and p not in label_rows:
             dpointers.append(DefinePointer(p, -1))
             continue
         # A match that skips rows has no row arithmetic: its rows are tracked like a subset's.
@@ -172,7 +171,13 @@ def build_plan(q: AnalyzedQuery) -> Plan:
             last_need.append(0)
         j = tracked.index(key)
         current_only = p.offset == 0 and readers.get(p, set()) <= key
-        if p.last:
+        if p in label_rows:
+            # The logical row, then up to |physical| rows back (forward rows have no label yet).
+            if p.last:
+                last_need[j] = max(last_need[j], p.offset + max(-p.physical, 0) + 1)
+            else:
+                first_need[j] = max(first_need[j], p.offset + max(p.physical, 0) + 1)
+        elif p.last:
             if not current_only:
                 last_need[j] = max(last_need[j], p.offset + 1)
         else:
@@ -207,12 +212,13 @@ def build_plan(q: AnalyzedQuery) -> Plan:
         track_last=tuple(last_need),
         track_members=members,
         define_pointers=tuple(dpointers),
-        define_aggregates=tuple(build(s) for s in q.define_aggregates),
+        define_aggregates=tuple(build(s, labels) for s in q.define_aggregates),
         measures=q.measures,
         measure_fns=measure_fns,
         measure_pointers=tuple(mtable.pointers),
-        measure_aggregates=tuple(build(s) for s in q.measure_aggregates),
+        measure_aggregates=tuple(build(s, labels) for s in q.measure_aggregates),
         measure_sets=tuple(msets),
         lookbehind=max([0] + [-x for x in physical]),
         lookahead=max([0] + physical),
+        define_match_number=any(isinstance(x, BMatchNumber) for c in q.defines.values() for x in nodes(c)),
     )

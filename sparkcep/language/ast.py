@@ -64,6 +64,27 @@ class Call(Expr):
     name: Name
     args: tuple[Expr, ...]
     semantics: str | None = None  # "RUNNING", "FINAL", "PREVIOUS" or None when not written
+    distinct: bool = False  # aggregate(DISTINCT ...)
+    extract: bool = False  # EXTRACT(field FROM x): name is the field
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    """``CAST(x AS type)`` or ``TRY_CAST`` (NULL instead of an error)."""
+
+    operand: Expr
+    type_name: str  # upper case: INTEGER, VARCHAR, ...
+    sizes: tuple[int, ...]  # VARCHAR(n)
+    try_: bool
+    type_span: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Like(Expr):
+    operand: Expr
+    pattern: Expr
+    escape: Expr | None
+    negated: bool = False
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ _KEYWORD_TYPES = frozenset(
     ALL SHOW OMIT EMPTY WITH UNMATCHED AFTER SKIP PAST TO NEXT PATTERN PERMUTE WITHIN MAXLENGTH
     SUBSET DEFINE OR AND NOT BETWEEN IN IS NULL TRUE FALSE CASE WHEN THEN ELSE END RUNNING FINAL
     INTERVAL DATE TIMESTAMP EXCL_OPEN EXCL_CLOSE PREVIOUS EVENT SELECTION STRICT CONTIGUITY TILL
-    ANY""".split()
+    ANY CAST TRY_CAST LIKE ESCAPE ARRAY EXTRACT FROM DISTINCT""".split()
 )
 
 _UNIT_SECONDS = {
@@ -157,16 +157,46 @@ class _ToAst(Transformer):
     def var_star_arg(self, meta, ch):
         return (ast.Star(ch[0], span=_meta_span(meta)),)
 
+    def distinct_args(self, meta, ch):
+        return ("DISTINCT", tuple(_plain(ch)))
+
     def call(self, meta, ch):
         args = ch[1] if len(ch) > 1 else ()
+        if isinstance(args, tuple) and len(args) == 2 and args[0] == "DISTINCT":
+            return ast.Call(ch[0], args[1], distinct=True, span=_meta_span(meta))
         return ast.Call(ch[0], args, span=_meta_span(meta))
+
+    def type_name(self, meta, ch):
+        name, *sizes = ch
+        return (name, tuple(_count(t, "a type size") for t in sizes), _meta_span(meta))
+
+    def cast_expr(self, meta, ch):
+        kind = ch[0].type
+        operand, (name, sizes, tspan) = _plain(ch)
+        return ast.Cast(operand, name.text.upper(), sizes, kind == "TRY_CAST", type_span=tspan, span=_meta_span(meta))
+
+    def array_ctor(self, meta, ch):
+        return ast.Call(ast.Name("ARRAY", span=_meta_span(meta)), tuple(_plain(ch)), span=_meta_span(meta))
+
+    def subscript(self, meta, ch):
+        base, index = ch
+        return ast.Call(ast.Name("$SUBSCRIPT", True, span=_meta_span(meta)), (base, index), span=_meta_span(meta))
+
+    def extract_expr(self, meta, ch):
+        field, operand = _plain(ch)
+        return ast.Call(ast.Name(field.text.upper(), span=field.span), (operand,), extract=True, span=_meta_span(meta))
+
+    def like(self, meta, ch):
+        items = _plain(ch)
+        escape = items[2] if len(items) > 2 else None
+        return ast.Like(items[0], items[1], escape, _has(ch, "NOT"), span=_meta_span(meta))
 
     def semantics(self, meta, ch):
         return ch[0].type
 
     def with_semantics(self, meta, ch):
         sem, call = ch
-        return ast.Call(call.name, call.args, sem, span=_meta_span(meta))
+        return ast.Call(call.name, call.args, sem, distinct=call.distinct, span=_meta_span(meta))
 
     def neg(self, meta, ch):
         operand = ch[0]

@@ -39,11 +39,14 @@ def candidate_finder(q: AnalyzedQuery, matcher: Matcher, part: PartitionData) ->
 
 
 def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
-                   input_row: Callable[[int], int] = lambda r: r) -> Iterator[tuple]:
+                   input_row: Callable[[int], int] = lambda r: r,
+                   numbering: Callable[[int], None] | None = None) -> Iterator[tuple]:
     """The matches of a partition of ``n`` rows in output order, as ("match", Match,
     match number) items, with ("unmatched", row) items where ALL ROWS PER MATCH WITH
     UNMATCHED ROWS wants them. ``candidate(start)`` answers what was found at a row
-    (see candidate_finder); this chain of choices is the same for every strategy."""
+    (see candidate_finder); this chain of choices is the same for every strategy.
+    ``numbering(k)`` is told, before each search, the number the next match gets."""
+    tell = numbering if numbering is not None else (lambda k: None)
     want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
     covered = -1  # rows up to here are inside an earlier match
     number = 0
@@ -54,6 +57,7 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
             best = None
             s = pos
             while s < n and (best is None or s <= best.last):
+                tell(number + 1)
                 m = candidate(s)
                 if m is not None and (best is None or m.last < best.last):
                     best = m
@@ -83,6 +87,7 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
                 yield ("unmatched", pos)
             pos += 1
             continue
+        tell(number + 1)
         m = candidate(pos)
         if m is None:
             if want_unmatched and pos > covered:
@@ -130,7 +135,8 @@ def output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list
 
     items = kernel.select(part, input_row) if kernel is not None else None
     if items is None:
-        items = select_matches(plan.query, part.n, candidate_finder(plan.query, matcher, part), input_row)
+        items = select_matches(plan.query, part.n, candidate_finder(plan.query, matcher, part), input_row,
+                               lambda k: setattr(part, "match_number", k))
     yield from measure_rows(plan, part, items, input_row)
 
 

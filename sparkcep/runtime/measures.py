@@ -53,7 +53,7 @@ class MeasureContext:
             labset = agg.spec.labels
             for i, lab in enumerate(labels):
                 if labset is None or lab in labset:
-                    state = agg.step(state, cols, match.row(i))
+                    state = agg.step(state, cols, match.row(i), lab)
                 if every_row:
                     values.append(agg.result(state))
             if not every_row and labels:
@@ -84,7 +84,18 @@ class MeasureContext:
 
     def label_at(self, pid: int) -> str | None:
         i = self._index_of(pid)
-        return None if i is None else self.plan.labels[self.match.labels[i]]
+        if i is None:
+            return None
+        d = self.plan.measure_pointers[pid].physical
+        if d:
+            # PREV/NEXT of CLASSIFIER: the label of the row reached, if the match holds it
+            # (any row of the match, in RUNNING and FINAL alike, as Trino).
+            m = self.match
+            q = m.row(i) + d
+            i = (q - m.start) if m.rows is None else (m.rows.index(q) if q in m.rows else -1)
+            if not 0 <= i < self._length:
+                return None
+        return self.plan.labels[self.match.labels[i]]
 
     def agg(self, i: int) -> Any:
         values, empty = self._aggs[i]

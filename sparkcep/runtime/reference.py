@@ -47,6 +47,7 @@ class _Context:
         self.labels = [lab for lab, _ in assign]
         self.rows = rows if rows is not None else list(range(start, start + len(assign)))
         self.pos = self.rows[-1] if self.rows else start - 1
+        self.part_match_number = part.match_number
 
     def _index(self, pointer) -> int | None:
         rows = [i for i, lab in enumerate(self.labels) if pointer.labels is None or lab in pointer.labels]
@@ -64,8 +65,20 @@ class _Context:
         return q if 0 <= q < self.n else None
 
     def label_at(self, pid: int):
-        i = self._index(self.plan.define_pointers[pid].pointer)
-        return None if i is None else self.plan.labels[self.labels[i]]
+        p = self.plan.define_pointers[pid].pointer
+        i = self._index(p)
+        if i is None:
+            return None
+        if p.physical:
+            q = self.rows[i] + p.physical
+            if q not in self.rows:
+                return None  # outside the match so far, or a skipped row
+            i = self.rows.index(q)
+        return self.plan.labels[self.labels[i]]
+
+    @property
+    def match_number(self) -> int:
+        return self.part_match_number
 
     def agg(self, i: int) -> Any:
         agg = self.plan.define_aggregates[i]
@@ -74,7 +87,7 @@ class _Context:
         upto = len(self.labels) - 1 if agg.spec.previous else len(self.labels)
         for j, lab in enumerate(self.labels[:upto]):
             if agg.applies_to(lab):
-                state = agg.step(state, self.cols, self.rows[j])
+                state = agg.step(state, self.cols, self.rows[j], lab)
         return agg.result(state)
 
 

@@ -76,6 +76,9 @@ class PartitionData:
     base: int = 0
     complete: bool = True
     limit: int = -1
+    # The number the next match of this partition gets (MATCH_NUMBER() in DEFINE); the
+    # selection loop sets it before each search.
+    match_number: int = 1
     # Per-partition results a matcher derives once (vectorized condition masks).
     cache: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -110,10 +113,11 @@ UNRESOLVED = _Unresolved()
 class DefineContext:
     """What a DEFINE condition sees: the candidate row, its label, and the thread's past."""
 
-    __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "prev_values", "_plan")
+    __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "prev_values", "_plan", "part")
 
-    def __init__(self, plan: Plan, cols, pos, label, start, n, nav, agg_states, prev_states=None):
+    def __init__(self, plan: Plan, cols, pos, label, start, n, nav, agg_states, prev_states=None, part=None):
         self._plan = plan
+        self.part = part
         self.cols = cols
         self.pos = pos
         self.label = label
@@ -156,15 +160,30 @@ class DefineContext:
 
     def label_at(self, pid: int):
         e = self._entry(pid)
-        return None if e is None else self._plan.labels[e[1]]
+        if e is None:
+            return None
+        dp = self._plan.define_pointers[pid]
+        q = e[0] + dp.pointer.physical
+        if q == e[0] and e[1] is not None:
+            return self._plan.labels[e[1]]
+        if q == self.pos:
+            return self._plan.labels[self.label]
+        if q > self.pos or q < self.start or dp.track < 0:
+            return None  # outside the match so far: no label (yet)
+        firsts, lasts = self.nav[dp.track]
+        for row, label in lasts + firsts:
+            if row == q:
+                return self._plan.labels[label]
+        return None  # a row the match skipped
 
     def agg(self, i: int):
         a = self._plan.define_aggregates[i]
         return a.result(self.prev_values[i] if a.spec.previous else self.agg_values[i])
 
     @property
-    def match_number(self):  # pragma: no cover - the analyzer forbids it in DEFINE
-        raise AssertionError("MATCH_NUMBER in DEFINE")
+    def match_number(self) -> int:
+        """The number the match being tried would get (MATCH_NUMBER() in DEFINE)."""
+        return self.part.match_number
 
 
 _ACCEPTED = "accepted"
@@ -282,11 +301,11 @@ class Matcher:
         if aggs:
             cols = part.py()
             aggs = tuple(
-                a.step(s, cols, pos) if a.applies_to(label) else s
+                a.step(s, cols, pos, label) if a.applies_to(label) else s
                 for a, s in zip(plan.define_aggregates, aggs, strict=True)
             )
         if cond is not None:
-            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, nav, aggs, before)
+            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, nav, aggs, before, part)
             try:
                 ok = cond(ctx)
             except EvaluationError as e:

@@ -233,6 +233,8 @@ def _whole_partitions(plan: Plan) -> str | None:
         return "STRICT CONTIGUITY with PARTITION BY reads the order of the whole input"
     if q.event_selection != "PARTITION" or q.negated:
         return "EVENT SELECTION and negation need whole partitions"
+    if plan.define_match_number:
+        return "MATCH_NUMBER() in DEFINE numbers the matches in order, so a partition is matched in one task"
     return None
 
 
