@@ -297,9 +297,9 @@ def _plain(t: pa.DataType) -> pa.DataType:
 
 def _expr_arrow_type(e, schema: pa.Schema, aggregates) -> pa.DataType | None:
     """The Arrow type of a measure: the column's own type for a plain column (or an
-    aggregate that keeps it: MIN, MAX, FIRST...), a list of it for COLLECT, else the SQL
-    type's. None: decided by the values (a function registered as "any")."""
-    from sparkcep.analysis.bound import BAgg, BNav
+    aggregate that keeps it: MIN, MAX, FIRST...), a list of it for COLLECT and ARRAY[...],
+    else the SQL type's. None: decided by the values (a function registered as "any")."""
+    from sparkcep.analysis.bound import BAgg, BCall, BNav
 
     if isinstance(e, BNav) and isinstance(e.inner, BColumn):
         return _plain(schema.field(e.inner.index).type)
@@ -311,8 +311,13 @@ def _expr_arrow_type(e, schema: pa.Schema, aggregates) -> pa.DataType | None:
                         else _ARROW.get(spec.arg.type))
         if spec.func == "COLLECT":
             return pa.list_(arg_type if arg_type is not None else pa.null())
-        if spec.func in ("MIN", "MAX") and arg_type is not None:
+        if spec.func in ("MIN", "MAX", "MAX_BY", "MIN_BY", "ARBITRARY") and arg_type is not None:
             return arg_type
+    if isinstance(e, BCall) and e.name == "ARRAY":
+        kinds = {t for t in (_expr_arrow_type(a, schema, aggregates) for a in e.args) if t is not None}
+        if len(kinds) > 1 and all(pa.types.is_integer(k) or pa.types.is_floating(k) for k in kinds):
+            kinds = {pa.float64()}
+        return pa.list_(kinds.pop() if len(kinds) == 1 else pa.null())
     if e.type is Type.TIMESTAMP:
         return pa.timestamp("us")
     return _ARROW.get(e.type)

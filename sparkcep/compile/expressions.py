@@ -36,6 +36,7 @@ from sparkcep.analysis.bound import (
     BUnary,
     Pointer,
     Type,
+    nodes,
 )
 from sparkcep.errors import DataError
 from sparkcep.functions import FunctionError, array_equal
@@ -193,9 +194,14 @@ def compile_row(e: BExpr, names: tuple[str, ...] = ()) -> Callable[..., Any]:
     return _compile(e, None, row=True, names=names)
 
 
-def compile_match(e: BExpr, pointers: PointerTable) -> Callable[[Any], Any]:
+def compile_match(e: BExpr, pointers: PointerTable, names: tuple[str, ...] = ()) -> Callable[[Any], Any]:
     """A closure ``g(ctx)`` for a DEFINE condition or a measure."""
-    return _compile(e, pointers, row=False)
+    return _compile(e, pointers, row=False, names=names)
+
+
+def reads_row_label(e: BExpr) -> bool:
+    """Whether a row expression reads its row's label (CLASSIFIER() inside it)."""
+    return any(isinstance(x, BRowLabel) for x in nodes(e))
 
 
 def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[str, ...] = ()):
@@ -214,7 +220,18 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
         return lambda cols, pos, label=None: None if label is None else names[label]
     if isinstance(e, BNav):
         pid = pointers.id(e.pointer)
-        inner = _compile(e.inner, None, row=True)
+        inner = _compile(e.inner, None, row=True, names=names)
+        if reads_row_label(e.inner):
+            # CLASSIFIER() inside the navigated expression: the label of the row reached.
+            ids = {name: i for i, name in enumerate(names)}
+
+            def nav_labelled(ctx):
+                q = ctx.at(pid)
+                if q is None:
+                    return None
+                label = ctx.label_at(pid)
+                return inner(ctx.cols, q, None if label is None else ids[label])
+            return nav_labelled
 
         def nav(ctx):
             q = ctx.at(pid)

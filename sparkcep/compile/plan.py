@@ -24,7 +24,7 @@ from sparkcep.analysis.bound import (
     nodes,
 )
 from sparkcep.compile.aggregates import Aggregate, build
-from sparkcep.compile.expressions import PointerTable, compile_match
+from sparkcep.compile.expressions import PointerTable, compile_match, reads_row_label
 from sparkcep.compile.pattern import (
     Concat,
     Label,
@@ -128,7 +128,7 @@ def build_plan(q: AnalyzedQuery) -> Plan:
 
     dtable = PointerTable()
     conditions = tuple(
-        compile_match(q.defines[i], dtable) if i in q.defines else None for i in range(len(labels))
+        compile_match(q.defines[i], dtable, labels) if i in q.defines else None for i in range(len(labels))
     )
     local_parts, residuals = [], []
     for i in range(len(labels)):
@@ -137,7 +137,7 @@ def build_plan(q: AnalyzedQuery) -> Plan:
         local = tuple(c for c in parts if is_row_local(c, i))
         rest = [c for c in parts if not is_row_local(c, i)]
         local_parts.append(local)
-        residuals.append(compile_match(_and_all(rest), dtable) if rest else None)
+        residuals.append(compile_match(_and_all(rest), dtable, labels) if rest else None)
     fixed = None
     if isinstance(pattern, Label):
         fixed = (pattern.id,)
@@ -157,8 +157,9 @@ def build_plan(q: AnalyzedQuery) -> Plan:
             readers.setdefault(p, set()).add(i)
     # CLASSIFIER() of a row other than the current one (FIRST, LAST with an offset, PREV/NEXT)
     # needs that row's label: such pointers keep rows with their labels, as a subset's are kept.
-    label_rows = {p for cond in q.defines.values() for p in _pointers_in(cond, (BClassifier,))
-                  if p.physical or not p.last or p.offset}
+    label_rows = {x.pointer for cond in q.defines.values() for x in nodes(cond)
+                  if (isinstance(x, BClassifier) or (isinstance(x, BNav) and reads_row_label(x.inner)))
+                  and (x.pointer.physical or not x.pointer.last or x.pointer.offset)}
     for p in dtable.pointers:
         if p.labels is None and not q.gapped and p not in label_rows:
             dpointers.append(DefinePointer(p, -1))
@@ -186,7 +187,7 @@ def build_plan(q: AnalyzedQuery) -> Plan:
     members = tuple(tuple(i in s for i in range(len(labels))) for s in tracked)
 
     mtable = PointerTable()
-    measure_fns = tuple(compile_match(m.expr, mtable) for m in q.measures)
+    measure_fns = tuple(compile_match(m.expr, mtable, labels) for m in q.measures)
     msets = []
     for p in mtable.pointers:
         if p.labels is not None and p.labels not in msets:
