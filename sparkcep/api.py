@@ -170,8 +170,10 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     columns = LazyColumns(arrays)
     order_index = q.order_by[0].index if q.order_by else None
 
-    if matcher_factory is Matcher and q.event_selection != "PARTITION":
-        matcher_factory = NFAbMatcher  # the Pike VM knows contiguous rows only
+    if matcher_factory is Matcher and (q.gapped or (q.event_selection == "STRICT" and q.partition_by)):
+        # The Pike VM knows contiguous rows of one partition only (strict contiguity without
+        # PARTITION BY is exactly that).
+        matcher_factory = NFAbMatcher
     matcher = matcher_factory(plan)
     if use_kernel is None:
         use_kernel = matcher_factory is Matcher

@@ -16,7 +16,7 @@ from sparkcep.errors import DataError, QueryError
 from sparkcep.parallel.run_batches import LocalBackend, run_partition
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.reference import ReferenceMatcher
-from tests.test_properties import patterns, tables, used_vars
+from tests.test_properties import comparable, patterns, tables, used_vars
 
 EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500"))
 
@@ -69,7 +69,7 @@ def kernel_queries(draw):
 
 def _run(fn):
     try:
-        return fn()
+        return comparable(fn())
     except DataError as e:
         return ("error", str(e).split(" — ")[0])
 

@@ -28,6 +28,11 @@ _KEYWORD_TYPES = frozenset(
     ANY CAST TRY_CAST LIKE ESCAPE ARRAY EXTRACT FROM DISTINCT""".split()
 )
 
+# Words that cannot stand for a column without quotes: where one is read as a column, an
+# expression is missing (``MEASURES AS x``).
+_RESERVED = frozenset("""AS AND OR NOT IS IN BETWEEN LIKE ESCAPE CASE WHEN THEN ELSE END DEFINE PATTERN
+    MEASURES SUBSET PARTITION ORDER BY FROM DISTINCT""".split())
+
 _UNIT_SECONDS = {
     "DAY": 86400.0,
     "HOUR": 3600.0,
@@ -145,6 +150,10 @@ class _ToAst(Transformer):
     # ------------------------------------------------------------ expressions
     def column_ref(self, meta, ch):
         if len(ch) == 1:
+            name = ch[0]
+            if not name.quoted and name.text.upper() in _RESERVED:
+                raise QueryError("SYNTAX", f"{name.text.upper()} is a reserved word, not a column; an expression "
+                                 f"is missing here (quote it, \"{name.text}\", to name a column)", name.span)
             return ast.ColumnRef(None, ch[0], span=_meta_span(meta))
         return ast.ColumnRef(ch[0], ch[1], span=_meta_span(meta))
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from sparkcep.compile.plan import Plan
+from sparkcep.errors import SparkCepError
 from sparkcep.runtime.engine import candidate_finder, measure_rows, select_matches
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
@@ -135,6 +136,10 @@ def run_partition(plan: Plan, n: int, backend: Backend, batch: int, shared: int 
     sequential engine produces them, computed in batch tasks."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
+    if plan.define_match_number:
+        # Batches find candidates before matches are numbered.
+        raise SparkCepError("the run strategies do not support MATCH_NUMBER() in DEFINE; use the partition "
+                            "or sequential strategy")
     stats = stats if stats is not None else RunStats()
     shared = default_shared(plan, batch) if shared is None else shared
     batches = plan_batches(n, batch)

@@ -36,7 +36,7 @@ def assert_same(spark, pdf: pd.DataFrame, clause: str, **options):
     strategies = options.pop("strategies", ("sequential", "partition", "runs", "rr"))
     local = pa.Table.from_pandas(pdf, preserve_index=False) if isinstance(pdf, pd.DataFrame) else pdf
     expected = rows(sparkcep.match_recognize(local, clause, mode=options.get("mode", "sql")))
-    df = spark.createDataFrame(pdf if isinstance(pdf, pd.DataFrame) else pdf.to_pandas())
+    df = spark.createDataFrame(pdf)  # pandas, or Arrow (which keeps every column's type)
     for strategy in strategies:
         got = rows(sparkcep.match_recognize(df, clause, strategy=strategy, **options))
         assert got == expected, f"strategy {strategy}: {len(got)} rows vs {len(expected)} expected\n{clause}"
