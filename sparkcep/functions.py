@@ -141,12 +141,31 @@ def _coalesce(*args):
     return None
 
 
+def _is_nan(v) -> bool:
+    return isinstance(v, float) and v != v
+
+
+def sql_less(a, b) -> bool:
+    """a < b in SQL's order, where NaN is greater than every other number (as Trino orders)."""
+    if _is_nan(a) or _is_nan(b):
+        return _is_nan(b) and not _is_nan(a)
+    return a < b
+
+
 def _greatest(*args):
-    return max(args)
+    best = args[0]
+    for v in args[1:]:
+        if sql_less(best, v):
+            best = v
+    return best
 
 
 def _least(*args):
-    return min(args)
+    best = args[0]
+    for v in args[1:]:
+        if sql_less(v, best):
+            best = v
+    return best
 
 
 def _exp(x):

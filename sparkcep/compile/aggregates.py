@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkcep.analysis.bound import AggregateSpec
 from sparkcep.compile.expressions import compile_row
+from sparkcep.functions import sql_less as _less
 
 
 @dataclass(frozen=True)
@@ -32,11 +33,16 @@ def _count_star(state, cols, pos, label):
 
 
 def _min(a, b):
-    return b if b < a else a
+    return b if _less(b, a) else a
 
 
 def _max(a, b):
-    return b if b > a else a
+    return b if _less(a, b) else a
+
+
+def _distinct_key(v):
+    """What DISTINCT compares: NaN equals NaN (one group), as ORDER BY and PARTITION BY treat it."""
+    return "\0NaN" if isinstance(v, float) and v != v else v
 
 
 def _identity(s):
@@ -125,7 +131,7 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         return Aggregate(spec, None, step, lambda s: None if s is None else _linked(s))
     if func in ("MAX_BY", "MIN_BY"):
         key = compile_row(spec.key, names)
-        better = (lambda k, best: k > best) if func == "MAX_BY" else (lambda k, best: k < best)
+        better = (lambda k, best: _less(best, k)) if func == "MAX_BY" else _less
 
         # (key, value) of the best row so far; rows whose key is NULL are skipped, ties keep
         # the earlier row.
@@ -160,7 +166,8 @@ def _distinct(spec: AggregateSpec, value) -> Aggregate:
 
     def step(s, cols, pos, label):
         v = value(cols, pos, label)
-        if (v is None and not keep_null) or v in s[0]:
+        key = _distinct_key(v)
+        if (v is None and not keep_null) or key in s[0]:
             return s
-        return (s[0] | {v}, fold(s[1], v))
+        return (s[0] | {key}, fold(s[1], v))
     return Aggregate(spec, (frozenset(), initial), step, lambda s: result(s[1]))

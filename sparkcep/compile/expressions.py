@@ -94,6 +94,20 @@ def _mod(a, b):
     return math.fmod(a, b)
 
 
+def _fdiv(a, b):
+    """Division of doubles (IEEE: x/0 is ±Inf, 0/0 NaN), whatever Python type the values
+    have (COALESCE(x, 0) in a double expression gives the int 0)."""
+    a, b = float(a), float(b)
+    if b == 0:
+        return math.nan if a == 0 or a != a else math.copysign(math.inf, a) * math.copysign(1, b)
+    return a / b
+
+
+def _fmod(a, b):
+    a, b = float(a), float(b)
+    return math.nan if b == 0 else math.fmod(a, b)
+
+
 _BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
 
 
@@ -151,6 +165,7 @@ def _zones_aligned(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 
 
 _TIME_COMPARE = {k: _zones_aligned(f) for k, f in _COMPARE.items()}
+_DOUBLE_ARITH = {"/": _checked(_fdiv, "division"), "%": _fmod}
 _TIME_ARITH = {k: _zones_aligned(f) for k, f in _ARITH.items()}
 
 
@@ -272,6 +287,8 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
             return logic
         if e.op in _COMPARE:
             op = comparison(e.op, e.left, e.right)
+        elif e.op in ("/", "%") and e.type is Type.DOUBLE:
+            op = _DOUBLE_ARITH[e.op]  # the node's type decides, not the values'
         else:
             op = (_TIME_ARITH if _is_time(e.left, e.right) else _ARITH)[e.op]
         if row:

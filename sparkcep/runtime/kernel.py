@@ -257,7 +257,7 @@ def _search(start, how, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_
             extend = 0
         elif pos >= limit:
             extend = 0 if complete else -1
-        elif use_within and abs(order0[pos] - order0[start]) > within:
+        elif use_within and not abs(order0[pos] - order0[start]) <= within:  # NaN is never within
             extend = 0
         nn = 0
         live = False

@@ -105,7 +105,7 @@ class ReferenceMatcher:
             return False
         if self.maxlength is not None and pos - start + 1 > self.maxlength:
             return False
-        if self.within is not None and abs(part.order0[pos] - part.order0[start]) > self.within:
+        if self.within is not None and not abs(part.order0[pos] - part.order0[start]) <= self.within:
             return False
         return True
 

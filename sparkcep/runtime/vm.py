@@ -333,7 +333,7 @@ class Matcher:
         if pos >= part.limit:
             return False if part.complete else None
         if self.within is not None:
-            if abs(part.order0[pos] - part.order0[start]) > self.within:
+            if not abs(part.order0[pos] - part.order0[start]) <= self.within:  # NaN is never within
                 return False
         return True
 

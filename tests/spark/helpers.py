@@ -27,7 +27,10 @@ def _norm(v):
 def rows(table_or_df) -> Counter:
     if hasattr(table_or_df, "toArrow"):
         table_or_df = table_or_df.toArrow()
-    records = table_or_df.to_pylist() if hasattr(table_or_df, "to_pylist") else table_or_df.to_dict("records")
+    if isinstance(table_or_df, list):
+        records = table_or_df
+    else:
+        records = table_or_df.to_pylist() if hasattr(table_or_df, "to_pylist") else table_or_df.to_dict("records")
     return Counter(tuple(sorted((k, _norm(v)) for k, v in r.items())) for r in records)
 
 

@@ -22,6 +22,7 @@ negation ``!X``; bound node types this module does not know.
 
 from __future__ import annotations
 
+import datetime as _dt
 import functools
 import itertools
 import math
@@ -46,6 +47,7 @@ from sparkcep.analysis.bound import (
     BLiteral,
     BMatchNumber,
     BNav,
+    BRowLabel,
     BUnary,
     Pointer,
     Type,
@@ -142,10 +144,11 @@ class _Ctx:
     the aggregate specs of the clause, and, inside a navigation or aggregate, the partition
     row that bare columns read (``row``)."""
 
-    __slots__ = ("part", "start", "labels", "cur", "number", "aggregates", "row")
+    __slots__ = ("part", "start", "labels", "cur", "number", "aggregates", "row", "row_label")
 
     def __init__(self, part: _Partition, start: int, labels: tuple[int, ...], cur: int,
-                 number: int | None, aggregates: tuple[AggregateSpec, ...], row: int | None = None):
+                 number: int | None, aggregates: tuple[AggregateSpec, ...], row: int | None = None,
+                 row_label: int | None = None):
         self.part = part
         self.start = start
         self.labels = labels
@@ -153,9 +156,14 @@ class _Ctx:
         self.number = number
         self.aggregates = aggregates
         self.row = row
+        self.row_label = row_label
 
     def at_row(self, row: int) -> _Ctx:
-        return _Ctx(self.part, self.start, self.labels, self.cur, self.number, self.aggregates, row)
+        """The view of a row expression at partition row ``row``; CLASSIFIER() there is the
+        row's variable when the row is one of the match's rows visible here (else NULL)."""
+        i = row - self.start
+        label = self.labels[i] if 0 <= i < len(self.labels) else None
+        return _Ctx(self.part, self.start, self.labels, self.cur, self.number, self.aggregates, row, label)
 
 
 def evaluate(node: BExpr, ctx: _Ctx) -> Any:
@@ -198,15 +206,46 @@ def _e_nav(node: BNav, ctx: _Ctx) -> Any:
 
 
 def _e_classifier(node: BClassifier, ctx: _Ctx) -> Any:
+    """The variable of the row the pointer designates; PREV/NEXT move from there, and a row
+    outside the match (as far as it is known: so far in DEFINE, whole in MEASURES) has none."""
     p = node.pointer
-    if p.physical:
-        raise NotImplementedError("CLASSIFIER with a physical offset")
     i = _match_index(ctx, p.labels, p.running, p.last, p.offset)
-    return None if i is None else ctx.part.q.variables[ctx.labels[i]]
+    if i is None:
+        return None
+    j = i + p.physical
+    return ctx.part.q.variables[ctx.labels[j]] if 0 <= j < len(ctx.labels) else None
+
+
+def _e_row_label(node: BRowLabel, ctx: _Ctx) -> Any:
+    return None if ctx.row_label is None else ctx.part.q.variables[ctx.row_label]
 
 
 def _e_match_number(node: BMatchNumber, ctx: _Ctx) -> Any:
     return ctx.number
+
+
+def _nan_last_key(v: Any) -> tuple:
+    """Order of MIN/MAX and MAX_BY/MIN_BY keys: NaN above every number (as ORDER BY)."""
+    return (1, 0) if _is_nan(v) else (0, v)
+
+
+def _not_distinct(a: Any, b: Any) -> bool:
+    """IS NOT DISTINCT FROM, as DISTINCT groups values: NULL with NULL, NaN with NaN."""
+    if a is None or b is None:
+        return a is None and b is None
+    if _is_nan(a) or _is_nan(b):
+        return _is_nan(a) and _is_nan(b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_not_distinct(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b if isinstance(a, bool) or isinstance(b, bool) else a == b
+
+
+def _distinct(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if not any(_not_distinct(v, w) for w in out):
+            out.append(v)
+    return out
 
 
 def _e_agg(node: BAgg, ctx: _Ctx) -> Any:
@@ -216,43 +255,72 @@ def _e_agg(node: BAgg, ctx: _Ctx) -> Any:
     else:
         limit = ctx.cur if spec.running else len(ctx.labels) - 1
     rows = [ctx.start + i for i in range(limit + 1) if spec.labels is None or ctx.labels[i] in spec.labels]
-    if spec.arg is None:  # COUNT(*)
-        if spec.func != "COUNT":
-            raise NotImplementedError(f"{spec.func}(*)")
-        return len(rows)
-    values = [evaluate(spec.arg, ctx.at_row(r)) for r in rows]
-    present = [v for v in values if v is not None]
     f = spec.func
+    distinct = spec.distinct
+    if spec.arg is None:  # COUNT(*)
+        if f != "COUNT" or distinct:
+            raise NotImplementedError(f"{f}(*)")
+        return len(rows)
+    views = [ctx.at_row(r) for r in rows]
+    values = [evaluate(spec.arg, v) for v in views]
+    if f in ("MAX_BY", "MIN_BY"):
+        if distinct:
+            raise NotImplementedError(f"{f}(DISTINCT)")
+        best = None  # (key, value): the first row with the greatest (least) non-NULL key
+        for v, view in zip(values, views, strict=True):
+            k = evaluate(spec.key, view)
+            if k is None:
+                continue
+            if best is None or (_nan_last_key(k) > _nan_last_key(best[0]) if f == "MAX_BY"
+                                else _nan_last_key(k) < _nan_last_key(best[0])):
+                best = (k, v)
+        return None if best is None else best[1]
+    if f == "DELTA":
+        if distinct:
+            raise NotImplementedError("DELTA(DISTINCT)")
+        if not values or values[0] is None or values[-1] is None:
+            return None
+        return _check_int(values[-1] - values[0], spec.type)
+    if f == "COLLECT":
+        if not values:
+            return None
+        return _distinct(values) if distinct else values  # array_agg keeps NULLs (once with DISTINCT)
+    present = [v for v in values if v is not None]
+    if distinct:
+        present = _distinct(present)
     if f == "COUNT":
         return len(present)
+    if f == "COUNT_IF":
+        return sum(1 for v in present if v is True)
+    if not present:
+        return None
     if f == "SUM":
-        if not present:
-            return None
         total = present[0]
         for v in present[1:]:
             total = total + v
         return _check_int(total, spec.type)
     if f == "AVG":
-        if not present:
+        return math.fsum(float(v) for v in present) / len(present) if not any(
+            _is_nan(v) or (isinstance(v, float) and math.isinf(v)) for v in present) else sum(present) / len(present)
+    if f == "MIN":
+        return min(present, key=_nan_last_key)
+    if f == "MAX":
+        return max(present, key=_nan_last_key)
+    if f == "BOOL_AND":
+        return all(present)
+    if f == "BOOL_OR":
+        return any(present)
+    if f == "ARBITRARY":
+        return present[0]
+    if f in ("VAR_POP", "VAR_SAMP", "STDDEV_POP", "STDDEV_SAMP"):
+        n = len(present)
+        if n < (1 if f.endswith("POP") else 2):
             return None
-        total = present[0]
-        for v in present[1:]:
-            total = total + v
-        return total / len(present)
-    if f in ("MIN", "MAX"):
-        if not present:
-            return None
-        best = present[0]
-        for v in present[1:]:
-            if (v < best) if f == "MIN" else (v > best):
-                best = v
-        return best
-    if f == "DELTA":
-        if not values or values[0] is None or values[-1] is None:
-            return None
-        return values[-1] - values[0]
-    if f == "COLLECT":
-        return values if values else None
+        xs = [float(v) for v in present]
+        mean = sum(xs) / n
+        m2 = sum((x - mean) ** 2 for x in xs)
+        var = m2 / (n if f.endswith("POP") else n - 1)
+        return math.sqrt(var) if f.startswith("STDDEV") else var
     raise NotImplementedError(f"aggregate {f}")
 
 
@@ -327,10 +395,10 @@ def _e_binary(node: BBinary, ctx: _Ctx) -> Any:
     b = evaluate(node.right, ctx)
     if b is None:
         return None
-    if op == "=":
-        return a == b
-    if op == "<>":
-        return a != b
+    a, b = _aligned(a, b)
+    if op in ("=", "<>"):
+        r = _equal(a, b)
+        return r if op == "=" or r is None else not r
     if op == "<":
         return a < b
     if op == "<=":
@@ -356,10 +424,41 @@ def _e_binary(node: BBinary, ctx: _Ctx) -> Any:
     raise NotImplementedError(f"operator {op}")
 
 
+def _aligned(a: Any, b: Any) -> tuple[Any, Any]:
+    """A naive timestamp against a zoned one reads as wall time in that zone."""
+    if isinstance(a, _dt.datetime) and isinstance(b, _dt.datetime):
+        if a.tzinfo is None and b.tzinfo is not None:
+            return a.replace(tzinfo=b.tzinfo), b
+        if b.tzinfo is None and a.tzinfo is not None:
+            return a, b.replace(tzinfo=a.tzinfo)
+    return a, b
+
+
+def _equal(a: Any, b: Any) -> bool | None:
+    """SQL equality; arrays element by element: FALSE if lengths or a pair differ, else NULL
+    if a pair is NULL, else TRUE."""
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return False
+        unknown = False
+        for x, y in zip(a, b, strict=True):
+            r = None if x is None or y is None else _equal(x, y)
+            if r is False:
+                return False
+            if r is None:
+                unknown = True
+        return None if unknown else True
+    return a == b
+
+
+def _ge(a: Any, b: Any) -> bool:
+    return a >= b
+
+
 def _e_between(node: BBetween, ctx: _Ctx) -> Any:
     x, lo, hi = evaluate(node.operand, ctx), evaluate(node.low, ctx), evaluate(node.high, ctx)
-    ge = None if x is None or lo is None else x >= lo
-    le = None if x is None or hi is None else x <= hi
+    ge = None if x is None or lo is None else _ge(*_aligned(x, lo))
+    le = None if x is None or hi is None else _ge(*_aligned(hi, x))
     if ge is False or le is False:
         r = False
     elif ge is None or le is None:
@@ -378,7 +477,11 @@ def _e_in(node: BIn, ctx: _Ctx) -> Any:
         v = evaluate(item, ctx)
         if v is None:
             unknown = True
-        elif v == x:
+            continue
+        r = _equal(*_aligned(x, v))
+        if r is None:
+            unknown = True
+        elif r:
             return not node.negated
     return None if unknown else node.negated
 
@@ -398,7 +501,7 @@ def _e_case(node: BCase, ctx: _Ctx) -> Any:
         if v is not None:
             for w, result in node.whens:
                 wv = evaluate(w, ctx)
-                if wv is not None and wv == v:
+                if wv is not None and _equal(*_aligned(v, wv)) is True:
                     return evaluate(result, ctx)
     return evaluate(node.default, ctx) if node.default is not None else None
 
@@ -427,6 +530,7 @@ _EVAL: dict[type, Callable[[Any, _Ctx], Any]] = {
     BIsNull: _e_is_null,
     BCase: _e_case,
     BCall: _e_call,
+    BRowLabel: _e_row_label,
 }
 
 
@@ -445,7 +549,9 @@ class _Enumerator:
         self.var_ids = {name: i for i, name in enumerate(q.variables)}
         self._verdicts: dict[tuple[int, tuple[int, ...]], bool] = {}
 
-    def candidates(self, start: int) -> Iterator[Assignment]:
+    def candidates(self, start: int, number: int | None = None) -> Iterator[Assignment]:
+        """``number``: the MATCH_NUMBER a match found here would get (DEFINE may read it)."""
+        self._number = number
         for _pos, assign in self._gen(self.q.pattern, start, start, (), False):
             yield assign
 
@@ -455,19 +561,20 @@ class _Enumerator:
             return False
         if self.q.maxlength is not None and pos - start + 1 > self.q.maxlength:
             return False
-        if self.q.within is not None and abs(self.order0[pos] - self.order0[start]) > self.q.within:
+        # The bound holds when |last - first| <= WITHIN (false for NaN: a NaN row never fits).
+        if self.q.within is not None and not abs(self.order0[pos] - self.order0[start]) <= self.q.within:
             return False
         return True
 
     def _holds(self, start: int, labels: tuple[int, ...]) -> bool:
-        key = (start, labels)
+        key = (start, self._number, labels)
         got = self._verdicts.get(key)
         if got is None:
             cond = self.q.defines.get(labels[-1])
             if cond is None:
                 got = True
             else:
-                ctx = _Ctx(self.part, start, labels, len(labels) - 1, None, self.q.define_aggregates)
+                ctx = _Ctx(self.part, start, labels, len(labels) - 1, self._number, self.q.define_aggregates)
                 got = evaluate(cond, ctx) is True
             self._verdicts[key] = got
         return got
@@ -565,7 +672,7 @@ def _select(q: AnalyzedQuery, part: _Partition, enum: _Enumerator) -> Iterator[t
                 if best is not None and s > best.last:
                     break  # a later start cannot end earlier (an empty match there ends at s - 1)
                 found = None
-                for a in enum.candidates(s):
+                for a in enum.candidates(s, number + 1):
                     if found is None or len(a) < len(found.assign):
                         found = _Found(s, a)
                 if found is not None and (best is None or found.last < best.last):
@@ -604,7 +711,7 @@ def _select(q: AnalyzedQuery, part: _Partition, enum: _Enumerator) -> Iterator[t
                 yield ("unmatched", pos)
             pos += 1
             continue
-        a = next(enum.candidates(pos), None)
+        a = next(enum.candidates(pos, number + 1), None)
         if a is None:
             if unmatched and pos > covered:
                 yield ("unmatched", pos)
@@ -660,6 +767,13 @@ def _measure_value(v: Any, t: Type) -> Any:
     return v
 
 
+def _measures(q: AnalyzedQuery, part: _Partition, start: int, labels: tuple[int, ...], cur: int,
+              number: int) -> list[Any]:
+    """Every measure of the match at ``start`` with the current row at index ``cur``."""
+    ctx = _Ctx(part, start, labels, cur, number, q.measure_aggregates)
+    return [_measure_value(evaluate(md.expr, ctx), md.type) for md in q.measures]
+
+
 def oracle(q: AnalyzedQuery, table: pa.Table) -> list[dict]:
     """The output rows of ``q`` over ``table`` as dicts, in output order."""
     if q.event_selection != "PARTITION":
@@ -700,18 +814,13 @@ def oracle(q: AnalyzedQuery, table: pa.Table) -> list[dict]:
                 continue
             _, m, number = item
             labels = tuple(v for v, _ in m.assign)
-
-            def measures(cur: int) -> list[Any]:
-                ctx = _Ctx(part, m.start, labels, cur, number, q.measure_aggregates)
-                return [_measure_value(evaluate(md.expr, ctx), md.type) for md in q.measures]
-
             if q.rows_per_match != "ALL":
-                emit(rows[m.start], measures(m.length - 1))
+                emit(rows[m.start], _measures(q, part, m.start, labels, m.length - 1, number))
             elif not m.length:
                 if q.empty_matches != "OMIT":
-                    emit(rows[m.start], measures(-1))
+                    emit(rows[m.start], _measures(q, part, m.start, labels, -1, number))
             else:
                 for i, (_, excl) in enumerate(m.assign):
                     if not excl:
-                        emit(rows[m.start + i], measures(i))
+                        emit(rows[m.start + i], _measures(q, part, m.start, labels, i, number))
     return out
