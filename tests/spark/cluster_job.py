@@ -2,6 +2,7 @@
 master and writes the result as Parquet. Run as a separate process (one SparkContext each)."""
 
 import sys
+import threading
 import time
 
 from sparkcep.spark.batch import SparkRun, collect_errors, match_recognize_spark
@@ -19,12 +20,41 @@ def main(master: str, source: str, target: str) -> None:
     df.count()  # executors are up and working before the test kills one
     print("started", flush=True)
     t0 = time.perf_counter()
-    with collect_errors():
-        out = match_recognize_spark(df, rip.query("Q1", maxlength=60), strategy="runs", batch=2000, run=run)
-        out.write.mode("overwrite").parquet(target)
+    tracker = spark.sparkContext.statusTracker()
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            with collect_errors():
+                out = match_recognize_spark(df, rip.query("Q1", maxlength=60), strategy="runs", batch=2000, run=run)
+                out.write.mode("overwrite").parquet(target)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            failure.append(e)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=job)
+    worker.start()
+    # Tell the test when both executors are busy with tasks, so the kill loses running work.
+    told = False
+    while not done.wait(0.05):
+        if not told and sum(tracker.getStageInfo(s).numActiveTasks for s in tracker.getActiveStageIds()
+                            if tracker.getStageInfo(s) is not None) >= 2:
+            print("running", flush=True)
+            told = True
+    worker.join()
+    if failure:
+        raise failure[0]
+    # Work lost with the executor runs again: as failed task attempts retried within a stage
+    # attempt, or as stage attempts resubmitted (their tasks' outputs were on the lost worker).
+    infos = [info for j in tracker.getJobIdsForGroup() for sid in tracker.getJobInfo(j).stageIds
+             if (info := tracker.getStageInfo(sid)) is not None]
+    failed = sum(info.numFailedTasks for info in infos) + sum(info.currentAttemptId for info in infos)
     # Executors still registered (the driver's block manager counts as one more).
     alive = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
-    print(f"done in {time.perf_counter() - t0:.1f} s with {alive} executors alive: {run.describe()}", flush=True)
+    print(f"done in {time.perf_counter() - t0:.1f} s with {alive} executors alive, {failed} failed task or stage attempts "
+          f"retried: {run.describe()}", flush=True)
     spark.stop()
 
 
