@@ -10,7 +10,7 @@ from sparkcep.errors import (
     SparkCepError,
     guarded,
 )
-from sparkcep.functions import register_function, unregister_function
+from sparkcep.functions import register_aggregate, register_function, unregister_function
 
 
 @guarded
@@ -28,6 +28,7 @@ __all__ = [
     "SparkCepError",
     "explain",
     "match_recognize",
+    "register_aggregate",
     "register_function",
     "sase",
     "sql",

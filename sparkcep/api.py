@@ -34,7 +34,7 @@ from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 
-_OPTIONS = {"mode", "strategy", "batch", "shared"}
+_OPTIONS = {"mode", "strategy", "batch", "shared", "plan"}
 
 
 @guarded
@@ -53,18 +53,36 @@ def is_spark_dataframe(data: Any) -> bool:
     return type(data).__module__.startswith("pyspark.") and hasattr(data, "sparkSession")
 
 
-def compile_query(clause: Any, table: pa.Table, mode: str = "sql") -> Plan:
+def plan_query(q, how: str | None = None):
+    """The executable plan of an analysed query: the automaton Plan, or for a segment query
+    (T-REX) its operator tree, built as ``how`` says (default: optimized)."""
+    if q.segment_query:
+        from sparkcep.segments.plan import PLANS
+        from sparkcep.segments.run import segment_plan
+
+        how = how or "optimized"
+        if how not in PLANS:
+            raise SparkCepError(f"plan must be one of {', '.join(PLANS)}, not {how!r}")
+        return segment_plan(q, how)
+    if how is not None:
+        raise SparkCepError("the plan option chooses among segment-query plans (a query with SEGMENT variables, "
+                            "& or ~); this query runs on the automaton engine")
+    return build_plan(q)
+
+
+def compile_query(clause: Any, table: pa.Table, mode: str = "sql", how: str | None = None) -> Plan:
     """Parse, check and plan ``clause`` for the columns of ``table``. Plans of query texts are
-    cached per column names and types, mode and registered functions (a plan is immutable)."""
+    cached per column names and types, mode, plan choice and registered functions (a plan is
+    immutable)."""
     if not isinstance(clause, str):
-        return build_plan(analyze(parse(clause), schema_of(table), mode))
-    key = (clause, tuple((f.name, str(f.type)) for f in table.schema), mode, functions.registry_version())
+        return plan_query(analyze(parse(clause), schema_of(table), mode), how)
+    key = (clause, tuple((f.name, str(f.type)) for f in table.schema), mode, how, functions.registry_version())
     with _plans_lock:
         plan = _plans.get(key)
         if plan is not None:
             _plans.move_to_end(key)
             return plan
-    plan = build_plan(analyze(parse(clause), schema_of(table), mode))
+    plan = plan_query(analyze(parse(clause), schema_of(table), mode), how)
     with _plans_lock:
         _plans[key] = plan
         if len(_plans) > 128:
@@ -89,7 +107,7 @@ def explain(data: Any, clause: str, **options: Any) -> str:
         run = choose_strategy(data, clause, **options)
         return plan.explain() + "\n" + run.describe()
     table, _ = to_arrow(data)
-    return compile_query(clause, table, mode).explain()
+    return compile_query(clause, table, mode, options.get("plan")).explain()
 
 
 def _check_options(options: dict[str, Any]) -> None:
@@ -116,15 +134,16 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     strategy = options.get("strategy", "auto")
     if strategy not in ("auto", "sequential"):
         raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially")
-    return run_local(data, clause, options.get("mode", "sql"))
+    return run_local(data, clause, options.get("mode", "sql"), how=options.get("plan"))
 
 
-def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None) -> Any:
-    """match_recognize over pandas or Arrow data on this machine (``stats``: see run_plan)."""
+def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None, how: str | None = None) -> Any:
+    """match_recognize over pandas or Arrow data on this machine (``stats``: see run_plan;
+    ``how``: a segment query's plan)."""
     query = parse(clause)
     names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
     table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
-    plan = compile_query(clause if isinstance(clause, str) else query, table, mode)  # text: cached
+    plan = compile_query(clause if isinstance(clause, str) else query, table, mode, how)  # text: cached
     result = run_plan(plan, table, stats=stats)
     return result.to_pandas() if kind == "pandas" else result
 
@@ -155,6 +174,12 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
     sequential engine for each partition (tests pass the run strategy here); ``stats``, if
     given, receives which matcher ran and the most partial matches alive at once."""
+    if getattr(plan, "root", False) is not False:  # a segment query (segments.run.SegmentPlan)
+        from sparkcep.segments.run import run_segments
+
+        if stats is not None:
+            stats["matcher"], stats["peak_threads"] = "segments", None
+        return run_segments(plan, table, stats)
     q = plan.query
     parts = sort_and_partition(table, q)
     order_np = parts.order

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from sparkcep.analysis.analyzer import Column
-from sparkcep.analysis.bound import AnalyzedQuery, BColumn, SortKey, Type
+from sparkcep.analysis.bound import AnalyzedQuery, BColumn, BWindow, SortKey, Type
 from sparkcep.errors import DataError, SparkCepError
 
 ROW_ID = "__sparkcep_row__"
@@ -112,6 +112,8 @@ def referenced_columns(q: AnalyzedQuery) -> set[int]:
     def walk(x: Any) -> None:
         if isinstance(x, BColumn):
             found.add(x.index)
+        elif isinstance(x, BWindow) and x.column is not None:
+            found.add(x.column)
         elif isinstance(x, (list, tuple)):
             for y in x:
                 walk(y)

@@ -496,9 +496,11 @@ def register_function(name: str, fn: Callable[..., Any], returns: Any, *, determ
 
 
 def unregister_function(name: str) -> None:
+    """Forget a registered function or aggregate."""
     global _version
     with _lock:
         _USER.pop(name.upper(), None)
+        _AGGREGATES_USER.pop(name.upper(), None)
         _version += 1
 
 
@@ -516,8 +518,42 @@ AGGREGATE_ALIASES = {
 AGGREGATES = frozenset({
     "COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA", "COLLECT", "COUNT_IF", "BOOL_AND", "BOOL_OR", "MAX_BY",
     "MIN_BY", "ARBITRARY", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP",
+    # T-REX's time-series aggregates.
+    "LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED", "MANN_KENDALL_TEST", "ZSCORE",
 }) | frozenset(AGGREGATE_ALIASES)
-RESERVED_CALLS = NAVIGATION | AGGREGATES | {"CLASSIFIER", "MATCH_NUMBER"}
+RESERVED_CALLS = NAVIGATION | AGGREGATES | {"CLASSIFIER", "MATCH_NUMBER", "WINDOW"}
+
+_AGGREGATES_USER: dict[str, Any] = {}
+
+
+def register_aggregate(name: str, fn: Callable[..., float], index: Callable[..., Any] | None = None) -> None:
+    """Make ``fn`` an aggregate of segment queries (and of MEASURES and DEFINE elsewhere):
+    ``name(x [, y])`` calls ``fn`` with one float numpy array per argument — the rows of the
+    segment, NULL as NaN — and takes a float (None or NaN: NULL). ``index``, optional, is
+    T-REX's index(): called once per partition with the whole columns, it returns an object
+    whose ``lookup(start, end)`` answers for the rows start..end (inclusive), so overlapping
+    segments share its work. Both must be deterministic."""
+    from sparkcep.segments.aggregates import UserAggregate
+
+    if not callable(fn) or (index is not None and not callable(index)):
+        raise SparkCepError(f"register_aggregate: {name!r} needs a callable fn (and index, if given)")
+    if not name or not name.replace("_", "a").isalnum() or name[0].isdigit():
+        raise SparkCepError(f"register_aggregate: {name!r} is not a valid name")
+    key = name.upper()
+    if key in BUILTINS or key in RESERVED_CALLS or key in _USER:
+        raise SparkCepError(f"register_aggregate: {name!r} is already a function name")
+    global _version
+    with _lock:
+        _AGGREGATES_USER[key] = UserAggregate(key, fn, index)
+        _version += 1
+
+
+def user_aggregate(name: str):
+    return _AGGREGATES_USER.get(name.upper())
+
+
+def user_aggregates() -> dict[str, Any]:
+    return dict(_AGGREGATES_USER)
 
 
 # ---------------------------------------------------------------- CAST and TRY_CAST

@@ -29,6 +29,7 @@ from sparkcep.analysis.bound import (
     BNav,
     BRowLabel,
     BUnary,
+    BWindow,
     LabelSet,
     MeasureDef,
     Pointer,
@@ -73,6 +74,8 @@ class Analyzer:
         self.mode = mode
         self.variables: list[str] = []
         self.subsets: dict[str, frozenset[int]] = {}
+        self.segment = any(d.segment for d in query.defines) or _find(query.pattern, (ast.PAnd, ast.PTilde)) is not None
+        self.defining: int | None = None  # the variable whose DEFINE is being bound
 
     # ------------------------------------------------------------ helpers
     def error(self, code: str, message: str, node: ast.Node | Span | None) -> QueryError:
@@ -141,13 +144,21 @@ class Analyzer:
                 raise self.error("DUPLICATE_NAME", f"variable {d.name.text} is defined twice", d.name)
             defined[key] = d
 
+        if self.segment:
+            self.check_segment_query(pattern, defined)
         define_scope = _Scope("DEFINE")
         defines: dict[int, BExpr] = {}
         for key, d in defined.items():
+            self.defining = self.variables.index(key)
+            if self.segment:
+                self.check_segment_condition(d)
             cond = self.bind(d.condition, define_scope, in_row=False)
             if cond.type not in (Type.BOOLEAN, Type.NULL, Type.ANY):
                 raise self.error("TYPE_MISMATCH", f"the condition of {d.name.text} must be boolean, not {cond.type.value}", d.condition)
             defines[self.variables.index(key)] = cond
+        self.defining = None
+        if self.segment:
+            self.check_references(pattern, defines, define_scope)
         if self.mode == "matchregex":
             self.check_matchregex_first(pattern, defined)
 
@@ -160,6 +171,8 @@ class Analyzer:
         measures = []
         for m in q.measures:
             expr = self.bind(m.expr, measure_scope, in_row=False)
+            if self.segment:
+                self.check_segment_measure(m, expr, measure_scope)
             measures.append(MeasureDef(m.name.text, expr, expr.type))
         self.check_output_names(measures)
 
@@ -208,6 +221,8 @@ class Analyzer:
             has_exclusions=has_excl,
             event_selection=event_selection,
             negated=negated,
+            segment_query=self.segment,
+            segment_variables=frozenset(self.variables.index(d.name.key) for d in q.defines if d.segment),
         )
 
     def sort_key(self, name: ast.Name, descending: bool, nulls_first: bool) -> SortKey:
@@ -271,6 +286,10 @@ class Analyzer:
             return ast.PExclude(self.resolve_pattern(node.child), span=node.span)
         if isinstance(node, ast.PNot):
             return ast.PNot(self.resolve_pattern(node.child), span=node.span)
+        if isinstance(node, ast.PAnd):
+            return ast.PAnd(tuple(self.resolve_pattern(i) for i in node.items), span=node.span)
+        if isinstance(node, ast.PTilde):
+            return ast.PTilde(self.resolve_pattern(node.child), span=node.span)
         return node
 
     def check_negations(self, pattern: ast.PatternNode) -> frozenset[int]:
@@ -327,6 +346,132 @@ class Analyzer:
                     raise self.error("UNKNOWN_VARIABLE", f"SUBSET {s.name.text} names {m.text}, which is not in PATTERN", m)
                 members.add(self.variables.index(m.key))
             self.subsets[key] = frozenset(members)
+
+    # ------------------------------------------------------------ segment queries (T-REX)
+    def check_segment_query(self, pattern: ast.PatternNode, defined: dict[str, ast.Define]) -> None:
+        """What a segment query may contain (the rest is refused with the reason)."""
+        q = self.q
+        unsupported = [
+            (q.rows_per_match.mode == "ALL", q.rows_per_match, "ALL ROWS PER MATCH"),
+            (q.skip is not None, q.skip, "AFTER MATCH SKIP (segment queries return every matched segment; ALL MATCHES may be written)"),
+            (q.event_selection != "PARTITION", q.event_selection_span, "EVENT SELECTION"),
+            (q.within is not None, q.within, "WITHIN (use window(col, lo, hi, unit) on a variable)"),
+            (q.maxlength is not None, q.maxlength_span, "MAXLENGTH (use window(lo, hi) on a variable)"),
+            (bool(q.subsets), q.subsets[0] if q.subsets else None, "SUBSET"),
+            (self.mode == "matchregex", None, "the matchregex mode"),
+        ]
+        for bad, node, what in unsupported:
+            if bad:
+                raise self.error("NOT_SUPPORTED", f"{what} is not supported in a segment query (one with SEGMENT "
+                                 "variables, & or ~)", node)
+        other = _find(pattern, (ast.PExclude, ast.PPermute, ast.PNot, ast.PStart, ast.PEnd))
+        if other is not None:
+            what = {ast.PExclude: "exclusions {- -}", ast.PPermute: "PERMUTE", ast.PNot: "SASE negation !X",
+                    ast.PStart: "the anchor ^", ast.PEnd: "the anchor $"}[type(other)]
+            raise self.error("NOT_SUPPORTED", f"{what} is not supported in a segment query", other)
+        quant = _find(pattern, (ast.PQuant,))
+        if quant is not None and _reluctant(pattern):
+            raise self.error("NOT_SUPPORTED", "reluctant quantifiers have no meaning in a segment query (every "
+                             "matched segment is returned)", _reluctant(pattern))
+
+    def check_segment_condition(self, d: ast.Define) -> None:
+        """window() only as the condition or a conjunct of it; in a segment variable's
+        condition every column inside an aggregate, a navigation or window()."""
+        for call in _calls_named(d.condition, "WINDOW"):
+            if not any(call is c for c in _conjuncts_ast(d.condition)):
+                raise self.error("INVALID_WINDOW", "window(...) must be the whole condition or one of its AND-ed "
+                                 "conditions", call)
+        if d.segment:
+            bare = _bare_column(d.condition)
+            if bare is not None:
+                raise self.error("BARE_COLUMN", f"in a segment variable's condition every column sits inside an "
+                                 f"aggregate or window() (write first({bare.column.text}), last(...), avg(...), ...)",
+                                 bare)
+
+    def check_references(self, pattern: ast.PatternNode, defines: dict[int, BExpr], scope: _Scope) -> None:
+        """A variable another condition reads occurs once, outside quantifiers, ~ and |; so
+        does (for now) the variable whose condition reads it."""
+        from sparkcep.analysis.bound import nodes
+
+        for var, cond in defines.items():
+            reads = set()
+            for x in nodes(cond):
+                labels = None
+                if isinstance(x, (BNav, BClassifier)):
+                    labels = x.pointer.labels
+                elif isinstance(x, BAgg):
+                    labels = scope.aggregates[x.index].labels
+                if labels is not None and labels != frozenset({var}):
+                    reads |= set(labels)
+            if not reads:
+                continue
+            for v, role in [(r, "is read by another variable's condition") for r in sorted(reads)] + [
+                    (var, "reads another variable (not supported yet when it repeats)")]:
+                name = self.variables[v]
+                places = _places(pattern, name)
+                if len(places) != 1 or places[0]:
+                    node = next(d for d in self.q.defines if d.name.key == self.variables[var])
+                    raise self.error("INVALID_REFERENCE", f"{name} {role}, so it must occur exactly once in PATTERN, "
+                                     "outside quantifiers, ~ and |", node)
+
+    def check_segment_measure(self, m: ast.Measure, expr: BExpr, scope: _Scope) -> None:
+        from sparkcep.analysis.bound import nodes
+
+        for x in nodes(expr):
+            labels = x.pointer.labels if isinstance(x, (BNav, BClassifier)) else (
+                scope.aggregates[x.index].labels if isinstance(x, BAgg) else None)
+            if isinstance(x, BClassifier) or labels is not None:
+                raise self.error("NOT_SUPPORTED", "MEASURES of a segment query read the matched segment's rows: "
+                                 "variable-qualified references and CLASSIFIER are not supported there yet", m.expr)
+
+    def bind_window(self, e: ast.Call) -> BWindow:
+        args = list(e.args)
+        if self.defining is None:
+            raise self.error("INVALID_WINDOW", "window(...) is a condition of a variable in DEFINE", e)
+        column = None
+        unit = 1.0
+        if args and isinstance(args[0], ast.ColumnRef):
+            ref = args.pop(0)
+            if ref.qualifier is not None and (self.labels_of(ref.qualifier) != frozenset({self.defining})):
+                raise self.error("INVALID_WINDOW", "window(col, ...) measures the variable's own segment", ref)
+            idx, col = self.column(ref.column)
+            if not (col.type.numeric or col.type in _TIME_TYPES):
+                raise self.error("TYPE_MISMATCH", f"window() spans need a numeric or timestamp column, not {col.type.value}", ref)
+            column = idx
+            if len(args) == 3 or (len(args) == 2 and col.type in _TIME_TYPES):
+                unit_ref = args.pop() if len(args) == 3 else None
+                if col.type not in _TIME_TYPES:
+                    raise self.error("INVALID_WINDOW", f"a unit is for timestamp columns; {col.name!r} is {col.type.value} "
+                                     "(its span is in its own units)", unit_ref)
+                name = unit_ref.column.text.upper() if isinstance(unit_ref, ast.ColumnRef) and unit_ref.qualifier is None else None
+                name = name[:-1] if name and name.endswith("S") else name
+                if name not in _WINDOW_UNITS:
+                    raise self.error("INVALID_WINDOW", "the unit of a window is DAY, HOUR, MINUTE or SECOND",
+                                     unit_ref if unit_ref is not None else e)
+                unit = _WINDOW_UNITS[name]
+            if len(args) != 2:
+                raise self.error("WRONG_ARGUMENTS", "window(col, lo, hi [, unit]) takes a column, two bounds and, for "
+                                 "timestamps, a unit", e)
+        elif len(args) > 2:
+            raise self.error("WRONG_ARGUMENTS", "window() takes (), (n), (lo, hi), or (col, lo, hi [, unit])", e)
+        bounds = []
+        for a in args:
+            if isinstance(a, ast.Literal) and a.kind == "null":
+                bounds.append(None)
+            elif isinstance(a, ast.Literal) and a.kind == "number" and a.value >= 0:
+                if column is None and not isinstance(a.value, int):
+                    raise self.error("INVALID_WINDOW", "a window in rows takes whole numbers", a)
+                bounds.append(a.value)
+            else:
+                raise self.error("INVALID_WINDOW", "window bounds are numbers ≥ 0 (or NULL for no upper bound)", a)
+        if len(bounds) == 1:
+            bounds = [bounds[0], bounds[0]]
+        low, high = (bounds + [None, None])[:2]
+        if low is None and high is not None:
+            raise self.error("INVALID_WINDOW", "a window needs a lower bound (0 for none)", e)
+        if low is not None and high is not None and low > high:
+            raise self.error("INVALID_WINDOW", f"the window's lower bound {low} exceeds its upper bound {high}", e)
+        return BWindow(column, low, high, unit)
 
     def check_matchregex_first(self, pattern: ast.PatternNode, defined: dict[str, ast.Define]) -> None:
         """MatchRegex: a transition from the start state has no partial match to aggregate
@@ -505,11 +650,20 @@ class Analyzer:
                     raise self.error("INVALID_SEMANTICS", f"PREVIOUS applies to aggregates, not {e.name.text} (use LAST(X.col, 1) for the previous row of X)", e)
             if name not in ("FIRST", "LAST", "CLASSIFIER") and name not in functions.AGGREGATES:
                 raise self.error("INVALID_SEMANTICS", f"RUNNING and FINAL apply to FIRST, LAST, CLASSIFIER and aggregates, not {e.name.text}", e)
+        if name == "WINDOW" and not e.name.quoted and functions.lookup(name) is None:
+            if not self.segment or scope.clause != "DEFINE":
+                raise self.error("INVALID_WINDOW", "window(...) is a condition of a variable in a segment query's "
+                                 "DEFINE (DEFINE SEGMENT v AS window(...))", e)
+            if in_row:
+                raise self.error("INVALID_WINDOW", "window(...) cannot be nested", e)
+            return self.bind_window(e)
+        if name == "CLASSIFIER" and self.segment:
+            raise self.error("NOT_SUPPORTED", "CLASSIFIER is not supported in a segment query", e)
         if name in functions.NAVIGATION:
             if in_row:
                 raise self.error("INVALID_NAVIGATION", f"{e.name.text} cannot be nested here (only FIRST/LAST inside PREV/NEXT)", e)
             return self.bind_navigation(e, name, scope)
-        if name in functions.AGGREGATES:
+        if name in functions.AGGREGATES or functions.user_aggregate(name) is not None:
             if in_row:
                 raise self.error("INVALID_AGGREGATE", f"aggregate {e.name.text} cannot be used inside a navigation or another aggregate", e)
             return self.bind_aggregate(e, name, scope)
@@ -643,7 +797,14 @@ class Analyzer:
         name = functions.AGGREGATE_ALIASES.get(name, name)
         running = e.semantics != "FINAL"
         previous = e.semantics == "PREVIOUS"
-        want = 2 if name in ("MAX_BY", "MIN_BY") else 1
+        user = functions.user_aggregate(name) if name not in functions.AGGREGATES else None
+        if user is not None:
+            name = "USER:" + name
+        if name == "ZSCORE":
+            return self.bind_zscore(e, scope)
+        want = 2 if name in ("MAX_BY", "MIN_BY", "LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED") else 1
+        if user is not None and len(e.args) == 2:
+            want = 2
         args = e.args
         if name == "COUNT" and not args and not e.distinct:
             args = (ast.Star(None, span=e.span),)  # count() is count(*)
@@ -678,8 +839,28 @@ class Analyzer:
             index = len(scope.aggregates) - 1
         return BAgg(index, spec.type)
 
+    def bind_zscore(self, e: ast.Call, scope: _Scope) -> BExpr:
+        if not self.segment or self.defining is None or self.defining in {
+                self.variables.index(d.name.key) for d in self.q.defines if d.segment}:
+            raise self.error("NOT_SUPPORTED", "zscore(x, k) is a condition of a point variable in a segment query", e)
+        if len(e.args) != 2:
+            raise self.error("WRONG_ARGUMENTS", "zscore takes a column and a number of rows", e)
+        k = e.args[1]
+        if not (isinstance(k, ast.Literal) and k.kind == "number" and isinstance(k.value, int) and k.value >= 1):
+            raise self.error("WRONG_ARGUMENTS", "the second argument of zscore is a whole number of rows ≥ 1", k)
+        inner, labels, _ = self.row_expression(e.args[0], scope, e.name.text, e)
+        self.aggregate_type("ZSCORE", inner.type, e.args[0])
+        spec = AggregateSpec("ZSCORE", labels, inner, True, Type.DOUBLE, False, BLiteral(k.value, Type.BIGINT))
+        if spec not in scope.aggregates:
+            scope.aggregates.append(spec)
+        return BAgg(scope.aggregates.index(spec), Type.DOUBLE)
+
     def aggregate_type(self, name: str, t: Type, arg: ast.Node) -> Type:
         numeric_ok = t.numeric or t in (Type.NULL, Type.ANY)
+        if name in _SERIES_AGGREGATES or name.startswith("USER:"):
+            if not (numeric_ok or t in _TIME_TYPES):
+                raise self.error("TYPE_MISMATCH", f"{name.removeprefix('USER:')} needs numbers or timestamps, not {t.value}", arg)
+            return Type.DOUBLE
         if name == "COUNT" or name == "COUNT_IF":
             if name == "COUNT_IF" and t not in (Type.BOOLEAN, Type.NULL, Type.ANY):
                 raise self.error("TYPE_MISMATCH", f"COUNT_IF needs a boolean condition, not {t.value}", arg)
@@ -719,6 +900,54 @@ def element_type(e: BExpr, aggregates: list[AggregateSpec]) -> Type:
         t = functions.unify([a.type for a in e.args])
         return t if t not in (None, Type.NULL) else Type.ANY
     return Type.ANY
+
+
+_SERIES_AGGREGATES = {"LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED", "MANN_KENDALL_TEST", "ZSCORE"}
+_WINDOW_UNITS = {"DAY": 86400.0, "HOUR": 3600.0, "MINUTE": 60.0, "SECOND": 1.0}
+
+
+def _reluctant(node: ast.PatternNode) -> ast.PatternNode | None:
+    if isinstance(node, ast.PQuant) and not node.greedy:
+        return node
+    for c in _children(node):
+        got = _reluctant(c)
+        if got is not None:
+            return got
+    return None
+
+
+def _places(node: ast.PatternNode, key: str, guarded: bool = False) -> list[bool]:
+    """For each occurrence of variable ``key``: whether it sits under a quantifier, ~ or |."""
+    if isinstance(node, ast.PVar):
+        return [guarded] if node.name.key == key else []
+    inner = guarded or isinstance(node, (ast.PQuant, ast.PTilde, ast.PAlt))
+    return [g for c in _children(node) for g in _places(c, key, inner)]
+
+
+def _calls_named(e: ast.Expr, key: str):
+    if isinstance(e, ast.Call) and e.name.key == key and not e.name.quoted:
+        yield e
+    for c in _expr_children(e):
+        yield from _calls_named(c, key)
+
+
+def _conjuncts_ast(e: ast.Expr) -> list[ast.Expr]:
+    if isinstance(e, ast.Binary) and e.op == "AND":
+        return _conjuncts_ast(e.left) + _conjuncts_ast(e.right)
+    return [e]
+
+
+def _bare_column(e: ast.Expr) -> ast.ColumnRef | None:
+    """A column reference outside every function call (aggregate, navigation, window)."""
+    if isinstance(e, ast.ColumnRef):
+        return e
+    if isinstance(e, ast.Call):
+        return None
+    for c in _expr_children(e):
+        got = _bare_column(c)
+        if got is not None:
+            return got
+    return None
 
 
 def _has_exclusion(node: ast.PatternNode) -> bool:

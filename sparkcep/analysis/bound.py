@@ -122,6 +122,19 @@ class BMatchNumber(BExpr):
 
 
 @dataclass(frozen=True)
+class BWindow(BExpr):
+    """T-REX's window(): the segment's length in rows (``column`` None) or the span
+    ``column[end] - column[start]`` in units of ``unit`` (seconds per unit for timestamps, 1
+    for numbers) lies in [low, high] (None: unbounded)."""
+
+    column: int | None
+    low: float | None
+    high: float | None
+    unit: float = 1.0
+    type: Type = Type.BOOLEAN
+
+
+@dataclass(frozen=True)
 class BRowLabel(BExpr):
     """CLASSIFIER() inside an aggregate's argument: the variable name of the row being
     aggregated."""
@@ -227,6 +240,9 @@ class AnalyzedQuery:
     # SASE event selection: "PARTITION" (SQL), "STRICT", "NEXT" or "ANY".
     event_selection: str = "PARTITION"
     negated: frozenset[int] = frozenset()  # variables under ! in PATTERN
+    # T-REX: a segment query (SEGMENT variables, & or ~) and its segment variables.
+    segment_query: bool = False
+    segment_variables: frozenset[int] = frozenset()
 
     @property
     def gapped(self) -> bool:

@@ -6,14 +6,19 @@ matcher forks; no aggregate is ever recomputed from the rows of a match.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from sparkcep.analysis.bound import AggregateSpec
 from sparkcep.compile.expressions import compile_row
+from sparkcep.functions import sql_less
 from sparkcep.functions import sql_less as _less
+from sparkcep.segments.aggregates import R2_DECIMALS
 
 
 @dataclass(frozen=True)
@@ -107,12 +112,95 @@ def _folding(func: str) -> tuple[Any, Callable[[Any, Any], Any], Callable[[Any],
     raise AssertionError(func)  # pragma: no cover
 
 
+def _seconds(v):
+    """Timestamps and dates count as seconds since the epoch (naive = UTC) in series aggregates."""
+    if isinstance(v, dt.datetime):
+        return v.timestamp() if v.tzinfo is not None else (v - _EPOCH).total_seconds()
+    if isinstance(v, dt.date):
+        return (v - _EPOCH.date()).total_seconds()
+    return float(v)
+
+
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+def _regression(signed: bool):
+    """R² from Welford's co-moments (n, mean x, mean y, Σdx², Σdy², Σdxdy): exact zeros
+    when all values are equal."""
+    def fold(s, x, y):
+        n, mx, my, sxx, syy, sxy = s
+        n += 1
+        dx, dy = x - mx, y - my
+        mx += dx / n
+        my += dy / n
+        return (n, mx, my, sxx + dx * (x - mx), syy + dy * (y - my), sxy + dx * (y - my))
+
+    def result(s):
+        n, _, _, sxx, syy, sxy = s
+        if n < 2 or sxx == 0 or syy == 0:
+            return None
+        if math.isnan(sxx) or math.isnan(syy) or math.isnan(sxy):
+            return math.nan
+        r2 = min(max(sxy * sxy / (sxx * syy), 0.0), 1.0)
+        if signed:
+            r2 *= (sxy > 0) - (sxy < 0)
+        return round(r2, R2_DECIMALS) + 0.0
+    return (0, 0.0, 0.0, 0.0, 0.0, 0.0), fold, result
+
+
+def _mann_kendall_result(s):
+    count, score = s[1], s[2]
+    if count < 2:
+        return None
+    v = count * (count - 1) * (2 * count + 5) / 18.0
+    return (score - 1) / math.sqrt(v) if score > 0 else (score + 1) / math.sqrt(v) if score < 0 else 0.0
+
+
 def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
     """``names``: the variable names, which CLASSIFIER() in the argument gives."""
     if spec.arg is None:
         return Aggregate(spec, 0, _count_star, _identity)
     value = compile_row(spec.arg, names)
     func = spec.func
+    if func in ("LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED"):
+        key = compile_row(spec.key, names)
+        initial, fold, result = _regression(func.endswith("SIGNED"))
+
+        def step(s, cols, pos, label):
+            x, y = value(cols, pos, label), key(cols, pos, label)
+            return s if x is None or y is None else fold(s, _seconds(x), _seconds(y))
+        return Aggregate(spec, initial, step, result)
+    if func == "MANN_KENDALL_TEST":
+        # (values so far as a shared list, count, S): S grows by the signs against every
+        # earlier value, exactly (SQL order: NaN above every number).
+        def step(s, cols, pos, label):
+            v = value(cols, pos, label)
+            if v is None:
+                return s
+            v = _seconds(v)
+            score, node = s[2], s[0]
+            while node is not None:
+                score += sql_less(node[0], v) - sql_less(v, node[0])
+                node = node[1]
+            return ((v, s[0]), s[1] + 1, score)
+        return Aggregate(spec, (None, 0, 0), step, _mann_kendall_result)
+    if func.startswith("USER:"):
+        from sparkcep.functions import user_aggregate
+
+        user = user_aggregate(func[5:])
+        key = compile_row(spec.key, names) if spec.key is not None else None
+
+        def step(s, cols, pos, label):
+            row = (value(cols, pos, label),) + ((key(cols, pos, label),) if key is not None else ())
+            return (row, s)
+
+        def result(s):
+            rows = _linked(s) if s is not None else []
+            arrays = [np.array([math.nan if r[i] is None else _seconds(r[i]) for r in rows], dtype=np.float64)
+                      for i in range(1 + (key is not None))]
+            out = user.fn(*arrays)
+            return None if out is None or (isinstance(out, float) and math.isnan(out)) else float(out)
+        return Aggregate(spec, None, step, result)
     if func == "DELTA":
         # (first value, last value, seen any row): last minus first of the rows aggregated.
         def step(s, cols, pos, label):

@@ -188,6 +188,20 @@ class PExclude(PatternNode):
     child: PatternNode
 
 
+@dataclass(frozen=True)
+class PAnd(PatternNode):
+    """T-REX's ``A & B``: both match the same segment."""
+
+    items: tuple[PatternNode, ...]
+
+
+@dataclass(frozen=True)
+class PTilde(PatternNode):
+    """T-REX's ``~A``: A does not match the segment."""
+
+    child: PatternNode
+
+
 # ---------------------------------------------------------------- clauses
 @dataclass(frozen=True)
 class SortItem(Node):
@@ -230,6 +244,7 @@ class SubsetDef(Node):
 class Define(Node):
     name: Name
     condition: Expr
+    segment: bool = False  # DEFINE SEGMENT v AS ... (T-REX): the condition holds over a segment
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ _KEYWORD_TYPES = frozenset(
     ALL SHOW OMIT EMPTY WITH UNMATCHED AFTER SKIP PAST TO NEXT PATTERN PERMUTE WITHIN MAXLENGTH
     SUBSET DEFINE OR AND NOT BETWEEN IN IS NULL TRUE FALSE CASE WHEN THEN ELSE END RUNNING FINAL
     INTERVAL DATE TIMESTAMP EXCL_OPEN EXCL_CLOSE PREVIOUS EVENT SELECTION STRICT CONTIGUITY TILL
-    ANY CAST TRY_CAST LIKE ESCAPE ARRAY EXTRACT FROM DISTINCT""".split()
+    ANY CAST TRY_CAST LIKE ESCAPE ARRAY EXTRACT FROM DISTINCT SEGMENT SEG""".split()
 )
 
 # Words that cannot stand for a column without quotes: where one is read as a column, an
@@ -305,6 +305,12 @@ class _ToAst(Transformer):
     def p_concat(self, meta, ch):
         return ch[0] if len(ch) == 1 else ast.PConcat(tuple(ch), span=_meta_span(meta))
 
+    def p_and(self, meta, ch):
+        return ch[0] if len(ch) == 1 else ast.PAnd(tuple(ch), span=_meta_span(meta))
+
+    def p_tilde(self, meta, ch):
+        return ast.PTilde(ch[0], span=_meta_span(meta))
+
     def p_permute(self, meta, ch):
         items = _plain(ch)
         if len(items) > MAX_PERMUTE_ITEMS:
@@ -480,9 +486,13 @@ class _ToAst(Transformer):
     def subset_clause(self, meta, ch):
         return ("subsets", tuple(_plain(ch)))
 
+    def segment_kw(self, meta, ch):
+        return "SEGMENT"
+
     def define_item(self, meta, ch):
-        items = _plain(ch)
-        return ast.Define(items[0], items[1], span=_meta_span(meta))
+        segment = bool(ch) and ch[0] == "SEGMENT"
+        items = [c for c in _plain(ch) if c != "SEGMENT"]
+        return ast.Define(items[0], items[1], segment, span=_meta_span(meta))
 
     def define_clause(self, meta, ch):
         return ("defines", tuple(_plain(ch)))

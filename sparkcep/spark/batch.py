@@ -30,7 +30,7 @@ from pyspark import cloudpickle
 
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.api import run_plan
-from sparkcep.compile.plan import Plan, build_plan
+from sparkcep.compile.plan import Plan
 from sparkcep.data import LazyColumns, output_schema, output_table, referenced_columns, schema_of
 from sparkcep.errors import DataError, InternalError, QueryError, SparkCepError, internal_errors
 from sparkcep.language.parser import parse
@@ -142,8 +142,10 @@ def compile_for(df, clause: str, mode: str = "sql") -> tuple[Plan, pa.Schema, An
     """The plan for a Spark DataFrame, its Arrow input schema and the Spark output schema."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+    from sparkcep.api import plan_query
+
     arrow_schema = to_arrow_schema(df.schema, timezone=_TZ)
-    plan = build_plan(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode))
+    plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode))
     out = output_schema(plan.query, arrow_schema)
     return plan, arrow_schema, from_arrow_schema(out)
 
@@ -229,6 +231,8 @@ def choose_strategy(df, clause: str, *, strategy: str = "auto", batch: int | Non
 def _whole_partitions(plan: Plan) -> str | None:
     """Why a plan needs each partition (or the whole input) in one task, or None."""
     q = plan.query
+    if q.segment_query:
+        return "segment queries match segments of whole partitions"
     if q.event_selection == "STRICT" and q.partition_by:
         return "STRICT CONTIGUITY with PARTITION BY reads the order of the whole input"
     if q.event_selection != "PARTITION" or q.negated:
