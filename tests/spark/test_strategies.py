@@ -163,3 +163,19 @@ def test_one_row_per_match_ships_only_the_columns_it_reads(spark):
         PATTERN (A B+) DEFINE B AS v > PREV(v)"""
     expected = assert_same(spark, pdf, clause, strategies=("sequential", "partition", "runs"), batch=40)
     assert sum(expected.values()) > 0
+
+
+def test_segment_query_on_spark(spark):
+    # T-REX: segment queries run per PARTITION BY key; the run strategies refuse them.
+    pdf = pd.DataFrame({"k": [i % 3 for i in range(90)], "t": range(90),
+                        "v": [((i * 37) % 11) + (i // 9) for i in range(90)]})
+    clause = """PARTITION BY k ORDER BY t MEASURES FIRST(t) AS s, LAST(t) AS e, linear_reg_r2(t, v) AS r2
+        PATTERN ((UP & W) DOWN) DEFINE SEGMENT W AS window(3, 6),
+            SEGMENT UP AS last(v) > first(v) AND linear_reg_r2_signed(t, v) > 0.5,
+            SEGMENT DOWN AS last(v) < first(v) AND window(2, 4)"""
+    expected = assert_same(spark, pdf, clause, strategies=("sequential", "partition"))
+    assert sum(expected.values()) > 0
+    df = spark.createDataFrame(pdf)
+    with pytest.raises(sparkcep.SparkCepError, match="not supported"):
+        sparkcep.match_recognize(df, clause, strategy="runs")
+    assert "strategy: partition" in sparkcep.explain(df, clause)
