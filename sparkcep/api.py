@@ -107,7 +107,8 @@ def explain(data: Any, clause: str, **options: Any) -> str:
         run = choose_strategy(data, clause, **options)
         return plan.explain() + "\n" + run.describe()
     table, _ = to_arrow(data)
-    return compile_query(clause, table, mode, options.get("plan")).explain()
+    plan = compile_query(clause, table, mode, options.get("plan"))
+    return plan.explain(table) if hasattr(plan, "root") else plan.explain()
 
 
 def _check_options(options: dict[str, Any]) -> None:

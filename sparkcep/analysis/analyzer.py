@@ -438,20 +438,20 @@ class Analyzer:
             if not (col.type.numeric or col.type in _TIME_TYPES):
                 raise self.error("TYPE_MISMATCH", f"window() spans need a numeric or timestamp column, not {col.type.value}", ref)
             column = idx
-            if len(args) == 3 or (len(args) == 2 and col.type in _TIME_TYPES):
-                unit_ref = args.pop() if len(args) == 3 else None
+            last = args[-1] if args else None
+            if isinstance(last, ast.ColumnRef) and last.qualifier is None:
+                args.pop()
+                name = last.column.text.upper()
+                name = name[:-1] if name.endswith("S") else name
+                if name not in _WINDOW_UNITS:
+                    raise self.error("INVALID_WINDOW", "the unit of a window is DAY, HOUR, MINUTE or SECOND", last)
                 if col.type not in _TIME_TYPES:
                     raise self.error("INVALID_WINDOW", f"a unit is for timestamp columns; {col.name!r} is {col.type.value} "
-                                     "(its span is in its own units)", unit_ref)
-                name = unit_ref.column.text.upper() if isinstance(unit_ref, ast.ColumnRef) and unit_ref.qualifier is None else None
-                name = name[:-1] if name and name.endswith("S") else name
-                if name not in _WINDOW_UNITS:
-                    raise self.error("INVALID_WINDOW", "the unit of a window is DAY, HOUR, MINUTE or SECOND",
-                                     unit_ref if unit_ref is not None else e)
+                                     "(its span is in its own units)", last)
                 unit = _WINDOW_UNITS[name]
-            if len(args) != 2:
-                raise self.error("WRONG_ARGUMENTS", "window(col, lo, hi [, unit]) takes a column, two bounds and, for "
-                                 "timestamps, a unit", e)
+            if len(args) not in (1, 2):
+                raise self.error("WRONG_ARGUMENTS", "window(col, lo, hi [, unit]) or window(col, size [, unit]) takes a "
+                                 "column, its bounds and, for timestamps, a unit (seconds by default)", e)
         elif len(args) > 2:
             raise self.error("WRONG_ARGUMENTS", "window() takes (), (n), (lo, hi), or (col, lo, hi [, unit])", e)
         bounds = []

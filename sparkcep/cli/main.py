@@ -237,6 +237,26 @@ def explain(
         _fail(str(as_sparkcep_error(e, text)))
 
 
+@app.command()
+def profile(
+    output: str | None = typer.Option(None, "--output", "-o", help="where to store the weights (default: the "
+                                      "user profile the optimizer reads first)"),
+) -> None:
+    """Measure the segment operators' costs on this machine for the T-REX optimizer."""
+    from sparkcep.segments import profile as segment_profile
+
+    with console.status("profiling the segment operators"):
+        weights = segment_profile.measure()
+    path = segment_profile.save(weights, pathlib.Path(output) if output else None)
+    table = Table(title="segment operator weights (ns per unit of work)")
+    table.add_column("operator")
+    table.add_column("ns", justify="right")
+    for k, v in sorted(weights.items()):
+        table.add_row(k, f"{v:,.0f}")
+    console.print(table)
+    console.print(f"stored in {path}")
+
+
 BENCHMARKS = {
     "rip": "benchmarks.rip_sequential",
     "numpy": "benchmarks.numpy_reference",

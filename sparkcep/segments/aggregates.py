@@ -218,6 +218,8 @@ def _next_valid(valid: np.ndarray) -> np.ndarray:
     n = len(valid)
     out = np.full(n + 1, n, dtype=np.int64)
     idx = np.flatnonzero(valid)
+    if len(idx) == 0:
+        return out
     pos = np.searchsorted(idx, np.arange(n))
     out[:n] = np.where(pos < len(idx), idx[np.minimum(pos, len(idx) - 1)], n)
     return out

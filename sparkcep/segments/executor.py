@@ -318,10 +318,16 @@ class Kleene(Operator):
         level = pieces.where(np.isin(pieces.starts, space.starts) if space.starts is not None
                              else (pieces.starts >= space.s_lo) & (pieces.starts <= space.s_hi))
         results = []
+        found = np.zeros(0, dtype=np.int64)  # encoded segments of every count reached so far
         r = 1
         while len(level):
+            keys = encode(level.starts, level.ends)
             if r >= self.min:
+                fresh = ~np.isin(keys, found)
+                if r > self.min and not fresh.any():
+                    break  # shared boundaries can repeat a segment forever: nothing new comes
                 results.append(level)
+            found = np.union1d(found, keys)
             if self.max is not None and r >= self.max:
                 break
             li, ri = _join(level, pieces, level.ends + gap, pieces.starts)

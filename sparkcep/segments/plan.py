@@ -105,9 +105,10 @@ def cost_rank(info: VarInfo, aggregates) -> int:
 
 
 class Planner:
-    def __init__(self, q: AnalyzedQuery, how: str):
+    def __init__(self, q: AnalyzedQuery, how: str, model=None):
         self.q = q
         self.how = how
+        self.model = model  # optimizer.CostModel: "optimized" picks by cost when it is given
         self.info = {v: variable_info(q, v) for v in range(len(q.variables))}
         self.payload = set()
         for v, info in self.info.items():
@@ -138,6 +139,8 @@ class Planner:
             how = "probe" if (self.how == "optimized" and not window.unbounded) else "materialize"
             if child is None:  # ~(nothing) is every segment of the window
                 return SegGen(-1, True, window)
+            if self.how == "optimized" and self.model is not None:
+                return self.cheapest([Not(child, window, h) for h in ("materialize", "probe")])
             return Not(child, window, how)
         if isinstance(n, P.SRepeat):
             hi = n.max
@@ -146,7 +149,9 @@ class Planner:
             child = self.node(n.child, window.upper())
             if child is None:
                 return None
-            lo = max(n.min, 1)
+            # Repetitions that take no rows vanish: over a child that may be empty, any count
+            # from one up to the maximum of non-empty repetitions meets the minimum.
+            lo = 1 if n.child.nullable else max(n.min, 1)
             if hi == 1:
                 return child if window.unbounded else _embed(child, window)
             return Kleene(child, lo, hi, n.child.segmental, window)
@@ -159,15 +164,17 @@ class Planner:
         rest = []
         for item in n.items:
             if isinstance(item, P.SVar) and self.info[item.id].window_only and item.id not in self.payload:
-                window = window & self.info[item.id].window
+                # A point variable without conditions is the window of one row.
+                window = window & self.info[item.id].window & (ANY if item.segment else Window(1, 1))
             else:
                 rest.append(item)
         if not rest:
-            first = n.items[0]
-            return SegGen(first.id, True, window)
+            return SegGen(n.items[0].id, True, window)
         ops = [self.node(i, window) for i in rest]
         if any(o is None for o in ops):
             return None
+        if self.how == "optimized" and self.model is not None and len(ops) > 1:
+            return self.cheapest(list(_and_trees(ops, window, 5)))
         if self.how == "optimized":
             ops.sort(key=self.price)
         return self.fold(ops, lambda a, b, how: And(a, b, how, window))
@@ -212,7 +219,13 @@ class Planner:
             out = make(out, op, self.binary_how(out, op))
         return out
 
+    def cheapest(self, candidates: list[Operator]) -> Operator:
+        n = self.model.stats.n
+        return min(candidates, key=lambda op: self.model.estimate(op, n, n)[1])
+
     def chain(self, ops: list[Operator], shares: list[bool], window: Window) -> Operator:
+        if self.how == "optimized" and self.model is not None and len(ops) <= 6:
+            return self.cheapest(list(_concat_trees(ops, shares, window)))
         last = len(ops) - 2
         if self.how == "left_probe":
             out = ops[-1]
@@ -235,6 +248,54 @@ class Planner:
         return op
 
 
+_HOWS = ("sort_merge", "left_probe", "right_probe")
+
+
+def _concat_trees(ops: list[Operator], shares: list[bool], window: Window, top: bool = True):
+    """Every binary tree over the sequence ``ops`` (order kept) with every physical join."""
+    if len(ops) == 1:
+        yield ops[0]
+        return
+    for k in range(1, len(ops)):
+        for left in _concat_trees(ops[:k], shares[:k - 1], ANY, False):
+            for right in _concat_trees(ops[k:], shares[k:], ANY, False):
+                for how in _HOWS:
+                    yield Concat(left, right, shares[k - 1], how, window if top else ANY)
+
+
+def _and_trees(ops: list[Operator], window: Window, limit: int):
+    """Binary trees over the items of an & in any order (left-deep orders beyond ``limit``
+    items), with every physical join."""
+    if len(ops) > limit:
+        orders = [ops]
+    else:
+        orders = list(itertools.permutations(ops))
+    seen = set()
+    for order in orders:
+        for tree in _bushy(list(order), window):
+            key = _shape(tree)
+            if key not in seen:
+                seen.add(key)
+                yield tree
+
+
+def _bushy(ops: list[Operator], window: Window):
+    if len(ops) == 1:
+        yield ops[0]
+        return
+    for k in range(1, len(ops)):
+        for left in _bushy(ops[:k], window):
+            for right in _bushy(ops[k:], window):
+                for how in _HOWS:
+                    yield And(left, right, how, window)
+
+
+def _shape(op: Operator):
+    if isinstance(op, And):
+        return ("and", op.how, _shape(op.left), _shape(op.right))
+    return id(op)
+
+
 def _embed(op: Operator, window: Window) -> Operator:
     return op if window.unbounded else replace(op, window=op.window & window)
 
@@ -253,10 +314,10 @@ def _place(op: Operator, var: int, info: VarInfo, q: AnalyzedQuery) -> Operator:
     return Filter(op, var, info.cross, labels_of)
 
 
-def build_plan(q: AnalyzedQuery, how: str = "optimized") -> Operator | None:
+def build_plan(q: AnalyzedQuery, how: str = "optimized", model=None) -> Operator | None:
     if how not in PLANS:
         raise ValueError(how)
-    return Planner(q, how).build()
+    return Planner(q, how, model).build()
 
 
 def explain_tree(op: Operator | None, names: tuple[str, ...], indent: str = "") -> str:

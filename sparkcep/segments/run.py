@@ -29,16 +29,35 @@ class SegmentPlan:
     how: str
     user: dict = field(default_factory=dict, compare=False)
 
-    def explain(self) -> str:
+    def explain(self, table: pa.Table | None = None) -> str:
+        """The operator tree; for the optimized plan over ``table``, the optimizer's choice
+        with its estimated cardinality and cost."""
         q = self.query
+        root = self.root
+        estimate = ""
+        if self.how == "optimized" and table is not None and table.num_rows:
+            from sparkcep.segments.optimizer import optimize
+
+            parts = sort_and_partition(table, q)
+            sample = [Series([table.column(i).take(pa.array(parts.order[s:e])) for i in range(table.num_columns)],
+                             e - s) for s, e in parts.bounds[::max(len(parts.bounds) // 5, 1)][:5]]
+            root, stats = optimize(q, sample, self.user)
+            if root is not None:
+                from sparkcep.segments.optimizer import CostModel, aggregate_cost
+
+                card, cost = CostModel(stats, aggregate_cost(stats, q.define_aggregates)).estimate(root, stats.n, stats.n)
+                estimate = f"estimated per series: {card:,.1f} segments, {cost / 1e6:,.2f} ms"
         head = [
             "segment query (T-REX)",
             f"variables: {', '.join(v + (' (segment)' if i in q.segment_variables else '') for i, v in enumerate(q.variables))}",
             f"partition by: {', '.join(k.column for k in q.partition_by) or '(none)'}",
             f"order by: {', '.join(k.column + (' DESC' if k.descending else '') for k in q.order_by) or '(input order)'}",
-            f"plan: {self.how}" + (" (heuristic: probe from the cheaper side)" if self.how == "optimized" else ""),
+            f"plan: {self.how}" + (" (cost-based; without data: probe from the cheaper side)"
+                                   if self.how == "optimized" and not estimate else ""),
         ]
-        return "\n".join(head + ["operators:", explain_tree(self.root, q.variables, "  ")])
+        if estimate:
+            head.append(estimate)
+        return "\n".join(head + ["operators:", explain_tree(root, q.variables, "  ")])
 
 
 def segment_plan(q: AnalyzedQuery, how: str = "optimized") -> SegmentPlan:
@@ -51,16 +70,18 @@ def run_segments(plan: SegmentPlan, table: pa.Table, stats: dict | None = None) 
     q = plan.query
     parts = sort_and_partition(table, q)
     order = parts.order
-    used = sorted(set(range(table.num_columns)))
     rows_out: list[np.ndarray] = []
     measure_chunks: list[list] = [[] for _ in q.measures]
     types = measure_types(q, table.schema)
-    for start, end in parts.bounds:
-        idx = pa.array(order[start:end])
-        series = Series([table.column(i).take(idx) for i in used], end - start)
+    all_series = [Series([table.column(i).take(pa.array(order[start:end])) for i in range(table.num_columns)],
+                         end - start) for start, end in parts.bounds]
+    root = plan.root
+    if plan.how == "optimized" and all_series:
+        root = choose(plan, all_series, stats)
+    for (start, _end), series in zip(parts.bounds, all_series, strict=True):
         ctx = Context(series, q.define_aggregates, plan.user)
         try:
-            segs = _match(plan, ctx)
+            segs = _match(root, ctx)
             values = _measures(q, series, segs, plan.user)
         except EvaluationError as e:
             raise DataError(e.message) from None
@@ -79,11 +100,22 @@ def _join(values: list) -> list:
     return values
 
 
-def _match(plan: SegmentPlan, ctx: Context) -> Segs:
+def choose(plan: SegmentPlan, all_series: list[Series], stats: dict | None = None) -> Operator | None:
+    """The optimizer's plan, from statistics of up to five partitions spread over the input."""
+    from sparkcep.segments.optimizer import optimize
+
+    step = max(len(all_series) // 5, 1)
+    root, _ = optimize(plan.query, all_series[::step][:5], plan.user)
+    if stats is not None:
+        stats["plan"] = explain_tree(root, plan.query.variables)
+    return root
+
+
+def _match(root: Operator | None, ctx: Context) -> Segs:
     n = ctx.series.n
-    if plan.root is None or n == 0:
+    if root is None or n == 0:
         return Segs.none()
-    segs = plan.root.eval(ctx, Space.whole(n))
+    segs = root.eval(ctx, Space.whole(n))
     segs = Segs(segs.starts, segs.ends).distinct()
     return segs.sorted()
 

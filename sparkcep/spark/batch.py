@@ -195,6 +195,16 @@ def match_recognize_spark(
             plan, arrow_schema, spark_schema = compile_for(df, clause, mode)
     from pyspark.sql import functions as F
 
+    q = plan.query
+    if q.within is not None:
+        # WITHIN measures the first ORDER BY column: a NULL there is an error on every strategy
+        # (the batch tasks of the run strategies would not all see it).
+        order0 = q.order_by[0].column
+        bad = df.filter(F.col(order0).isNull()).limit(1).collect()
+        if bad:
+            names = [k.column for k in q.partition_by] + [k.column for k in q.order_by]
+            raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL", column=order0,
+                            key={n: bad[0][n] for n in dict.fromkeys(names)})
     base = df.withColumn(ROW, F.monotonically_increasing_id())
     chosen = run if run is not None else SparkRun(strategy, "requested")
     if strategy == "auto":

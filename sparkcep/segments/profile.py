@@ -1,0 +1,87 @@
+"""Offline profiling of the segment operators (T-REX Appendix D.1): each operator runs on
+synthetic series of several sizes; its time over its units of work (Equation 1: inputs plus
+outputs, or the probing side plus outputs) fits one weight in nanoseconds per unit. The
+package ships weights measured this way; ``sparkcep profile`` measures this machine's and
+stores them where the optimizer looks first."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from sparkcep.segments import optimizer
+
+
+def _query(pattern: str, defines: str) -> str:
+    return f"ORDER BY t MEASURES COUNT(*) AS n PATTERN ({pattern}) DEFINE {defines}"
+
+
+# (weight name, pattern, defines, plan): queries whose work is dominated by one operator.
+CASES = [
+    ("SegGenWindow", "W & V", "SEGMENT W AS window(2, {w}), SEGMENT V AS window(1, {w})", "sort_merge"),
+    ("SegGenIndexing", "W & U", "SEGMENT W AS window(2, {w}), SEGMENT U AS last(v) > first(v)", "right_probe"),
+    ("SortMergeConcat", "A B", "SEGMENT A AS window(2, {w}) AND last(v) > first(v), "
+                               "SEGMENT B AS window(2, {w}) AND last(v) < first(v)", "sort_merge"),
+    ("RightProbeConcat", "A B", "SEGMENT A AS window(2, {w}) AND last(v) > first(v), "
+                                "SEGMENT B AS window(2, {w}) AND last(v) < first(v)", "right_probe"),
+    ("LeftProbeConcat", "A B", "SEGMENT A AS window(2, {w}) AND last(v) > first(v), "
+                               "SEGMENT B AS window(2, {w}) AND last(v) < first(v)", "left_probe"),
+    ("SortMergeAnd", "(A & B) & W", "SEGMENT A AS last(v) > first(v), SEGMENT B AS max(v) - min(v) > 1, "
+                                    "SEGMENT W AS window(2, {w})", "sort_merge"),
+    ("RightProbeAnd", "(A & B) & W", "SEGMENT A AS last(v) > first(v), SEGMENT B AS max(v) - min(v) > 1, "
+                                     "SEGMENT W AS window(2, {w})", "right_probe"),
+    ("LeftProbeAnd", "(A & B) & W", "SEGMENT A AS last(v) > first(v), SEGMENT B AS max(v) - min(v) > 1, "
+                                    "SEGMENT W AS window(2, {w})", "left_probe"),
+    ("SortMergeOr", "(A | B) & W", "SEGMENT A AS last(v) > first(v), SEGMENT B AS last(v) < first(v), "
+                                   "SEGMENT W AS window(2, {w})", "sort_merge"),
+    ("MaterializeNot", "~A & W", "SEGMENT A AS last(v) > first(v), SEGMENT W AS window(2, {w})", "sort_merge"),
+    ("ProbeNot", "~A & W", "SEGMENT A AS last(v) > first(v), SEGMENT W AS window(2, {w})", "optimized"),
+    ("MaterializeKleene", "(A{1,3}) & W", "SEGMENT A AS window(2, 3) AND last(v) > first(v), "
+                                          "SEGMENT W AS window(2, {w})", "sort_merge"),
+    ("Filter", "A1 W INC", "A1 AS v < 5, SEGMENT W AS window(1, {w}), INC AS INC.v > A1.v", "sort_merge"),
+]
+
+
+def measure(sizes=(2000, 6000), windows=(8, 24), repeat: int = 2) -> dict[str, float]:
+    """Weights in ns per unit of work, from least squares through the origin."""
+    from sparkcep.api import compile_query, run_plan
+
+    rng = np.random.default_rng(0)
+    out: dict[str, float] = {}
+    for name, pattern, defines, how in CASES:
+        units, times = [], []
+        for n in sizes:
+            t = pa.table({"t": np.arange(n), "v": rng.integers(0, 10, size=n)})
+            for wsize in windows:
+                q = _query(pattern, defines.format(w=wsize))
+                stats: dict = {}
+                best = None
+                for _ in range(repeat):
+                    t0 = time.perf_counter_ns()
+                    plan = compile_query(q, t, how=how)
+                    run_plan(plan, t, stats=stats)
+                    dt = time.perf_counter_ns() - t0
+                    best = dt if best is None else min(best, dt)
+                work = max(stats.get("candidates", 0) + stats.get("joined pairs considered", 0), 1)
+                units.append(work)
+                times.append(best)
+        u, tt = np.array(units, dtype=float), np.array(times, dtype=float)
+        out[name] = float((u @ tt) / (u @ u))
+    # Aggregates: index building per row and lookups per candidate (linear_reg_r2), and
+    # Mann-Kendall's pairs per candidate.
+    out.setdefault("index_per_row", 40.0)
+    out.setdefault("lookup", 60.0)
+    out.setdefault("mk_pair", 3.0)
+    out.setdefault("fold_row", 400.0)
+    return out
+
+
+def save(weights: dict[str, float], path=None) -> str:
+    path = path or optimizer.USER_PROFILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(weights, indent=1, sort_keys=True))
+    optimizer.weights.cache_clear()
+    return str(path)
