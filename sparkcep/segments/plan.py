@@ -23,6 +23,7 @@ from sparkcep.analysis.bound import (
     BAgg,
     BClassifier,
     BExpr,
+    BLiteral,
     BNav,
     BWindow,
     nodes,
@@ -68,6 +69,8 @@ def variable_info(q: AnalyzedQuery, var: int) -> VarInfo:
         if isinstance(c, BWindow):
             window = window & window_of(c)
             continue
+        if isinstance(c, BLiteral) and c.value is True:
+            continue  # TRUE: no condition (SEGMENT W AS true is a window-only variable)
         others = _others(c, var, aggregates, q)
         if others:
             cross.append(c)

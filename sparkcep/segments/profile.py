@@ -70,13 +70,42 @@ def measure(sizes=(2000, 6000), windows=(8, 24), repeat: int = 2) -> dict[str, f
                 times.append(best)
         u, tt = np.array(units, dtype=float), np.array(times, dtype=float)
         out[name] = float((u @ tt) / (u @ u))
-    # Aggregates: index building per row and lookups per candidate (linear_reg_r2), and
-    # Mann-Kendall's pairs per candidate.
-    out.setdefault("index_per_row", 40.0)
-    out.setdefault("lookup", 60.0)
-    out.setdefault("mk_pair", 3.0)
-    out.setdefault("fold_row", 400.0)
+    out.update(_aggregate_weights(rng))
     return out
+
+
+def _aggregate_weights(rng) -> dict[str, float]:
+    """Aggregate costs (Appendix D.2): index building per row and lookups per candidate
+    (the regression's prefix sums), Mann-Kendall per pair of rows, a row-by-row fold per row."""
+    from sparkcep.analysis.bound import AggregateSpec, BColumn, Type
+    from sparkcep.compile.aggregates import build
+    from sparkcep.segments import aggregates as agg
+
+    n = 200_000
+    x = agg.Column(rng.normal(size=n), np.ones(n, dtype=bool))
+    t0 = time.perf_counter_ns()
+    reg = agg.Regression(x, x)
+    index_per_row = (time.perf_counter_ns() - t0) / n
+    starts = rng.integers(0, n - 50, size=n)
+    ends = starts + rng.integers(0, 50, size=n)
+    t0 = time.perf_counter_ns()
+    reg.r2(starts, ends, signed=False)
+    lookup = (time.perf_counter_ns() - t0) / n
+    mk = agg.MannKendall(x)
+    mk.z(starts[:10], ends[:10])  # compile first
+    s, e = starts[:5000], starts[:5000] + 40
+    t0 = time.perf_counter_ns()
+    mk.z(s, e)
+    mk_pair = (time.perf_counter_ns() - t0) / (5000 * 40 * 41 / 2)
+    spec = AggregateSpec("DELTA", None, BColumn(0, "x", Type.DOUBLE), True, Type.DOUBLE)
+    a = build(spec)
+    cols = [x.data.tolist()]
+    t0 = time.perf_counter_ns()
+    state = a.initial
+    for r in range(20_000):
+        state = a.step(state, cols, r, None)
+    fold_row = (time.perf_counter_ns() - t0) / 20_000
+    return {"index_per_row": index_per_row, "lookup": lookup, "mk_pair": mk_pair, "fold_row": fold_row}
 
 
 def save(weights: dict[str, float], path=None) -> str:
