@@ -29,6 +29,7 @@ bench: install
 	$(BIN)/python -m benchmarks.spark_strategies
 	$(BIN)/python -m benchmarks.rip_batches
 	$(BIN)/python -m benchmarks.sase
+	$(BIN)/python -m benchmarks.trex
 
 lint: install
 	$(BIN)/ruff check sparkcep tests examples

@@ -265,12 +265,13 @@ BENCHMARKS = {
     "spark": "benchmarks.spark_strategies",
     "batches": "benchmarks.rip_batches",
     "sase": "benchmarks.sase",
+    "trex": "benchmarks.trex",
 }
 
 
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, batches or sase"),
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, batches, sase or trex"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:
     """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""
