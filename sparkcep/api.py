@@ -95,7 +95,7 @@ _plans_lock = threading.Lock()
 
 
 @guarded
-def explain(data: Any, clause: str, **options: Any) -> str:
+def explain(data: Any, clause: str, picture: str | None = None, **options: Any) -> str:
     """The plan sparkcep would run: clauses as understood, the compiled program and, for a
     Spark DataFrame, the strategy ``auto`` picks (which counts the rows)."""
     _check_options(options)
@@ -103,12 +103,20 @@ def explain(data: Any, clause: str, **options: Any) -> str:
     if is_spark_dataframe(data):
         from sparkcep.spark.batch import choose_strategy, compile_for
 
-        plan = compile_for(data, clause, mode)[0]
+        plan = compile_for(data, clause, mode, options.get("plan"))[0]
         run = choose_strategy(data, clause, **options)
+        if hasattr(plan, "root"):
+            return plan.explain(None, picture) + "\n" + run.describe()
+        if picture is not None:
+            raise SparkCepError("picture draws a segment query's plan; this query runs on the automaton engine")
         return plan.explain() + "\n" + run.describe()
     table, _ = to_arrow(data)
     plan = compile_query(clause, table, mode, options.get("plan"))
-    return plan.explain(table) if hasattr(plan, "root") else plan.explain()
+    if hasattr(plan, "root"):
+        return plan.explain(table, picture)
+    if picture is not None:
+        raise SparkCepError("picture draws a segment query's plan; this query runs on the automaton engine")
+    return plan.explain()
 
 
 def _check_options(options: dict[str, Any]) -> None:

@@ -203,3 +203,14 @@ def test_plan_option_and_explain():
         sparkcep.match_recognize(PRICES, q, plan="nope")
     with pytest.raises(sparkcep.SparkCepError, match="segment-query plans"):
         sparkcep.match_recognize(PRICES, "ORDER BY t PATTERN (A)", plan="sort_merge")
+
+
+def test_explain_draws_the_plan(tmp_path):
+    q = ("ORDER BY t MEASURES FIRST(t) AS s PATTERN ((UP DOWN) & W) DEFINE SEGMENT W AS window(3, 5), "
+         "SEGMENT UP AS linear_reg_r2_signed(t, price) > 0.5, SEGMENT DOWN AS last(price) < first(price)")
+    path = tmp_path / "plan.png"
+    text = sparkcep.explain(PRICES, q, picture=str(path))
+    assert "estimated per series" in text and "operators:" in text
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(sparkcep.SparkCepError, match="segment query"):
+        sparkcep.explain(PRICES, "ORDER BY t PATTERN (A)", picture=str(path))

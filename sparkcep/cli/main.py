@@ -220,6 +220,8 @@ def explain(
     mode: Mode = typer.Option(Mode.sql, "--mode"),
     order_by: str = typer.Option("time", "--order-by", help="SASE+ queries: the column that orders events"),
     type_column: str = typer.Option("event_type", "--type-column", help="SASE+ queries: the event type column ('' for none)"),
+    picture: str | None = typer.Option(None, "--picture", help="segment queries: draw the plan tree to this PNG"),
+    plan: str | None = typer.Option(None, "--plan", help="segment queries: optimized, left_probe, right_probe or sort_merge"),
 ) -> None:
     """Show how a query is understood, compiled and which strategy runs it."""
     import sparkcep
@@ -232,7 +234,9 @@ def explain(
         spark = get_session(master)
         df = read_input(spark, input, _format_of(input, input_format))
         clause = _clause(text, order_by, type_column)
-        console.print(sparkcep.explain(df, clause, strategy=strategy.value, batch=batch, mode=mode.value))
+        options = {"plan": plan} if plan else {}
+        console.print(sparkcep.explain(df, clause, picture=picture, strategy=strategy.value, batch=batch,
+                                       mode=mode.value, **options))
     except Exception as e:  # noqa: BLE001 - one clear line, never a traceback
         _fail(str(as_sparkcep_error(e, text)))
 

@@ -29,12 +29,13 @@ class SegmentPlan:
     how: str
     user: dict = field(default_factory=dict, compare=False)
 
-    def explain(self, table: pa.Table | None = None) -> str:
+    def explain(self, table: pa.Table | None = None, picture: str | None = None) -> str:
         """The operator tree; for the optimized plan over ``table``, the optimizer's choice
-        with its estimated cardinality and cost."""
+        with its estimated cardinality and cost; ``picture``: also drawn there as a PNG."""
         q = self.query
         root = self.root
         estimate = ""
+        model, n = None, 1.0
         if self.how == "optimized" and table is not None and table.num_rows:
             from sparkcep.segments.optimizer import optimize
 
@@ -45,7 +46,8 @@ class SegmentPlan:
             if root is not None:
                 from sparkcep.segments.optimizer import CostModel, aggregate_cost
 
-                card, cost = CostModel(stats, aggregate_cost(stats, q.define_aggregates)).estimate(root, stats.n, stats.n)
+                model, n = CostModel(stats, aggregate_cost(stats, q.define_aggregates)), stats.n
+                card, cost = model.estimate(root, n, n)
                 estimate = f"estimated per series: {card:,.1f} segments, {cost / 1e6:,.2f} ms"
         head = [
             "segment query (T-REX)",
@@ -57,6 +59,12 @@ class SegmentPlan:
         ]
         if estimate:
             head.append(estimate)
+        if picture is not None:
+            from sparkcep.segments.draw import draw_plan
+
+            draw_plan(root, q.variables, picture, model, n,
+                      title=f"segment plan ({self.how}); estimates: each operator over a whole series")
+            head.append(f"picture: {picture}")
         return "\n".join(head + ["operators:", explain_tree(root, q.variables, "  ")])
 
 

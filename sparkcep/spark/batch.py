@@ -138,14 +138,14 @@ def _collect_arrow(df) -> pa.Table:
 
 
 # ---------------------------------------------------------------- compile
-def compile_for(df, clause: str, mode: str = "sql") -> tuple[Plan, pa.Schema, Any]:
+def compile_for(df, clause: str, mode: str = "sql", how: str | None = None) -> tuple[Plan, pa.Schema, Any]:
     """The plan for a Spark DataFrame, its Arrow input schema and the Spark output schema."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
     from sparkcep.api import plan_query
 
     arrow_schema = to_arrow_schema(df.schema, timezone=_TZ)
-    plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode))
+    plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode), how)
     out = output_schema(plan.query, arrow_schema)
     return plan, arrow_schema, from_arrow_schema(out)
 
@@ -175,6 +175,7 @@ def match_recognize_spark(
     shared: int | None = None,
     mode: str = "sql",
     run: SparkRun | None = None,
+    plan: str | None = None,
 ):
     """Run ``MATCH_RECOGNIZE ( clause )`` over a Spark DataFrame; returns a DataFrame."""
     if strategy not in STRATEGIES:
@@ -185,14 +186,15 @@ def match_recognize_spark(
         raise SparkCepError("shared must not be negative")
     if ROW in df.columns or GIDX in df.columns:
         raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
-    plan, arrow_schema, spark_schema = compile_for(df, clause, mode)
+    how = plan
+    plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how)
     if plan.query.rows_per_match == "ONE":
         # ONE ROW PER MATCH outputs keys and measures only: ship just the columns the query
         # reads to the Python workers (the hand-off is most of the cost).
         used = referenced_columns(plan.query)
         if len(used) < len(df.columns):
             df = df.select(*[c for i, c in enumerate(df.columns) if i in used])
-            plan, arrow_schema, spark_schema = compile_for(df, clause, mode)
+            plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how)
     from pyspark.sql import functions as F
 
     q = plan.query
@@ -224,11 +226,11 @@ def match_recognize_spark(
 
 
 def choose_strategy(df, clause: str, *, strategy: str = "auto", batch: int | None = None,
-                    shared: int | None = None, mode: str = "sql") -> SparkRun:
+                    shared: int | None = None, mode: str = "sql", plan: str | None = None) -> SparkRun:
     """The strategy a run would use (for explain)."""
     from pyspark.sql import functions as F
 
-    plan = compile_for(df, clause, mode)[0]
+    plan = compile_for(df, clause, mode, plan)[0]
     run = SparkRun(strategy, "requested", batch=batch)
     if strategy == "auto":
         _choose(plan, df.withColumn(ROW, F.monotonically_increasing_id()), run, batch)
