@@ -103,10 +103,22 @@ class CostModel:
     def __init__(self, stats: Stats, aggregate_cost):
         self.stats = stats
         self.aggregate_cost = aggregate_cost  # SegGen -> (index build ns, ns per candidate)
+        # Candidate trees share their subtrees (the same objects): estimate each once per
+        # range size. Keyed by object identity, so the operators must outlive the model's use.
+        self._memo: dict[tuple, tuple[float, float]] = {}
+        self._alive: list[Operator] = []
 
     def estimate(self, op: Operator, ls: float, le: float, pairs: float | None = None) -> tuple[float, float]:
         """(output cardinality, cost in ns) of ``op`` over a space of range sizes (ℓs, ℓe), or
         over ``pairs`` exact candidate segments."""
+        key = (id(op), round(ls, 3), round(le, 3), None if pairs is None else round(pairs, 3))
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._estimate(op, ls, le, pairs)
+            self._alive.append(op)
+        return got
+
+    def _estimate(self, op: Operator, ls: float, le: float, pairs: float | None) -> tuple[float, float]:
         s = self.stats
         ls, le = max(ls, 1.0), max(le, 1.0)
         lse = max(ls, le) if (ls > 1 or le > 1) else s.n / 3
@@ -186,7 +198,7 @@ class CostModel:
 
 # ---------------------------------------------------------------- statistics by sampling
 def sample_stats(series_list, leaves: list[SegGen], aggregates, user, span_columns: set[int],
-                 samples: int = 400, seed: int = 7) -> Stats:
+                 samples: int = 200, seed: int = 7) -> Stats:
     """Sampled selectivities (T-REX Appendix D.3): for each leaf with conditions, random
     windowed candidate segments of a few series are tested; their mean length is kept for
     the aggregate costs."""
@@ -212,7 +224,7 @@ def sample_stats(series_list, leaves: list[SegGen], aggregates, user, span_colum
                 continue
             ctx = Context(series, aggregates, user)
             window = leaf.window if leaf.segment else (leaf.window & Window(1, 1))
-            starts = np.unique(rng.integers(0, series.n, size=min(series.n, 24)))
+            starts = np.unique(rng.integers(0, series.n, size=min(series.n, 16)))
             space = Space.whole(series.n).with_starts(starts)
             cand = _in_window(ctx, window, enumerate_space(space, window, series.n, row_bound(ctx, window)))
             if len(cand) > samples:

@@ -177,7 +177,7 @@ class Planner:
         if any(o is None for o in ops):
             return None
         if self.how == "optimized" and self.model is not None and len(ops) > 1:
-            return self.cheapest(list(_and_trees(ops, window, 5)))
+            return self.cheapest(list(_and_trees(ops, window, 4)))
         if self.how == "optimized":
             ops.sort(key=self.price)
         return self.fold(ops, lambda a, b, how: And(a, b, how, window))
@@ -227,7 +227,7 @@ class Planner:
         return min(candidates, key=lambda op: self.model.estimate(op, n, n)[1])
 
     def chain(self, ops: list[Operator], shares: list[bool], window: Window) -> Operator:
-        if self.how == "optimized" and self.model is not None and len(ops) <= 6:
+        if self.how == "optimized" and self.model is not None and len(ops) <= 5:
             return self.cheapest(list(_concat_trees(ops, shares, window)))
         last = len(ops) - 2
         if self.how == "left_probe":

@@ -7,8 +7,8 @@ generators stand in for them, documented here):
   AR(1) anomaly and, now and then, a cold wave (a 1..5 day drop of 15..30 °C that recovers);
 - ``covid``: ``counties`` × ``weeks`` weekly case counts: waves (Gaussian bumps) of random
   height on a Poisson floor;
-- ``taxi``: ``slots`` half-hour ride counts with a daily profile (a morning and an evening
-  peak) times a weekly factor, Poisson noise;
+- ``taxi``: ``slots`` half-hour ride counts with a daily profile (one broad midday peak, ten
+  times the night's level) times a weekly factor, Poisson noise;
 - ``bars``: minute bars of a few tickers (open, peak, close), a random walk per ticker.
 Timestamps are integers (days, weeks, slots or minutes), as in the templates' schemas.
 """
@@ -75,7 +75,7 @@ def taxi(slots: int = 10320, seed: int = 4) -> pa.Table:
     rng = np.random.default_rng(seed)
     t = np.arange(slots)
     hour = (t % 48) / 2.0
-    daily = 200 + 900 * np.exp(-0.5 * ((hour - 8.5) / 1.5) ** 2) + 1100 * np.exp(-0.5 * ((hour - 18.5) / 2.0) ** 2)
+    daily = 150 + 1500 * np.exp(-0.5 * ((hour - 13.0) / 3.5) ** 2)
     weekly = 1.0 + 0.15 * np.sin(2 * np.pi * t / (48 * 7))
     return pa.table({"tstamp": t, "rides": rng.poisson(daily * weekly)})
 
