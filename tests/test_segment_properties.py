@@ -5,7 +5,6 @@ forced plan and the optimizer's must give the reference's segments."""
 
 from __future__ import annotations
 
-import math
 import os
 
 import pyarrow as pa
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep.segments.plan import PLANS
+from tests.conformance.test_conformance import same_rows
 from tests.segment_reference import SegmentReferenceError, segment_reference
 
 EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500")) // 3
@@ -91,21 +91,6 @@ def series(draw):
                      "price": pa.array(prices, pa.int64())})
 
 
-def close(a, b) -> bool:
-    if isinstance(a, float) or isinstance(b, float):
-        if a is None or b is None:
-            return a is b
-        if math.isnan(a) or math.isnan(b):
-            return math.isnan(a) and math.isnan(b)
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-    return a == b
-
-
-def same(got: list[dict], want: list[dict]) -> bool:
-    return len(got) == len(want) and all(set(g) == set(w) and all(close(g[k], w[k]) for k in w)
-                                         for g, w in zip(got, want, strict=True))
-
-
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(segment_queries(), series())
 def test_every_plan_equals_the_reference(query, table):
@@ -127,7 +112,7 @@ def test_every_plan_equals_the_reference(query, table):
             assert want == "error", f"{how}: engine error, reference {want}\n{query}"
             continue
         assert want != "refused", f"{how}: the reference refuses\n{query}"
-        assert same(got, want), f"{how}\n{query}\n{table.to_pylist()}\ngot:  {got}\nwant: {want}"
+        assert same_rows(got, want), f"{how}\n{query}\n{table.to_pylist()}\ngot:  {got}\nwant: {want}"
 
 
 @pytest.mark.parametrize("how", PLANS)

@@ -118,6 +118,18 @@ def _has_int_product(e: BExpr) -> bool:
     return False
 
 
+def logic(op: str, left: Values, right: Values) -> Values:
+    """AND / OR of (data, valid) pairs under SQL's three-valued logic."""
+    (a, av), (b, bv) = left, right
+    a_true, a_false = av & a.astype(bool), av & ~a.astype(bool)
+    b_true, b_false = bv & b.astype(bool), bv & ~b.astype(bool)
+    if op == "AND":
+        t, f = a_true & b_true, a_false | b_false
+    else:
+        t, f = a_true | b_true, a_false & b_false
+    return t, t | f
+
+
 def _shift(a: np.ndarray, v: np.ndarray, by: int) -> Values:
     """Values of the row ``by`` rows away (NULL outside the partition)."""
     if by == 0:
@@ -159,14 +171,7 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
         return (~d.astype(bool), v) if e.op == "NOT" else (-d, v)
     if isinstance(e, BBinary):
         if e.op in ("AND", "OR"):
-            (a, av), (b, bv) = evaluate(e.left, cols), evaluate(e.right, cols)
-            a_true, a_false = av & a.astype(bool), av & ~a.astype(bool)
-            b_true, b_false = bv & b.astype(bool), bv & ~b.astype(bool)
-            if e.op == "AND":
-                t, f = a_true & b_true, a_false | b_false
-            else:
-                t, f = a_true | b_true, a_false & b_false
-            return t, t | f
+            return logic(e.op, evaluate(e.left, cols), evaluate(e.right, cols))
         (a, av), (b, bv) = evaluate(e.left, cols), evaluate(e.right, cols)
         valid = av & bv
         with np.errstate(all="ignore"):

@@ -10,7 +10,6 @@ NULL, and a condition holds only where it is TRUE.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +37,7 @@ from sparkcep.analysis.bound import (
 )
 from sparkcep.compile.expressions import _ARITH as SCALAR_ARITH
 from sparkcep.compile.expressions import EvaluationError, comparison
+from sparkcep.compile.vectorize import logic
 from sparkcep.segments import aggregates as agg
 from sparkcep.segments.series import Series
 
@@ -303,14 +303,7 @@ def _numeric_arrays(*vals: Values) -> bool:
 
 def _binary(e: BBinary, frame: Frame) -> Values:
     if e.op in ("AND", "OR"):
-        (a, av), (b, bv) = evaluate(e.left, frame), evaluate(e.right, frame)
-        at, af = av & a.astype(bool), av & ~a.astype(bool)
-        bt, bf = bv & b.astype(bool), bv & ~b.astype(bool)
-        if e.op == "AND":
-            t, f = at & bt, af | bf
-        else:
-            t, f = at | bt, af & bf
-        return t, t | f
+        return logic(e.op, evaluate(e.left, frame), evaluate(e.right, frame))
     left, right = evaluate(e.left, frame), evaluate(e.right, frame)
     (a, av), (b, bv) = left, right
     valid = av & bv
@@ -421,4 +414,4 @@ _DISPATCH: dict[type, Callable[[Any, Frame], Values]] = {
     BCall: _call,
 }
 
-__all__ = ["Frame", "evaluate", "holds", "math"]
+__all__ = ["Frame", "evaluate", "holds"]

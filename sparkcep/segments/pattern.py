@@ -40,39 +40,27 @@ class SEmpty(SNode):
 
 
 @dataclass(frozen=True)
-class SConcat(SNode):
+class _Items(SNode):
     items: tuple[SNode, ...]
 
     @property
     def segmental(self) -> bool:
         return any(i.segmental for i in self.items)
 
+
+class SConcat(_Items):
     @property
     def nullable(self) -> bool:
         return all(i.nullable for i in self.items)
 
 
-@dataclass(frozen=True)
-class SAlt(SNode):
-    items: tuple[SNode, ...]
-
-    @property
-    def segmental(self) -> bool:
-        return any(i.segmental for i in self.items)
-
+class SAlt(_Items):
     @property
     def nullable(self) -> bool:
         return any(i.nullable for i in self.items)
 
 
-@dataclass(frozen=True)
-class SAnd(SNode):
-    items: tuple[SNode, ...]
-
-    @property
-    def segmental(self) -> bool:
-        return any(i.segmental for i in self.items)
-
+class SAnd(_Items):
     @property
     def nullable(self) -> bool:
         return False  # & acts on non-empty segments
