@@ -248,6 +248,11 @@ def main() -> None:
         kind = TEMPLATES[name]["data"]
         if kind not in tables:
             tables[kind] = dataset(kind, args.scale)
+        first = next(instances(name))
+        for how in PLANS:  # untimed warm-up: imports, compiled kernels
+            import sparkcep
+
+            sparkcep.match_recognize(tables[kind], TEMPLATES[name]["query"].format(**first), plan=how)
         for params in instances(name):
             r = run_instance(name, tables[kind], params)
             rows.append(r)

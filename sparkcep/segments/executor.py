@@ -88,7 +88,7 @@ def row_bound(ctx: Context, window: Window) -> int | None:
     """At most how many rows a segment within ``window`` can hold in this partition: its row
     bound, or one derived from a span on a column that never decreases (e.g. ORDER BY)."""
     best = window.max_rows
-    for col, _lo, hi, unit in window.spans:
+    for col, hi, unit in [(c, h, u) for c, _lo, h, u in window.spans] + list(window.hints):
         if hi is None:
             continue
         c = ctx.series.numeric(col)

@@ -227,8 +227,9 @@ class Planner:
         return min(candidates, key=lambda op: self.model.estimate(op, n, n)[1])
 
     def chain(self, ops: list[Operator], shares: list[bool], window: Window) -> Operator:
-        if self.how == "optimized" and self.model is not None and len(ops) <= 5:
-            return self.cheapest(list(_concat_trees(ops, shares, window)))
+        if self.how == "optimized" and self.model is not None and len(ops) <= 6:
+            # Every shape up to four items; beyond, the left- and right-deep shapes.
+            return self.cheapest(list(_concat_trees(ops, shares, window, deep_only=len(ops) > 4)))
         last = len(ops) - 2
         if self.how == "left_probe":
             out = ops[-1]
@@ -254,14 +255,18 @@ class Planner:
 _HOWS = ("sort_merge", "left_probe", "right_probe")
 
 
-def _concat_trees(ops: list[Operator], shares: list[bool], window: Window, top: bool = True):
-    """Every binary tree over the sequence ``ops`` (order kept) with every physical join."""
+def _concat_trees(ops: list[Operator], shares: list[bool], window: Window, top: bool = True,
+                  deep_only: bool = False):
+    """Every binary tree over the sequence ``ops`` (order kept) with every physical join
+    (``deep_only``: the left- and right-deep trees)."""
     if len(ops) == 1:
         yield ops[0]
         return
-    for k in range(1, len(ops)):
-        for left in _concat_trees(ops[:k], shares[:k - 1], ANY, False):
-            for right in _concat_trees(ops[k:], shares[k:], ANY, False):
+    splits = (1, len(ops) - 1) if deep_only else range(1, len(ops))
+    for k in sorted(set(splits)):
+        left_deep = deep_only and k == len(ops) - 1
+        for left in _concat_trees(ops[:k], shares[:k - 1], ANY, False, deep_only and left_deep):
+            for right in _concat_trees(ops[k:], shares[k:], ANY, False, deep_only and not left_deep):
                 for how in _HOWS:
                     yield Concat(left, right, shares[k - 1], how, window if top else ANY)
 

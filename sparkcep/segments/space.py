@@ -27,15 +27,20 @@ class Window:
     min_rows: int = 1
     max_rows: int | None = None
     spans: tuple[tuple[int, float | None, float | None, float], ...] = ()
+    # Upper bounds on spans a parent pushed down: not conditions of this segment, but where
+    # the column never decreases they bound its rows (row_bound), which prunes enumeration.
+    hints: tuple[tuple[int, float, float], ...] = ()
 
     def __and__(self, other: Window) -> Window:
         hi = [x for x in (self.max_rows, other.max_rows) if x is not None]
         return Window(max(self.min_rows, other.min_rows), min(hi) if hi else None,
-                      tuple(dict.fromkeys(self.spans + other.spans)))
+                      tuple(dict.fromkeys(self.spans + other.spans)), tuple(dict.fromkeys(self.hints + other.hints)))
 
     def upper(self) -> Window:
-        """What a part of such a segment satisfies: at most as many rows (push-down)."""
-        return Window(1, self.max_rows, ())
+        """What a part of such a segment satisfies: at most as many rows, and (as hints) at
+        most the same spans (push-down)."""
+        hints = self.hints + tuple((col, hi, unit) for col, _lo, hi, unit in self.spans if hi is not None)
+        return Window(1, self.max_rows, (), tuple(dict.fromkeys(hints)))
 
     @property
     def unbounded(self) -> bool:
