@@ -275,8 +275,8 @@ def summarize(rows: list[dict]) -> dict:
     for r in rows:
         per.setdefault(r["template"], []).append(r)
     ndcgs = {k: statistics.mean(x["ndcg"] for x in v) for k, v in per.items()}
-    speedups = {k: statistics.median(x["automaton"] / x["times"]["optimized"] for x in v)
-                for k, v in per.items() if all("automaton" in x for x in v)}
+    speedups = {k: statistics.median(x["automaton"] / x["times"]["optimized"] for x in v if "automaton" in x)
+                for k, v in per.items() if any("automaton" in x for x in v)}
     auto = f"{statistics.median(speedups.values()):.1f}x" if speedups else None
     return {"within": within, "ndcg": ndcgs, "ndcg_ok": sum(v >= 0.9 for v in ndcgs.values()),
             "speedups": speedups, "automaton": auto,
