@@ -177,7 +177,7 @@ class Planner:
         if any(o is None for o in ops):
             return None
         if self.how == "optimized" and self.model is not None and len(ops) > 1:
-            return self.cheapest(list(_and_trees(ops, window, 4)))
+            return self.cheapest(list(_and_trees(ops, window, 3)))
         if self.how == "optimized":
             ops.sort(key=self.price)
         return self.fold(ops, lambda a, b, how: And(a, b, how, window))
@@ -226,10 +226,24 @@ class Planner:
         n = self.model.stats.n
         return min(candidates, key=lambda op: self.model.estimate(op, n, n)[1])
 
+    def greedy_chain(self, ops: list[Operator], shares: list[bool], window: Window, left_deep: bool) -> Operator:
+        order = range(1, len(ops)) if left_deep else range(len(ops) - 2, -1, -1)
+        out = ops[0] if left_deep else ops[-1]
+        for i in order:
+            w = window if (i == len(ops) - 1 if left_deep else i == 0) else ANY
+            if left_deep:
+                options = [Concat(out, ops[i], shares[i - 1], how, w) for how in _HOWS]
+            else:
+                options = [Concat(ops[i], out, shares[i], how, w) for how in _HOWS]
+            out = self.cheapest(options)
+        return out
+
     def chain(self, ops: list[Operator], shares: list[bool], window: Window) -> Operator:
-        if self.how == "optimized" and self.model is not None and len(ops) <= 6:
-            # Every shape up to four items; beyond, the left- and right-deep shapes.
-            return self.cheapest(list(_concat_trees(ops, shares, window, deep_only=len(ops) > 4)))
+        if self.how == "optimized" and self.model is not None:
+            if len(ops) <= 4:  # every shape and every join
+                return self.cheapest(list(_concat_trees(ops, shares, window)))
+            # Longer sequences: the left- and right-deep shapes, each join chosen greedily.
+            return self.cheapest([self.greedy_chain(ops, shares, window, left_deep) for left_deep in (True, False)])
         last = len(ops) - 2
         if self.how == "left_probe":
             out = ops[-1]
@@ -255,18 +269,14 @@ class Planner:
 _HOWS = ("sort_merge", "left_probe", "right_probe")
 
 
-def _concat_trees(ops: list[Operator], shares: list[bool], window: Window, top: bool = True,
-                  deep_only: bool = False):
-    """Every binary tree over the sequence ``ops`` (order kept) with every physical join
-    (``deep_only``: the left- and right-deep trees)."""
+def _concat_trees(ops: list[Operator], shares: list[bool], window: Window, top: bool = True):
+    """Every binary tree over the sequence ``ops`` (order kept) with every physical join."""
     if len(ops) == 1:
         yield ops[0]
         return
-    splits = (1, len(ops) - 1) if deep_only else range(1, len(ops))
-    for k in sorted(set(splits)):
-        left_deep = deep_only and k == len(ops) - 1
-        for left in _concat_trees(ops[:k], shares[:k - 1], ANY, False, deep_only and left_deep):
-            for right in _concat_trees(ops[k:], shares[k:], ANY, False, deep_only and not left_deep):
+    for k in range(1, len(ops)):
+        for left in _concat_trees(ops[:k], shares[:k - 1], ANY, False):
+            for right in _concat_trees(ops[k:], shares[k:], ANY, False):
                 for how in _HOWS:
                     yield Concat(left, right, shares[k - 1], how, window if top else ANY)
 
