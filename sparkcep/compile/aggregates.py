@@ -17,7 +17,6 @@ import numpy as np
 from sparkcep.analysis.bound import AggregateSpec
 from sparkcep.compile.expressions import compile_row
 from sparkcep.functions import sql_less
-from sparkcep.functions import sql_less as _less
 from sparkcep.segments.aggregates import R2_DECIMALS
 
 
@@ -38,11 +37,11 @@ def _count_star(state, cols, pos, label):
 
 
 def _min(a, b):
-    return b if _less(b, a) else a
+    return b if sql_less(b, a) else a
 
 
 def _max(a, b):
-    return b if _less(a, b) else a
+    return b if sql_less(a, b) else a
 
 
 def _distinct_key(v):
@@ -112,12 +111,12 @@ def _folding(func: str) -> tuple[Any, Callable[[Any, Any], Any], Callable[[Any],
     raise AssertionError(func)  # pragma: no cover
 
 
-def _seconds(v):
+def seconds(v):
     """Timestamps and dates count as seconds since the epoch (naive = UTC) in series aggregates."""
     if isinstance(v, dt.datetime):
-        return v.timestamp() if v.tzinfo is not None else (v - _EPOCH).total_seconds()
+        return v.timestamp() if v.tzinfo is not None else (v - _EPOCH).totalseconds()
     if isinstance(v, dt.date):
-        return (v - _EPOCH.date()).total_seconds()
+        return (v - _EPOCH.date()).totalseconds()
     return float(v)
 
 
@@ -168,7 +167,7 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
 
         def step(s, cols, pos, label):
             x, y = value(cols, pos, label), key(cols, pos, label)
-            return s if x is None or y is None else fold(s, _seconds(x), _seconds(y))
+            return s if x is None or y is None else fold(s, seconds(x), seconds(y))
         return Aggregate(spec, initial, step, result)
     if func == "MANN_KENDALL_TEST":
         # (values so far as a shared list, count, S): S grows by the signs against every
@@ -177,7 +176,7 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
             v = value(cols, pos, label)
             if v is None:
                 return s
-            v = _seconds(v)
+            v = seconds(v)
             score, node = s[2], s[0]
             while node is not None:
                 score += sql_less(node[0], v) - sql_less(v, node[0])
@@ -196,7 +195,7 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
 
         def result(s):
             rows = _linked(s) if s is not None else []
-            arrays = [np.array([math.nan if r[i] is None else _seconds(r[i]) for r in rows], dtype=np.float64)
+            arrays = [np.array([math.nan if r[i] is None else seconds(r[i]) for r in rows], dtype=np.float64)
                       for i in range(1 + (key is not None))]
             out = user.fn(*arrays)
             return None if out is None or (isinstance(out, float) and math.isnan(out)) else float(out)
@@ -219,7 +218,7 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         return Aggregate(spec, None, step, lambda s: None if s is None else _linked(s))
     if func in ("MAX_BY", "MIN_BY"):
         key = compile_row(spec.key, names)
-        better = (lambda k, best: _less(best, k)) if func == "MAX_BY" else _less
+        better = (lambda k, best: sql_less(best, k)) if func == "MAX_BY" else sql_less
 
         # (key, value) of the best row so far; rows whose key is NULL are skipped, ties keep
         # the earlier row.

@@ -35,6 +35,7 @@ from sparkcep.analysis.bound import (
     LabelSet,
     Type,
 )
+from sparkcep.compile.aggregates import seconds
 from sparkcep.compile.expressions import _ARITH as SCALAR_ARITH
 from sparkcep.compile.expressions import EvaluationError, comparison
 from sparkcep.compile.vectorize import logic
@@ -246,17 +247,7 @@ def _column(e: BExpr, series: Series) -> agg.Column:
 
 
 def _as_number(v) -> float:
-    if v is None:
-        return 0.0
-    if hasattr(v, "timestamp"):
-        return v.timestamp() if v.tzinfo is not None else (v - agg_epoch()).total_seconds()
-    return float(v)
-
-
-def agg_epoch():
-    from sparkcep.segments.series import _EPOCH
-
-    return _EPOCH
+    return 0.0 if v is None else seconds(v)
 
 
 def _fold(spec: AggregateSpec, starts, ends, frame: Frame) -> Values:

@@ -100,12 +100,8 @@ def run_segments(plan: SegmentPlan, table: pa.Table, stats: dict | None = None) 
         for j, v in enumerate(values):
             measure_chunks[j].append(v)
     rows = np.concatenate(rows_out) if rows_out else np.zeros(0, dtype=np.int64)
-    measures = [_join([x for c in chunks for x in c]) for chunks in measure_chunks]
+    measures = [[x for c in chunks for x in c] for chunks in measure_chunks]
     return output_table(q, table, rows, measures, types)
-
-
-def _join(values: list) -> list:
-    return values
 
 
 def choose(plan: SegmentPlan, all_series: list[Series], stats: dict | None = None) -> Operator | None:
