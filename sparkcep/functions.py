@@ -328,7 +328,7 @@ def _text(v) -> str:
 
 
 def _array_join(arr, sep, null_replacement=None):
-    if sep is None:
+    if arr is None or sep is None:
         return None
     return sep.join(_text(v) if v is not None else null_replacement for v in arr
                     if v is not None or null_replacement is not None)
