@@ -196,10 +196,9 @@ def ndcg(predicted: list[str], times: dict[str, float]) -> float:
 def run_instance(name: str, table: pa.Table, params: dict) -> dict:
     import sparkcep
     from sparkcep.api import compile_query
-    from sparkcep.data import sort_and_partition
     from sparkcep.segments.optimizer import CostModel, aggregate_cost, optimize
     from sparkcep.segments.plan import build_plan
-    from sparkcep.segments.series import Series
+    from sparkcep.segments.run import partition_series, sample_of
 
     text = TEMPLATES[name]["query"].format(**params)
     times, results = {}, {}
@@ -213,10 +212,7 @@ def run_instance(name: str, table: pa.Table, params: dict) -> dict:
     # The optimizer's estimates for every plan (statistics from the same sample it uses).
     plan = compile_query(text, table, how="optimized")
     q = plan.query
-    parts = sort_and_partition(table, q)
-    sample = [Series([table.column(i).take(pa.array(parts.order[s:e])) for i in range(table.num_columns)], e - s)
-              for s, e in parts.bounds[::max(len(parts.bounds) // 5, 1)][:5]]
-    root, stats = optimize(q, sample, plan.user)
+    root, stats = optimize(q, sample_of(partition_series(table, q)[1]), plan.user)
     model = CostModel(stats, aggregate_cost(stats, q.define_aggregates))
     estimates = {"optimized": model.estimate(root, stats.n, stats.n)[1] if root else 0.0}
     for how in PLANS[1:]:

@@ -39,10 +39,7 @@ class SegmentPlan:
         if self.how == "optimized" and table is not None and table.num_rows:
             from sparkcep.segments.optimizer import optimize
 
-            parts = sort_and_partition(table, q)
-            sample = [Series([table.column(i).take(pa.array(parts.order[s:e])) for i in range(table.num_columns)],
-                             e - s) for s, e in parts.bounds[::max(len(parts.bounds) // 5, 1)][:5]]
-            root, stats = optimize(q, sample, self.user)
+            root, stats = optimize(q, sample_of(partition_series(table, q)[1]), self.user)
             if root is not None:
                 from sparkcep.segments.optimizer import CostModel, aggregate_cost
 
@@ -74,15 +71,25 @@ def segment_plan(q: AnalyzedQuery, how: str = "optimized") -> SegmentPlan:
     return SegmentPlan(q, build_plan(q, how), how, user_aggregates())
 
 
+def partition_series(table: pa.Table, q: AnalyzedQuery):
+    """The partitions (data.Partitions) and each one's rows as a Series, in ORDER BY order."""
+    parts = sort_and_partition(table, q)
+    return parts, [Series([table.column(i).take(pa.array(parts.order[s:e])) for i in range(table.num_columns)], e - s)
+                   for s, e in parts.bounds]
+
+
+def sample_of(all_series: list[Series], k: int = 5) -> list[Series]:
+    """Up to ``k`` partitions spread over the input: what the optimizer samples."""
+    return all_series[::max(len(all_series) // k, 1)][:k]
+
+
 def run_segments(plan: SegmentPlan, table: pa.Table, stats: dict | None = None) -> pa.Table:
     q = plan.query
-    parts = sort_and_partition(table, q)
+    parts, all_series = partition_series(table, q)
     order = parts.order
     rows_out: list[np.ndarray] = []
     measure_chunks: list[list] = [[] for _ in q.measures]
     types = measure_types(q, table.schema)
-    all_series = [Series([table.column(i).take(pa.array(order[start:end])) for i in range(table.num_columns)],
-                         end - start) for start, end in parts.bounds]
     root = plan.root
     if plan.how == "optimized" and all_series:
         root = choose(plan, all_series, stats)
@@ -108,8 +115,7 @@ def choose(plan: SegmentPlan, all_series: list[Series], stats: dict | None = Non
     """The optimizer's plan, from statistics of up to five partitions spread over the input."""
     from sparkcep.segments.optimizer import optimize
 
-    step = max(len(all_series) // 5, 1)
-    root, _ = optimize(plan.query, all_series[::step][:5], plan.user)
+    root, _ = optimize(plan.query, sample_of(all_series), plan.user)
     if stats is not None:
         stats["plan"] = explain_tree(root, plan.query.variables)
     return root
