@@ -34,7 +34,7 @@ from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 
-_OPTIONS = {"mode", "strategy", "batch", "shared", "plan"}
+_OPTIONS = {"mode", "strategy", "batch", "shared", "plan", "sharing"}
 
 
 @guarded
@@ -53,9 +53,12 @@ def is_spark_dataframe(data: Any) -> bool:
     return type(data).__module__.startswith("pyspark.") and hasattr(data, "sparkSession")
 
 
-def plan_query(q, how: str | None = None):
+def plan_query(q, how: str | None = None, sharing: bool = True):
     """The executable plan of an analysed query: the automaton Plan, or for a segment query
-    (T-REX) its operator tree, built as ``how`` says (default: optimized)."""
+    (T-REX) its operator tree, built as ``how`` says (default: optimized); ``sharing=False``
+    computes a segment query's aggregates per segment instead of from shared indexes."""
+    if not isinstance(sharing, bool):
+        raise SparkCepError(f"sharing must be True or False, not {sharing!r}")
     if q.segment_query:
         from sparkcep.segments.plan import PLANS
         from sparkcep.segments.run import segment_plan
@@ -63,26 +66,31 @@ def plan_query(q, how: str | None = None):
         how = how or "optimized"
         if how not in PLANS:
             raise SparkCepError(f"plan must be one of {', '.join(PLANS)}, not {how!r}")
-        return segment_plan(q, how)
+        return segment_plan(q, how, sharing)
+    if not sharing:
+        raise SparkCepError("the sharing option applies to segment queries (a query with SEGMENT variables, "
+                            "& or ~); this query runs on the automaton engine")
     if how is not None:
         raise SparkCepError("the plan option chooses among segment-query plans (a query with SEGMENT variables, "
                             "& or ~); this query runs on the automaton engine")
     return build_plan(q)
 
 
-def compile_query(clause: Any, table: pa.Table, mode: str = "sql", how: str | None = None) -> Plan:
+def compile_query(clause: Any, table: pa.Table, mode: str = "sql", how: str | None = None,
+                  sharing: bool = True) -> Plan:
     """Parse, check and plan ``clause`` for the columns of ``table``. Plans of query texts are
     cached per column names and types, mode, plan choice and registered functions (a plan is
     immutable)."""
     if not isinstance(clause, str):
-        return plan_query(analyze(parse(clause), schema_of(table), mode), how)
-    key = (clause, tuple((f.name, str(f.type)) for f in table.schema), mode, how, functions.registry_version())
+        return plan_query(analyze(parse(clause), schema_of(table), mode), how, sharing)
+    key = (clause, tuple((f.name, str(f.type)) for f in table.schema), mode, how, sharing,
+           functions.registry_version())
     with _plans_lock:
         plan = _plans.get(key)
         if plan is not None:
             _plans.move_to_end(key)
             return plan
-    plan = plan_query(analyze(parse(clause), schema_of(table), mode), how)
+    plan = plan_query(analyze(parse(clause), schema_of(table), mode), how, sharing)
     with _plans_lock:
         _plans[key] = plan
         if len(_plans) > 128:
@@ -103,7 +111,7 @@ def explain(data: Any, clause: str, picture: str | None = None, **options: Any) 
     if is_spark_dataframe(data):
         from sparkcep.spark.batch import choose_strategy, compile_for
 
-        plan = compile_for(data, clause, mode, options.get("plan"))[0]
+        plan = compile_for(data, clause, mode, options.get("plan"), options.get("sharing", True))[0]
         run = choose_strategy(data, clause, **options)
         if hasattr(plan, "root"):
             return plan.explain(None, picture) + "\n" + run.describe()
@@ -111,7 +119,7 @@ def explain(data: Any, clause: str, picture: str | None = None, **options: Any) 
             raise SparkCepError("picture draws a segment query's plan; this query runs on the automaton engine")
         return plan.explain() + "\n" + run.describe()
     table, _ = to_arrow(data)
-    plan = compile_query(clause, table, mode, options.get("plan"))
+    plan = compile_query(clause, table, mode, options.get("plan"), options.get("sharing", True))
     if hasattr(plan, "root"):
         return plan.explain(table, picture)
     if picture is not None:
@@ -143,16 +151,18 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     strategy = options.get("strategy", "auto")
     if strategy not in ("auto", "sequential"):
         raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially")
-    return run_local(data, clause, options.get("mode", "sql"), how=options.get("plan"))
+    return run_local(data, clause, options.get("mode", "sql"), how=options.get("plan"),
+                     sharing=options.get("sharing", True))
 
 
-def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None, how: str | None = None) -> Any:
+def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None, how: str | None = None,
+              sharing: bool = True) -> Any:
     """match_recognize over pandas or Arrow data on this machine (``stats``: see run_plan;
-    ``how``: a segment query's plan)."""
+    ``how``, ``sharing``: a segment query's plan and whether its aggregates share indexes)."""
     query = parse(clause)
     names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
     table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
-    plan = compile_query(clause if isinstance(clause, str) else query, table, mode, how)  # text: cached
+    plan = compile_query(clause if isinstance(clause, str) else query, table, mode, how, sharing)  # text: cached
     result = run_plan(plan, table, stats=stats)
     return result.to_pandas() if kind == "pandas" else result
 

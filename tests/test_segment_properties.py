@@ -100,19 +100,21 @@ def test_every_plan_equals_the_reference(query, table):
         want = "refused"
     except ZeroDivisionError:
         want = "error"
-    for how in PLANS:
+    # Every plan with shared aggregate indexes, and one with each aggregate computed per
+    # segment (sharing=False): all must equal the reference.
+    for how, sharing in [(p, True) for p in PLANS] + [("optimized", False), ("sort_merge", False)]:
         try:
-            got = sparkcep.match_recognize(table, query, plan=how).to_pylist()
+            got = sparkcep.match_recognize(table, query, plan=how, sharing=sharing).to_pylist()
         except sparkcep.QueryError as e:
             # Only what the reference refuses too may be refused (window placement rules
             # are the engine's own: the reference has no such rule).
             assume(e.code in ("INVALID_WINDOW", "INVALID_REFERENCE", "NOT_SUPPORTED", "BARE_COLUMN"))
             return
         except sparkcep.DataError:
-            assert want == "error", f"{how}: engine error, reference {want}\n{query}"
+            assert want == "error", f"{how} sharing={sharing}: engine error, reference {want}\n{query}"
             continue
         assert want != "refused", f"{how}: the reference refuses\n{query}"
-        assert same_rows(got, want), f"{how}\n{query}\n{table.to_pylist()}\ngot:  {got}\nwant: {want}"
+        assert same_rows(got, want), f"{how} sharing={sharing}\n{query}\n{table.to_pylist()}\ngot:  {got}\nwant: {want}"
 
 
 @pytest.mark.parametrize("how", PLANS)

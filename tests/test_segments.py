@@ -172,6 +172,38 @@ def test_user_aggregate_with_and_without_index():
         sparkcep.unregister_function("my_sum_indexed")
 
 
+def test_aggregates_without_sharing_equal_the_shared_ones():
+    # NULLs, NaN, ties, integers and a timestamp column: every aggregate that has a shared
+    # index gives the same value computed from each segment's rows alone.
+    base = dt.datetime(2024, 1, 1)
+    t = pa.table({"t": list(range(9)),
+                  "ts": [base + dt.timedelta(hours=h * h) for h in range(9)],
+                  "v": [2.0, None, 2.0, float("nan"), 3.0, 5.0, 5.0, None, 1.0],
+                  "k": [3, 1, None, 4, 1, 5, 9, 2, 6]})
+    measures = ", ".join(f"{f} AS m{i}" for i, f in enumerate([
+        "count(v)", "sum(v)", "avg(v)", "min(v)", "max(v)", "count(k)", "sum(k)", "avg(k)", "min(k)", "max(k)",
+        "linear_reg_r2(t, v)", "linear_reg_r2_signed(ts, k)", "linear_reg_r2(k, t)", "mann_kendall_test(v)",
+        "sum(ts)", "count(*)"]))
+    q = (f"ORDER BY t MEASURES FIRST(t) AS s, LAST(t) AS e, {measures} PATTERN (W & S) "
+         "DEFINE SEGMENT W AS window(1, 6), SEGMENT S AS sum(k) >= 0 OR avg(v) IS NULL OR linear_reg_r2(t, k) >= 0")
+    shared = sparkcep.match_recognize(t, q).to_pylist()
+    alone = sparkcep.match_recognize(t, q, sharing=False).to_pylist()
+    assert len(shared) > 20 and len(shared) == len(alone)
+    assert (shared[0]["s"], shared[0]["e"], shared[0]["m14"]) == (0, 0, 1704067200.0)  # timestamps sum as epoch seconds
+    for a, b in zip(shared, alone, strict=True):
+        for key in a:
+            x, y = a[key], b[key]
+            assert x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)), \
+                (key, a, b)
+
+
+def test_sharing_option_only_for_segment_queries():
+    with pytest.raises(sparkcep.SparkCepError, match="sharing option applies to segment queries"):
+        sparkcep.match_recognize(PRICES, "ORDER BY t PATTERN (A)", sharing=False)
+    with pytest.raises(sparkcep.SparkCepError, match="sharing must be True or False"):
+        sparkcep.match_recognize(PRICES, "ORDER BY t PATTERN (A & B)", sharing="no")
+
+
 @pytest.mark.parametrize("query, code", [
     ("ORDER BY t PATTERN (A & B) DEFINE SEGMENT A AS price > 1", "BARE_COLUMN"),
     ("ORDER BY t ALL ROWS PER MATCH PATTERN (A & B) DEFINE SEGMENT A AS window(2)", "NOT_SUPPORTED"),

@@ -865,6 +865,8 @@ class Analyzer:
             if name == "COUNT_IF" and t not in (Type.BOOLEAN, Type.NULL, Type.ANY):
                 raise self.error("TYPE_MISMATCH", f"COUNT_IF needs a boolean condition, not {t.value}", arg)
             return Type.BIGINT
+        if name in ("SUM", "AVG") and self.segment and t in _TIME_TYPES:
+            return Type.DOUBLE  # a segment query counts timestamps as seconds since the epoch
         if name == "SUM":
             if not (numeric_ok or t is Type.INTERVAL):
                 raise self.error("TYPE_MISMATCH", f"SUM needs numbers, not {t.value}", arg)

@@ -202,6 +202,68 @@ class Regression:
         return np.where(valid, r2, 0.0), valid
 
 
+@numba.njit(cache=True)
+def _r2_direct(x, y, both, starts, ends, signed):
+    """R² of each segment from its own rows (two passes, no shared prefix sums)."""
+    m = len(starts)
+    out = np.zeros(m)
+    valid = np.zeros(m, dtype=np.bool_)
+    for q in range(m):
+        n = 0
+        nan = False
+        flat_x = True
+        flat_y = True
+        sx = 0.0
+        sy = 0.0
+        px = 0.0
+        py = 0.0
+        for r in range(starts[q], ends[q] + 1):
+            if not both[r]:
+                continue
+            if n > 0:
+                if not (x[r] == px or (np.isnan(x[r]) and np.isnan(px))):
+                    flat_x = False
+                if not (y[r] == py or (np.isnan(y[r]) and np.isnan(py))):
+                    flat_y = False
+            px, py = x[r], y[r]
+            n += 1
+            if np.isnan(x[r]) or np.isnan(y[r]):
+                nan = True
+            else:
+                sx += x[r]
+                sy += y[r]
+        if n < 2 or flat_x or flat_y:
+            continue
+        valid[q] = True
+        if nan:
+            out[q] = np.nan
+            continue
+        mx, my = sx / n, sy / n
+        cxy = 0.0
+        cxx = 0.0
+        cyy = 0.0
+        for r in range(starts[q], ends[q] + 1):
+            if both[r]:
+                dx, dy = x[r] - mx, y[r] - my
+                cxy += dx * dy
+                cxx += dx * dx
+                cyy += dy * dy
+        r2 = cxy * cxy / (cxx * cyy)
+        r2 = min(max(r2, 0.0), 1.0)
+        if signed:
+            r2 = r2 * np.sign(cxy)
+        out[q] = r2
+    return out, valid
+
+
+def r2_per_segment(x: Column, y: Column, starts, ends, signed: bool) -> Values:
+    """``Regression.r2`` computed from each segment's rows alone (no computation sharing)."""
+    both = x.valid & y.valid
+    out, valid = _r2_direct(np.where(both, x.data.astype(np.float64), 0.0), np.where(both, y.data.astype(np.float64), 0.0),
+                            both, starts.astype(np.int64), ends.astype(np.int64), signed)
+    return np.where(valid, np.round(out, R2_DECIMALS) + 0.0, 0.0), valid
+
+
 def _changes(d: np.ndarray, valid: np.ndarray) -> np.ndarray:
     """Prefix count of valid rows whose value differs from the previous valid row's."""
     idx = np.flatnonzero(valid)
@@ -313,6 +375,24 @@ def zscore(col: Column, k: int) -> Values:
     return out, valid
 
 
+# ---------------------------------------------------------------- without sharing
+def per_segment(make, columns: list[Column], ask, starts: np.ndarray, ends: np.ndarray) -> Values:
+    """``ask`` answered by a structure ``make`` builds over each segment's rows alone: the
+    same values as the shared structure, at the cost of one build per segment."""
+    m = len(starts)
+    if m == 0:
+        return ask(make(*columns), starts, ends)
+    data: list = []
+    valid = np.zeros(m, dtype=bool)
+    zero = np.zeros(1, dtype=np.int64)
+    for k, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        part = make(*(Column(c.data[s:e + 1], c.valid[s:e + 1]) for c in columns))
+        d, v = ask(part, zero, np.array([e - s], dtype=np.int64))
+        data.append(d[0])
+        valid[k] = v[0]
+    return np.array(data), valid
+
+
 # ---------------------------------------------------------------- user aggregates
 @dataclass(frozen=True)
 class UserAggregate:
@@ -321,13 +401,24 @@ class UserAggregate:
     index: Callable[..., object] | None = None  # builds an object with lookup(start, end)
 
 
-def user_lookup(agg: UserAggregate, cols: list[Column], starts, ends) -> Values:
-    """A registered aggregate over each segment: through its index where it has one, else
-    called on the segment's rows (NULL as NaN)."""
-    arrays = [np.where(c.valid, c.data.astype(np.float64), np.nan) for c in cols]
+def _as_float(cols: list[Column]) -> list[np.ndarray]:
+    return [np.where(c.valid, c.data.astype(np.float64), np.nan) for c in cols]
+
+
+def user_index(agg: UserAggregate, cols: list[Column]):
+    """The registered aggregate's index() over whole columns (NULL as NaN)."""
+    return agg.index(*_as_float(cols))
+
+
+def user_lookup(agg: UserAggregate, cols: list[Column], starts, ends, idx=None, plain: bool = False) -> Values:
+    """A registered aggregate over each segment: through its index (built once per series by
+    the caller) where it has one, else (or ``plain``) called on the segment's rows (NULL as
+    NaN)."""
+    arrays = _as_float(cols)
     out = np.zeros(len(starts))
     valid = np.zeros(len(starts), dtype=bool)
-    idx = agg.index(*arrays) if agg.index is not None else None
+    if idx is None and agg.index is not None and not plain:
+        idx = agg.index(*arrays)
     for q, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         v = idx.lookup(s, e) if idx is not None else agg.fn(*(a[s:e + 1] for a in arrays))
         if v is not None and not (isinstance(v, float) and math.isnan(v)):

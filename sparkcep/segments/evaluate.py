@@ -202,15 +202,18 @@ def _agg(e: BAgg, frame: Frame) -> Values:
         return np.zeros(len(starts)), np.zeros(len(starts), dtype=bool)
     f = spec.func
     if f in ("COUNT", "SUM", "AVG") and not spec.distinct and _numeric(spec.arg):
-        s = series.index(("sums", spec.arg), lambda: agg.Sums(_column(spec.arg, series)))
-        return {"COUNT": s.count_of, "SUM": s.sum_of, "AVG": s.avg_of}[f](starts, ends)
+        ask = {"COUNT": agg.Sums.count_of, "SUM": agg.Sums.sum_of, "AVG": agg.Sums.avg_of}[f]
+        return _indexed(series, ("sums", spec.arg), agg.Sums, [_column(spec.arg, series)], ask, starts, ends)
     if f in ("MIN", "MAX") and _numeric(spec.arg) and spec.arg.type is not Type.TIMESTAMP:
-        t = series.index(("sparse", spec.arg), lambda: agg.SparseTable(_column(spec.arg, series)))
-        return (t.min_of if f == "MIN" else t.max_of)(starts, ends)
+        ask = agg.SparseTable.min_of if f == "MIN" else agg.SparseTable.max_of
+        return _indexed(series, ("sparse", spec.arg), agg.SparseTable, [_column(spec.arg, series)], ask, starts, ends)
     if f in ("LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED"):
-        r = series.index(("regression", spec.arg, spec.key),
-                         lambda: agg.Regression(_column(spec.arg, series), _column(spec.key, series)))
-        return r.r2(starts, ends, signed=f.endswith("SIGNED"))
+        signed = f.endswith("SIGNED")
+        if not series.sharing:  # compiled, so the baseline measures sharing, not Python
+            return agg.r2_per_segment(_column(spec.arg, series), _column(spec.key, series), starts, ends, signed)
+        return _indexed(series, ("regression", spec.arg, spec.key), agg.Regression,
+                        [_column(spec.arg, series), _column(spec.key, series)],
+                        lambda r, s, e: r.r2(s, e, signed=signed), starts, ends)
     if f == "MANN_KENDALL_TEST":
         m = series.index(("mann-kendall", spec.arg), lambda: agg.MannKendall(_column(spec.arg, series)))
         return m.z(starts, ends)
@@ -221,8 +224,20 @@ def _agg(e: BAgg, frame: Frame) -> Values:
     if f.startswith("USER:"):
         user = frame.user[f[5:]]
         cols = [_column(a, series) for a in (spec.arg, spec.key) if a is not None]
-        return agg.user_lookup(user, cols, starts, ends)
+        if user.index is not None and series.sharing:
+            idx = series.index(("user", f, spec.arg, spec.key), lambda: agg.user_index(user, cols))
+            return agg.user_lookup(user, cols, starts, ends, idx)
+        return agg.user_lookup(user, cols, starts, ends, plain=True)
     return _fold(spec, starts, ends, frame)
+
+
+def _indexed(series: Series, key, make, columns: list[agg.Column], ask, starts, ends) -> Values:
+    """``ask(structure, starts, ends)`` of the structure ``make(*columns)``: built once per
+    series and shared by every segment (T-REX's index()), or, with sharing off, built over
+    each segment's own rows (the paper's baseline without computation sharing)."""
+    if series.sharing:
+        return ask(series.index(key, lambda: make(*columns)), starts, ends)
+    return agg.per_segment(make, columns, ask, starts, ends)
 
 
 def _numeric(e: BExpr) -> bool:

@@ -289,6 +289,13 @@ class Not(Operator):
         return cand.where(~hit)
 
 
+def _trimmed(segs: Segs, bound: int | None) -> Segs:
+    """Distinct segments without payload, at most ``bound`` rows long."""
+    segs = segs.distinct()
+    segs = Segs(segs.starts, segs.ends)
+    return segs if bound is None else segs.where(segs.ends - segs.starts + 1 <= bound)
+
+
 @dataclass(eq=False)
 class Kleene(Operator):
     """``child{min,max}`` (min ≥ 1 here): chains of the child's segments, breadth first."""
@@ -311,11 +318,14 @@ class Kleene(Operator):
         gap = 0 if self.share else 1
         bound = row_bound(ctx, self.window)
         inner_space = Space(space.s_lo, space.e_hi, space.s_lo, space.e_hi)
-        pieces = self.child.eval(ctx, inner_space).distinct()
-        pieces = Segs(pieces.starts, pieces.ends)
-        if bound is not None:
-            pieces = pieces.where(pieces.ends - pieces.starts + 1 <= bound)
-        level = pieces.where(np.isin(pieces.starts, space.starts) if space.starts is not None
+        first = space.starts if space.pairs is None else np.unique(space.pairs[0])
+        if first is not None and bound is not None:
+            # A probe names the start rows: a chain from them stays within `bound` rows, so
+            # the child is evaluated (once) only at the start rows those reach.
+            reach = np.unique((first[:, None] + np.arange(bound)[None, :]).ravel())
+            inner_space = inner_space.with_starts(reach[reach <= space.e_hi])
+        pieces = _trimmed(self.child.eval(ctx, inner_space), bound)
+        level = pieces.where(np.isin(pieces.starts, first) if first is not None
                              else (pieces.starts >= space.s_lo) & (pieces.starts <= space.s_hi))
         results = []
         found = np.zeros(0, dtype=np.int64)  # encoded segments of every count reached so far

@@ -118,6 +118,21 @@ class CostModel:
             self._alive.append(op)
         return got
 
+    def mean_length(self, op: Operator) -> float:
+        """Rows in an operator's typical segment (sampled for leaves, composed above them)."""
+        if isinstance(op, SegGen):
+            return self.stats.mean_length.get(op.var, 1.0) if op.segment else 1.0
+        if isinstance(op, Concat):
+            return self.mean_length(op.left) + self.mean_length(op.right) - (1.0 if op.share else 0.0)
+        if isinstance(op, And):
+            return max(self.mean_length(op.left), self.mean_length(op.right))
+        if isinstance(op, Kleene):
+            return 2.0 * self.mean_length(op.child)
+        if isinstance(op, (Or, Not, Filter)):
+            inner = [self.mean_length(c) for c in op.children]
+            return sum(inner) / len(inner) if inner else 1.0
+        return 1.0  # pragma: no cover
+
     def _estimate(self, op: Operator, ls: float, le: float, pairs: float | None) -> tuple[float, float]:
         s = self.stats
         ls, le = max(ls, 1.0), max(le, 1.0)
@@ -183,12 +198,26 @@ class CostModel:
             cout = max(cand - cin, 0.0)
             return cout, w(op.name) * (cand + cout) + costc
         if isinstance(op, Kleene):
-            cin, costc = self.estimate(op.child, lse, lse)
-            ws = window_selectivity(op.window, ls, le, s)
-            cout = cin * ls * le / lse ** 2 * ws + cin * cin * ls * le / lse ** 3 * ws
+            # Chains grow level by level: with d child segments per start row, a start has
+            # about d^r chains of r pieces (at most one per end row of the window), for as many
+            # levels as pieces fit in the window. Probed (few start rows), the child is
+            # evaluated only where chains from those rows reach.
+            wr = min(rows_of(op.window, s)[1], lse)
+            probed = ls < lse
+            child_ls = min(lse, ls * wr) if probed else lse
+            cin, costc = self.estimate(op.child, child_ls, lse)
+            d = cin / max(child_ls, 1.0)
+            advance = max(self.mean_length(op.child) - (1.0 if op.share else 0.0), 1.0)
+            levels = int(min(op.max or math.inf, max(1.0, wr / advance), 10_000))
+            # a chain of r pieces spans at least (r − 1)·advance rows: fewer end rows remain
+            per_level = [min(max(wr - (r - 1) * advance, 1.0), d ** r) for r in range(1, levels + 1)]
+            starts = ls if probed else lse
+            work = starts * sum(per_level)
+            cout = starts * min(wr, sum(per_level[op.min - 1:])) * min(le / lse, 1.0)
+            cout = min(cout, ls * le * window_selectivity(op.window, ls, le, s))
             if pairs is not None:
                 cout = min(cout, pairs)
-            return cout, w(op.name) * (cin + cout) + costc
+            return cout, w(op.name) * (work + cout) + w("kleene_level") * levels + costc
         if isinstance(op, Filter):
             cin, costc = self.estimate(op.child, ls, le, pairs)
             cout = cin * self.stats.selectivity.get(-100 - op.var, 0.5)
@@ -249,11 +278,13 @@ def sample_stats(series_list, leaves: list[SegGen], aggregates, user, span_colum
 
 
 # ---------------------------------------------------------------- the optimizer
-def aggregate_cost(stats: Stats, aggregates):
+def aggregate_cost(stats: Stats, aggregates, sharing: bool = True):
     """(index build ns, ns per candidate) of a leaf's conditions (Appendix D.2's cost
     functions: indexes linear in the series, lookups constant, Mann-Kendall quadratic in the
-    segment length, other aggregates folded row by row)."""
+    segment length, other aggregates folded row by row). Without sharing an index is built
+    over each candidate's rows instead of once."""
     from sparkcep.analysis.bound import BAgg, nodes
+    from sparkcep.functions import user_aggregate
 
     def cost(leaf: SegGen) -> tuple[float, float]:
         length = stats.mean_length.get(leaf.var, 1.0)
@@ -267,7 +298,13 @@ def aggregate_cost(stats: Stats, aggregates):
                 seen.add(x.index)
                 f = aggregates[x.index].func
                 if f in ("LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED", "COUNT", "SUM", "AVG", "MIN", "MAX"):
-                    build += w("index_per_row") * stats.n
+                    if sharing:
+                        build += w("index_per_row") * stats.n
+                        per += w("lookup")
+                    else:
+                        per += w("index_per_row") * length + w("segment_index")
+                elif sharing and f.startswith("USER:") and getattr(user_aggregate(f[5:]), "index", None) is not None:
+                    build += w("index_per_row") * stats.n  # index() once, then lookups
                     per += w("lookup")
                 elif f == "MANN_KENDALL_TEST":
                     per += w("mk_pair") * length * length / 2
@@ -277,8 +314,9 @@ def aggregate_cost(stats: Stats, aggregates):
     return cost
 
 
-def optimize(q, series_list, user) -> tuple[Operator | None, Stats]:
-    """The cheapest plan under the cost model, with statistics sampled from ``series_list``."""
+def optimize(q, series_list, user, sharing: bool = True) -> tuple[Operator | None, Stats]:
+    """The cheapest plan under the cost model, with statistics sampled from ``series_list``
+    (``sharing``: whether aggregates use shared indexes)."""
     from sparkcep.segments.executor import walk
     from sparkcep.segments.plan import Planner
 
@@ -286,5 +324,5 @@ def optimize(q, series_list, user) -> tuple[Operator | None, Stats]:
     leaves = [op for op in walk(probe) if isinstance(op, SegGen) and op.var >= 0] if probe is not None else []
     spans = {col for leaf in leaves for col, *_ in leaf.window.spans}
     stats = sample_stats(series_list, leaves, q.define_aggregates, user, spans)
-    model = CostModel(stats, aggregate_cost(stats, q.define_aggregates))
+    model = CostModel(stats, aggregate_cost(stats, q.define_aggregates, sharing))
     return Planner(q, "optimized", model).build(), stats

@@ -28,6 +28,7 @@ class SegmentPlan:
     root: Operator | None
     how: str
     user: dict = field(default_factory=dict, compare=False)
+    sharing: bool = True  # False: every aggregate computed per segment (no shared index)
 
     def explain(self, table: pa.Table | None = None, picture: str | None = None) -> str:
         """The operator tree; for the optimized plan over ``table``, the optimizer's choice
@@ -39,11 +40,11 @@ class SegmentPlan:
         if self.how == "optimized" and table is not None and table.num_rows:
             from sparkcep.segments.optimizer import optimize
 
-            root, stats = optimize(q, sample_of(partition_series(table, q)[1]), self.user)
+            root, stats = optimize(q, sample_of(partition_series(table, q)[1]), self.user, self.sharing)
             if root is not None:
                 from sparkcep.segments.optimizer import CostModel, aggregate_cost
 
-                model, n = CostModel(stats, aggregate_cost(stats, q.define_aggregates)), stats.n
+                model, n = CostModel(stats, aggregate_cost(stats, q.define_aggregates, self.sharing)), stats.n
                 card, cost = model.estimate(root, n, n)
                 estimate = f"estimated per series: {card:,.1f} segments, {cost / 1e6:,.2f} ms"
         head = [
@@ -65,10 +66,10 @@ class SegmentPlan:
         return "\n".join(head + ["operators:", explain_tree(root, q.variables, "  ")])
 
 
-def segment_plan(q: AnalyzedQuery, how: str = "optimized") -> SegmentPlan:
+def segment_plan(q: AnalyzedQuery, how: str = "optimized", sharing: bool = True) -> SegmentPlan:
     from sparkcep.functions import user_aggregates
 
-    return SegmentPlan(q, build_plan(q, how), how, user_aggregates())
+    return SegmentPlan(q, build_plan(q, how), how, user_aggregates(), sharing)
 
 
 def partition_series(table: pa.Table, q: AnalyzedQuery):
@@ -86,6 +87,8 @@ def sample_of(all_series: list[Series], k: int = 5) -> list[Series]:
 def run_segments(plan: SegmentPlan, table: pa.Table, stats: dict | None = None) -> pa.Table:
     q = plan.query
     parts, all_series = partition_series(table, q)
+    for series in all_series:
+        series.sharing = plan.sharing
     order = parts.order
     rows_out: list[np.ndarray] = []
     measure_chunks: list[list] = [[] for _ in q.measures]
@@ -115,7 +118,7 @@ def choose(plan: SegmentPlan, all_series: list[Series], stats: dict | None = Non
     """The optimizer's plan, from statistics of up to five partitions spread over the input."""
     from sparkcep.segments.optimizer import optimize
 
-    root, _ = optimize(plan.query, sample_of(all_series), plan.user)
+    root, _ = optimize(plan.query, sample_of(all_series), plan.user, plan.sharing)
     if stats is not None:
         stats["plan"] = explain_tree(root, plan.query.variables)
     return root

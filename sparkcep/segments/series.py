@@ -26,6 +26,7 @@ class Series:
         self._objects: dict[int, list[Any]] = {}
         self.indexes: dict[Any, Any] = {}  # (kind, key) -> built structure
         self.counters: dict[str, int] = {}
+        self.sharing = True  # False: aggregates are computed per segment (no shared index)
 
     def numeric(self, i: int) -> agg.Column:
         got = self._numeric.get(i)

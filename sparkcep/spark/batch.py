@@ -138,14 +138,15 @@ def _collect_arrow(df) -> pa.Table:
 
 
 # ---------------------------------------------------------------- compile
-def compile_for(df, clause: str, mode: str = "sql", how: str | None = None) -> tuple[Plan, pa.Schema, Any]:
+def compile_for(df, clause: str, mode: str = "sql", how: str | None = None,
+                sharing: bool = True) -> tuple[Plan, pa.Schema, Any]:
     """The plan for a Spark DataFrame, its Arrow input schema and the Spark output schema."""
     from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
     from sparkcep.api import plan_query
 
     arrow_schema = to_arrow_schema(df.schema, timezone=_TZ)
-    plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode), how)
+    plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode), how, sharing)
     out = output_schema(plan.query, arrow_schema)
     return plan, arrow_schema, from_arrow_schema(out)
 
@@ -176,6 +177,7 @@ def match_recognize_spark(
     mode: str = "sql",
     run: SparkRun | None = None,
     plan: str | None = None,
+    sharing: bool = True,
 ):
     """Run ``MATCH_RECOGNIZE ( clause )`` over a Spark DataFrame; returns a DataFrame."""
     if strategy not in STRATEGIES:
@@ -187,14 +189,14 @@ def match_recognize_spark(
     if ROW in df.columns or GIDX in df.columns:
         raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
     how = plan
-    plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how)
+    plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how, sharing)
     if plan.query.rows_per_match == "ONE":
         # ONE ROW PER MATCH outputs keys and measures only: ship just the columns the query
         # reads to the Python workers (the hand-off is most of the cost).
         used = referenced_columns(plan.query)
         if len(used) < len(df.columns):
             df = df.select(*[c for i, c in enumerate(df.columns) if i in used])
-            plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how)
+            plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how, sharing)
     from pyspark.sql import functions as F
 
     q = plan.query
@@ -226,11 +228,12 @@ def match_recognize_spark(
 
 
 def choose_strategy(df, clause: str, *, strategy: str = "auto", batch: int | None = None,
-                    shared: int | None = None, mode: str = "sql", plan: str | None = None) -> SparkRun:
+                    shared: int | None = None, mode: str = "sql", plan: str | None = None,
+                    sharing: bool = True) -> SparkRun:
     """The strategy a run would use (for explain)."""
     from pyspark.sql import functions as F
 
-    plan = compile_for(df, clause, mode, plan)[0]
+    plan = compile_for(df, clause, mode, plan, sharing)[0]
     run = SparkRun(strategy, "requested", batch=batch)
     if strategy == "auto":
         _choose(plan, df.withColumn(ROW, F.monotonically_increasing_id()), run, batch)
