@@ -105,7 +105,34 @@ def _aggregate_weights(rng) -> dict[str, float]:
     for r in range(20_000):
         state = a.step(state, cols, r, None)
     fold_row = (time.perf_counter_ns() - t0) / 20_000
-    return {"index_per_row": index_per_row, "lookup": lookup, "mk_pair": mk_pair, "fold_row": fold_row}
+    # Without sharing: one structure per segment (a fixed cost per candidate).
+    small = [agg.Column(x.data[:20], x.valid[:20])]
+    t0 = time.perf_counter_ns()
+    agg.per_segment(agg.Sums, small, agg.Sums.sum_of, starts[:2000] % 10, starts[:2000] % 10 + 5)
+    segment_index = (time.perf_counter_ns() - t0) / 2000
+    return {"index_per_row": index_per_row, "lookup": lookup, "mk_pair": mk_pair, "fold_row": fold_row,
+            "segment_index": segment_index, "kleene_level": _kleene_level()}
+
+
+def _kleene_level() -> float:
+    """The fixed cost of one breadth-first level of MaterializeKleene (joins, de-duplication),
+    from a chain that grows one row per level from a single start."""
+    from sparkcep.segments.executor import Context, Kleene, SegGen
+    from sparkcep.segments.series import Series
+    from sparkcep.segments.space import Space, Window
+
+    n = 40  # short: the level's fixed cost, not the de-duplication that grows with the chain
+    leaf = SegGen(var=-1, segment=True, conditions=(), window=Window(2, 2))
+    op = Kleene(leaf, 1, None, share=True)
+    series = Series([pa.array(np.arange(n))], n)
+    best = None
+    for _ in range(3):
+        ctx = Context(series)
+        t0 = time.perf_counter_ns()
+        op.eval(ctx, Space.whole(n).with_starts(np.array([0])))
+        dt = time.perf_counter_ns() - t0
+        best = dt if best is None else min(best, dt)
+    return best / max(ctx.stats.get("kleene steps", 1), 1)
 
 
 def save(weights: dict[str, float], path=None) -> str:
