@@ -8,6 +8,7 @@ input columns.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from sparkcep.analysis.bound import AnalyzedQuery
@@ -15,7 +16,7 @@ from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError
 from sparkcep.runtime.measures import MeasureContext
-from sparkcep.runtime.vm import Match, Matcher, PartitionData
+from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
 
 
 def candidate_finder(q: AnalyzedQuery, matcher: Matcher, part: PartitionData) -> Callable[[int], Any]:
@@ -38,69 +39,88 @@ def candidate_finder(q: AnalyzedQuery, matcher: Matcher, part: PartitionData) ->
     return lambda s: matcher.preferred(part, s)
 
 
+@dataclass
+class Selection:
+    """Where the selection of one partition stands: the next start row to decide, the last
+    row inside an emitted match and the matches emitted so far. A stream keeps it between
+    micro-batches; a batch run starts from zero and goes to the end."""
+
+    pos: int = 0
+    covered: int = -1
+    number: int = 0
+
+
 def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
                    input_row: Callable[[int], int] = lambda r: r,
-                   numbering: Callable[[int], None] | None = None) -> Iterator[tuple]:
+                   numbering: Callable[[int], None] | None = None,
+                   state: Selection | None = None) -> Iterator[tuple]:
     """The matches of a partition of ``n`` rows in output order, as ("match", Match,
     match number) items, with ("unmatched", row) items where ALL ROWS PER MATCH WITH
     UNMATCHED ROWS wants them. ``candidate(start)`` answers what was found at a row
     (see candidate_finder); this chain of choices is the same for every strategy.
-    ``numbering(k)`` is told, before each search, the number the next match gets."""
+    ``numbering(k)`` is told, before each search, the number the next match gets.
+    ``state`` resumes an earlier selection; when ``candidate`` answers UNRESOLVED (the
+    answer needs rows not seen yet) the selection stops there and ``state`` says where."""
+    st = state if state is not None else Selection()
     tell = numbering if numbering is not None else (lambda k: None)
     want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
-    covered = -1  # rows up to here are inside an earlier match
-    number = 0
 
     if q.mode == "matchregex":
-        pos = 0
-        while pos < n:
+        while st.pos < n:
             best = None
-            s = pos
+            s = st.pos
             while s < n and (best is None or s <= best.last):
-                tell(number + 1)
+                tell(st.number + 1)
                 m = candidate(s)
+                if m is UNRESOLVED:
+                    return
                 if m is not None and (best is None or m.last < best.last):
                     best = m
                 s += 1
             if best is None:
                 if want_unmatched:
-                    for r in range(pos, n):
+                    for r in range(st.pos, n):
                         yield ("unmatched", r)
+                st.pos = n
                 return
             if want_unmatched:
-                for r in range(pos, best.start):
+                for r in range(st.pos, best.start):
                     yield ("unmatched", r)
-            number += 1
-            yield ("match", best, number)
-            pos = best.end if not best.empty else best.start + 1
+            st.number += 1
+            st.pos = best.end if not best.empty else best.start + 1
+            yield ("match", best, st.number)
         return
 
-    pos = 0
-    while pos < n:
+    while st.pos < n:
+        pos = st.pos
         if q.skip_mode == "ALL_MATCHES":
             found = candidate(pos)
+            if found is UNRESOLVED:
+                return
             for m in found:
-                number += 1
-                yield ("match", m, number)
-                covered = max(covered, m.last)
-            if not found and want_unmatched and pos > covered:
+                st.number += 1
+                st.covered = max(st.covered, m.last)
+                yield ("match", m, st.number)
+            if not found and want_unmatched and pos > st.covered:
                 yield ("unmatched", pos)
-            pos += 1
+            st.pos = pos + 1
             continue
-        tell(number + 1)
+        tell(st.number + 1)
         m = candidate(pos)
+        if m is UNRESOLVED:
+            return
         if m is None:
-            if want_unmatched and pos > covered:
+            st.pos = pos + 1
+            if want_unmatched and pos > st.covered:
                 yield ("unmatched", pos)
-            pos += 1
             continue
-        number += 1
-        yield ("match", m, number)
+        st.number += 1
         if m.empty:
-            pos += 1
-            continue
-        covered = max(covered, m.last)
-        pos = _resume(q.skip_mode, q.skip_target, q.skip_target_name, m, input_row)
+            st.pos = pos + 1
+        else:
+            st.covered = max(st.covered, m.last)
+            st.pos = _resume(q.skip_mode, q.skip_target, q.skip_target_name, m, input_row)
+        yield ("match", m, st.number)
 
 
 def _resume(mode: str, target: frozenset[int] | None, target_name: str | None, m: Match,

@@ -76,6 +76,9 @@ class PartitionData:
     base: int = 0
     complete: bool = True
     limit: int = -1
+    # In a window of a stream: every row still to come has a first ORDER BY value at least
+    # this (the watermark), so WITHIN can end a search before those rows arrive.
+    horizon: Any = None
     # The number the next match of this partition gets (MATCH_NUMBER() in DEFINE); the
     # selection loop sets it before each search.
     match_number: int = 1
@@ -331,7 +334,15 @@ class Matcher:
         if self.maxlength is not None and pos - start + 1 > self.maxlength:
             return False
         if pos >= part.limit:
-            return False if part.complete else None
+            if part.complete:
+                return False
+            if self.within is not None and part.horizon is not None:
+                # Rows come in time order: if the next row (buffered, or any still to come,
+                # which are at least the watermark) is past WITHIN, so is every later one.
+                nxt = part.order0[pos] if pos < part.n else part.horizon
+                if nxt - part.order0[start] > self.within:
+                    return False
+            return None
         if self.within is not None:
             if not abs(part.order0[pos] - part.order0[start]) <= self.within:  # NaN is never within
                 return False

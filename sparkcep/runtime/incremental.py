@@ -1,0 +1,150 @@
+"""Incremental matching of one partition key's rows as they arrive (the core of streaming).
+
+Rows come in any order within the watermark delay. A ``KeyState`` buffers them in ORDER BY
+order (ties: the other ORDER BY columns, then arrival). When the watermark advances, the
+rows below it are *sealed* — no row that sorts before them can still arrive — and the
+sequential engine's selection (runtime.engine.select_matches, the same loop batch runs)
+continues over them from where it stopped. A search that would need a row past the sealed
+ones answers UNRESOLVED (the run strategy's seam rule), and the selection waits there for
+the next watermark. ``finish`` treats the buffered rows as the end of the partition.
+
+So the emitted matches, concatenated, are exactly the batch engine's output for the key, in
+its order. The state keeps only rows a later decision can read: from the first undecided
+start, minus the rows PREV and navigation look back. It is plain data (Arrow rows and four
+integers) and round-trips through ``to_bytes``/``from_bytes``, never pickle.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcep.compile.plan import Plan
+from sparkcep.data import LazyColumns, measure_types, output_table, sort_and_partition
+from sparkcep.errors import DataError, QueryError
+from sparkcep.runtime.engine import Selection, candidate_finder, measure_rows, select_matches
+from sparkcep.runtime.vm import Matcher, PartitionData
+
+_MAGIC = b"SPCEPK1\n"
+
+
+@dataclass
+class KeyState:
+    """One key's buffered rows (input columns, match order) and where selection stands;
+    ``base`` is the partition row number of ``rows[0]``; positions are partition rows."""
+
+    rows: pa.Table
+    base: int = 0
+    selection: Selection = field(default_factory=Selection)
+    released: int = 0  # rows dropped from the buffer so far (for metrics)
+
+    def to_bytes(self) -> bytes:
+        sink = io.BytesIO()
+        with pa.ipc.new_stream(sink, self.rows.schema) as w:
+            w.write_table(self.rows)
+        meta = json.dumps([self.base, self.selection.pos, self.selection.covered, self.selection.number,
+                           self.released]).encode()
+        return _MAGIC + len(meta).to_bytes(4, "big") + meta + sink.getvalue()
+
+    @staticmethod
+    def from_bytes(data: bytes) -> KeyState:
+        if not data.startswith(_MAGIC):
+            raise ValueError("not a sparkcep key state")
+        k = len(_MAGIC)
+        size = int.from_bytes(data[k:k + 4], "big")
+        base, pos, covered, number, released = json.loads(data[k + 4:k + 4 + size])
+        rows = pa.ipc.open_stream(data[k + 4 + size:]).read_all()
+        return KeyState(rows, base, Selection(pos, covered, number), released)
+
+
+class IncrementalMatcher:
+    """Feeds one key's rows through the sequential engine as the watermark seals them."""
+
+    def __init__(self, plan: Plan, schema: pa.Schema):
+        q = plan.query
+        if not q.order_by:
+            raise QueryError("NOT_SUPPORTED", "matching a stream needs ORDER BY (its first column is event time)")
+        if q.order_by[0].descending:
+            raise QueryError("NOT_SUPPORTED", "a stream arrives in ascending event time: the first ORDER BY "
+                             "column of a streaming query cannot be DESC")
+        if q.gapped or q.event_selection == "STRICT" or q.segment_query:
+            raise QueryError("NOT_SUPPORTED", "EVENT SELECTION strategies and segment queries do not run on "
+                             "streams yet")
+        self.plan = plan
+        self.schema = schema
+        self.matcher = Matcher(plan)
+        self.types = measure_types(q, schema)
+        self.time_index = q.order_by[0].index
+
+    def empty_state(self) -> KeyState:
+        return KeyState(self.schema.empty_table())
+
+    def add(self, state: KeyState, rows: pa.Table) -> None:
+        """Buffer ``rows`` (arrived in this order) in ORDER BY order."""
+        if rows.num_rows == 0:
+            return
+        times = rows.column(self.time_index)
+        if times.null_count:
+            at = int(pc.index(pc.is_null(times), True).as_py())
+            raise DataError("a streamed row needs an event time; this row has NULL in the first ORDER BY column",
+                            column=self.plan.query.order_by[0].column, row=at)
+        both = pa.concat_tables([state.rows, rows.select(self.schema.names).cast(self.schema)])
+        order = sort_and_partition(both, _unpartitioned(self.plan.query)).order
+        state.rows = both.take(pa.array(order))
+
+    def sealed(self, state: KeyState, watermark: Any) -> int:
+        """How many buffered rows lie below ``watermark`` (a prefix: rows are in time order)."""
+        times = state.rows.column(self.time_index)
+        if times.num_chunks == 0 or len(times) == 0:
+            return 0
+        below = pc.less(times, pa.scalar(watermark, type=times.type))
+        return int(pc.sum(below).as_py() or 0)
+
+    def advance(self, state: KeyState, watermark: Any = None, final: bool = False) -> pa.Table:
+        """The output rows that became final: every decision the sealed rows settle (all
+        of them with ``final``: the buffered rows end the partition)."""
+        plan, q = self.plan, self.plan.query
+        table = state.rows
+        n = table.num_rows if final else self.sealed(state, watermark)
+        limit = n if final else max(n - plan.lookahead, 0)
+        sel = state.selection
+        local = Selection(sel.pos - state.base, sel.covered - state.base, sel.number)
+        if local.pos >= limit:
+            return output_table(plan, table, np.zeros(0, dtype=np.int64), [[] for _ in q.measures], self.types)
+        cols = LazyColumns([table.column(i).slice(0, n) for i in range(table.num_columns)])
+        part = PartitionData(cols, n, self.time_index, base=state.base, complete=final, limit=limit,
+                             horizon=None if final else watermark)
+        items = list(select_matches(q, limit, candidate_finder(q, self.matcher, part),
+                                    numbering=lambda k: setattr(part, "match_number", k), state=local))
+        positions: list[int] = []
+        values: list[list[Any]] = [[] for _ in q.measures]
+        for pos, vals in measure_rows(plan, part, items):
+            positions.append(pos)
+            for j, v in enumerate(vals):
+                values[j].append(v)
+        out = output_table(plan, table, np.array(positions, dtype=np.int64), values, self.types)
+        # Keep the rows a later decision can read: from the first undecided start, less
+        # what PREV and navigation look back.
+        drop = max(0, min(local.pos, n) - plan.lookbehind)
+        old_base = state.base
+        state.rows = table.slice(drop)
+        state.base = old_base + drop
+        state.released += drop
+        state.selection = Selection(local.pos + old_base, local.covered + old_base, local.number)
+        return out
+
+    def finish(self, state: KeyState) -> pa.Table:
+        """The rest of the output, the buffered rows being the end of the partition."""
+        return self.advance(state, final=True)
+
+
+def _unpartitioned(q):
+    from dataclasses import replace
+
+    return replace(q, partition_by=())
