@@ -322,8 +322,12 @@ class Kleene(Operator):
         if first is not None and bound is not None:
             # A probe names the start rows: a chain from them stays within `bound` rows, so
             # the child is evaluated (once) only at the start rows those reach.
-            reach = np.unique((first[:, None] + np.arange(bound)[None, :]).ravel())
-            inner_space = inner_space.with_starts(reach[reach <= space.e_hi])
+            top = space.e_hi + 1
+            cover = np.zeros(top + 1, dtype=np.int64)  # rows within `bound` of a probed start
+            ok = first[(first >= 0) & (first < top)]
+            np.add.at(cover, ok, 1)
+            np.add.at(cover, np.minimum(ok + bound, top), -1)
+            inner_space = inner_space.with_starts(np.flatnonzero(np.cumsum(cover[:top]) > 0))
         pieces = _trimmed(self.child.eval(ctx, inner_space), bound)
         level = pieces.where(np.isin(pieces.starts, first) if first is not None
                              else (pieces.starts >= space.s_lo) & (pieces.starts <= space.s_hi))
