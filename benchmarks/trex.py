@@ -111,6 +111,15 @@ TEMPLATES: dict[str, dict] = {
                    SEGMENT UP_MK AS mann_kendall_test(temp) >= 3.0""",
         # Seattle's daily maxima drop less than the paper's weather: falls of 8 and 10 °C.
         "params": {"fall": [8, 10], "down": [0.85, 0.95]},
+        # W1 = X* K (first) and L1 or L2 Y* Z (last), DOWN = K D{0,3} L (2..5 rows: a 1-row DOWN
+        # has no regression), the whole match 25..30 rows; conditions on the last row.
+        "standard": """PARTITION BY city ORDER BY tstamp MEASURES FIRST(tstamp) AS s, LAST(tstamp) AS e
+            ALL MATCHES PATTERN (X* K D{{0,3}} (L1 | L2 Y* Z)) MAXLENGTH 30
+            SUBSET DN1 = (K, D, L1), DN2 = (K, D, L2)
+            DEFINE L1 AS COUNT(*) >= 25 AND L1.temp - FIRST(K.temp) < -{fall}
+                        AND linear_reg_r2_signed(DN1.tstamp, DN1.temp) <= -{down} AND mann_kendall_test(temp) >= 3.0,
+                   Z AS COUNT(*) >= 25 AND LAST(L2.temp) - FIRST(K.temp) < -{fall}
+                        AND linear_reg_r2_signed(DN2.tstamp, DN2.temp) <= -{down} AND mann_kendall_test(temp) >= 3.0""",
     },
     "rptd_pttrn": {
         "data": "taxi",

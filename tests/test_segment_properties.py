@@ -83,6 +83,29 @@ def segment_queries(draw):
 
 
 @st.composite
+def wild_window_queries(draw):
+    """Sequences with a window-only segment variable W between two items: the shapes the
+    planner fuses into a wild-window concatenation (WConcat)."""
+    shape = draw(st.sampled_from(["A W B", "A W B W C", "(A W B) & C", "A W (B | C)", "(A W B)+", "A W ~B",
+                                  "A W B C", "(A B) W C", "A W B*"]))
+    window = draw(st.sampled_from(["true", "window(2, 3)", "window(1, 2)", "window(2, NULL)", "window(1)"]))
+    defines = [f"SEGMENT W AS {window}"]
+    for v in "ABC":
+        if v not in shape:
+            continue
+        segment = draw(st.booleans())
+        pool = SEGMENT_CONDITIONS if segment else POINT_CONDITIONS
+        cond = draw(st.sampled_from(pool)).format(k=draw(st.integers(0, 3)))
+        defines.append(("SEGMENT " if segment else "") + f"{v} AS {cond}")
+    bound = draw(st.sampled_from(["", " & Z"]))
+    if bound:
+        defines.append(f"SEGMENT Z AS {draw(st.sampled_from(['window(1, 5)', 'window(t, 0, 3)']))}")
+    partition = draw(st.sampled_from(["", "PARTITION BY k"]))
+    return (f"{partition} ORDER BY t MEASURES FIRST(t) AS s, LAST(t) AS e, COUNT(*) AS n "
+            f"PATTERN (({shape}){bound}) DEFINE {', '.join(defines)}")
+
+
+@st.composite
 def series(draw):
     n = draw(st.integers(0, 8))
     prices = draw(st.lists(st.one_of(st.integers(0, 4), st.none()), min_size=n, max_size=n))
@@ -124,3 +147,13 @@ def test_figure_5_style_reference_on_every_plan(how):
     q = ("ORDER BY t MEASURES FIRST(t) AS s, LAST(t) AS e PATTERN ((A1 W INC) & WIN) "
          "DEFINE SEGMENT W AS window(1, 3), SEGMENT WIN AS window(2, 5), A1 AS peak < 4, INC AS INC.peak > A1.peak")
     assert sparkcep.match_recognize(t, q, plan=how).to_pylist() == segment_reference(q, t)
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(wild_window_queries(), series())
+def test_wild_window_concatenation_equals_the_reference(query, table):
+    want = segment_reference(query, table)
+    for how in PLANS:
+        got = sparkcep.match_recognize(table, query, plan=how).to_pylist()
+        assert same_rows(got, want), f"{how}\n{query}\n{table.to_pylist()}\ngot:  {got}\nwant: {want}"
+    assert "WConcat" in sparkcep.explain(table, query, plan="sort_merge")

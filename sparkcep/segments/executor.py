@@ -217,6 +217,79 @@ class Concat(Operator):
 
 
 @dataclass(eq=False)
+class WConcat(Operator):
+    """``left W right`` where W is a window-only segment variable of ``lo``..``hi`` rows (hi
+    None: a wild window) sharing its boundary rows with both: the right segment starts
+    ``lo − 1``..``hi − 1`` rows after the left one ends. T-REX's wild-window concatenation:
+    the pairs are joined directly, W's segments are never enumerated. ``bound`` is the
+    length bound the parent pushed down (rows, or spans on never-decreasing columns)."""
+
+    left: Operator
+    right: Operator
+    lo: int
+    hi: int | None
+    how: str = "sort_merge"
+    window: Window = ANY
+    bound: Window = ANY
+
+    @property
+    def children(self):
+        return (self.left, self.right)
+
+    @property
+    def name(self) -> str:
+        return {"sort_merge": "SortMergeWConcat", "left_probe": "LeftProbeWConcat",
+                "right_probe": "RightProbeWConcat"}[self.how]
+
+    def label(self, names: tuple[str, ...]) -> str:
+        return f"{self.name}[gap {self.lo}..{self.hi if self.hi is not None else ''} rows]"
+
+    def eval(self, ctx: Context, space: Space) -> Segs:
+        g_lo = self.lo - 1
+        g_hi = self.hi - 1 if self.hi is not None else space.e_hi + 1
+        total = row_bound(ctx, self.window & self.bound)
+        top = space.e_hi + 1
+        lspace = Space(space.s_lo, space.s_hi, space.s_lo, space.e_hi, starts=space.starts)
+        rspace = Space(space.s_lo, space.e_hi, space.e_lo, space.e_hi, ends=space.ends)
+
+        def right_starts(left: Segs) -> tuple[np.ndarray, np.ndarray]:
+            hi = left.ends + g_hi
+            if total is not None:
+                hi = np.minimum(hi, left.starts + total - 1)
+            return left.ends + g_lo, hi
+
+        if self.how == "right_probe":
+            left = self.left.eval(ctx, lspace)
+            lo, hi = right_starts(left)
+            right = self.right.eval(ctx, rspace.with_starts(cover(lo, hi, top))) if len(left) else Segs.none()
+        elif self.how == "left_probe":
+            right = self.right.eval(ctx, rspace)
+            lo = right.starts - g_hi
+            if total is not None:
+                lo = np.maximum(lo, right.ends - total + 1)
+            ends = cover(lo, right.starts - g_lo, top)
+            left = self.left.eval(ctx, lspace.with_ends(ends)) if len(right) else Segs.none()
+        else:
+            left = self.left.eval(ctx, lspace)
+            right = self.right.eval(ctx, rspace)
+        ctx.count("joined pairs considered", len(left) + len(right))
+        lo, hi = right_starts(left)
+        order = np.argsort(right.starts, kind="stable")
+        rs = right.starts[order]
+        a = np.searchsorted(rs, lo, side="left")
+        b = np.searchsorted(rs, hi, side="right")
+        counts = np.maximum(b - a, 0)
+        li = np.repeat(np.arange(len(left)), counts)
+        offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+        ri = order[np.repeat(a, counts) + offsets]
+        out = _combine(left, right, li, ri, left.starts[li], right.ends[ri])
+        if total is not None:
+            out = out.where(out.ends - out.starts + 1 <= total)
+        out = out.where(space.admits(out.starts, out.ends))
+        return _in_window(ctx, self.window, out)
+
+
+@dataclass(eq=False)
 class And(Operator):
     left: Operator
     right: Operator
@@ -289,6 +362,18 @@ class Not(Operator):
         return cand.where(~hit)
 
 
+def cover(lo: np.ndarray, hi: np.ndarray, top: int) -> np.ndarray:
+    """The rows in [0, top) inside any of the inclusive ranges [lo[i], hi[i]] (a difference
+    array: linear in ``top``, however wide or many the ranges)."""
+    lo = np.maximum(np.asarray(lo, dtype=np.int64), 0)
+    hi = np.minimum(np.asarray(hi, dtype=np.int64), top - 1)
+    keep = lo <= hi
+    marks = np.zeros(top + 1, dtype=np.int64)
+    np.add.at(marks, lo[keep], 1)
+    np.add.at(marks, hi[keep] + 1, -1)
+    return np.flatnonzero(np.cumsum(marks[:top]) > 0)
+
+
 def _trimmed(segs: Segs, bound: int | None) -> Segs:
     """Distinct segments without payload, at most ``bound`` rows long."""
     segs = segs.distinct()
@@ -322,12 +407,7 @@ class Kleene(Operator):
         if first is not None and bound is not None:
             # A probe names the start rows: a chain from them stays within `bound` rows, so
             # the child is evaluated (once) only at the start rows those reach.
-            top = space.e_hi + 1
-            cover = np.zeros(top + 1, dtype=np.int64)  # rows within `bound` of a probed start
-            ok = first[(first >= 0) & (first < top)]
-            np.add.at(cover, ok, 1)
-            np.add.at(cover, np.minimum(ok + bound, top), -1)
-            inner_space = inner_space.with_starts(np.flatnonzero(np.cumsum(cover[:top]) > 0))
+            inner_space = inner_space.with_starts(cover(first, first + bound - 1, space.e_hi + 1))
         pieces = _trimmed(self.child.eval(ctx, inner_space), bound)
         level = pieces.where(np.isin(pieces.starts, first) if first is not None
                              else (pieces.starts >= space.s_lo) & (pieces.starts <= space.s_hi))

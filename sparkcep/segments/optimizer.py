@@ -30,6 +30,7 @@ from sparkcep.segments.executor import (
     Operator,
     Or,
     SegGen,
+    WConcat,
 )
 from sparkcep.segments.space import Space, Window, enumerate_space
 
@@ -126,6 +127,9 @@ class CostModel:
             return self.mean_length(op.left) + self.mean_length(op.right) - (1.0 if op.share else 0.0)
         if isinstance(op, And):
             return max(self.mean_length(op.left), self.mean_length(op.right))
+        if isinstance(op, WConcat):
+            gap = (op.lo + (op.hi if op.hi is not None else self.stats.n / 3)) / 2
+            return self.mean_length(op.left) + self.mean_length(op.right) + gap - 2.0
         if isinstance(op, Kleene):
             return 2.0 * self.mean_length(op.child)
         if isinstance(op, (Or, Not, Filter)):
@@ -165,6 +169,26 @@ class CostModel:
             if pairs is not None:
                 cout = min(cout, pairs)
             return cout, w(op.name) * (key + cout) + costl + costr
+        if isinstance(op, WConcat):
+            # Each left segment pairs with the right segments starting in a range of `width`
+            # rows after its end (the gap W may take), within the pushed-down bound.
+            width = max(min(op.hi if op.hi is not None else lse, rows_of(op.bound, s)[1], lse) - op.lo + 1, 1.0)
+            if op.how == "right_probe":
+                cl, costl = self.estimate(op.left, ls, lse)
+                cr, costr = self.estimate(op.right, distinct(cl * width, lse), le)
+                key = cl
+            elif op.how == "left_probe":
+                cr, costr = self.estimate(op.right, lse, le)
+                cl, costl = self.estimate(op.left, ls, distinct(cr * width, lse))
+                key = cr
+            else:
+                cl, costl = self.estimate(op.left, ls, lse)
+                cr, costr = self.estimate(op.right, lse, le)
+                key = cl + cr
+            cout = cl * cr * width / lse * window_selectivity(op.window & op.bound, ls, le, s)
+            if pairs is not None:
+                cout = min(cout, pairs)
+            return cout, w(op.name.replace("WConcat", "Concat")) * (key + cout) + costl + costr
         if isinstance(op, And):
             ws = max(window_selectivity(op.window, ls, le, s), 1e-9)
             if op.how == "right_probe":
@@ -249,6 +273,8 @@ def sample_stats(series_list, leaves: list[SegGen], aggregates, user, span_colum
         tried = passed = 0
         total_len = 0.0
         for series in series_list:
+            if tried >= samples:
+                break  # enough candidates: each further series costs a full evaluation
             if series.n == 0:
                 continue
             ctx = Context(series, aggregates, user)

@@ -39,6 +39,7 @@ from sparkcep.segments.executor import (
     Operator,
     Or,
     SegGen,
+    WConcat,
 )
 from sparkcep.segments.space import ANY, Window
 
@@ -194,11 +195,41 @@ class Planner:
             if any(o is None for o in ops):
                 continue
             shares = [P.shares(a, b) for a, b in itertools.pairwise(kept)]
+            ops, shares = self.fuse_wild(kept, ops, shares, inner)
             op = self.chain(ops, shares, window) if len(ops) > 1 else _embed(ops[0], window)
             alternatives.append(self.filtered(op))
         if not alternatives:
             return None
         return alternatives[0] if len(alternatives) == 1 else Or(tuple(alternatives), window)
+
+    def wild(self, item: P.SNode) -> Window | None:
+        """The rows window of a window-only segment variable that WConcat can stand for."""
+        if not (isinstance(item, P.SVar) and item.segment and item.id not in self.payload):
+            return None
+        info = self.info[item.id]
+        return info.window if info.window_only and not info.window.spans else None
+
+    def fuse_wild(self, kept: list[P.SNode], ops: list[Operator], shares: list[bool], inner: Window):
+        """``X W Y`` with W a window-only segment variable between two items becomes one
+        WConcat(X, Y) (T-REX's wild-window concatenation): W's segments are never built."""
+        out_ops, out_shares = [ops[0]], []
+        j = 1
+        while j < len(ops):
+            w = self.wild(kept[j]) if j + 1 < len(ops) else None
+            if w is not None:
+                left, right = out_ops[-1], ops[j + 1]
+                options = [WConcat(left, right, w.min_rows, w.max_rows, h, ANY, inner) for h in _HOWS]
+                if self.how == "optimized" and self.model is not None:
+                    fused = self.cheapest(options)
+                else:
+                    fused = WConcat(left, right, w.min_rows, w.max_rows, self.binary_how(left, right), ANY, inner)
+                out_ops[-1] = fused
+                j += 2
+                continue
+            out_shares.append(shares[j - 1])
+            out_ops.append(ops[j])
+            j += 1
+        return out_ops, out_shares
 
     # ------------------------------------------------------------ physical choices
     def price(self, op: Operator) -> int:
