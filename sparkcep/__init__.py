@@ -20,6 +20,16 @@ def sql(spark, statement: str, **options):
 
     return _sql(spark, statement, **options)
 
+
+@guarded
+def stream(df, clause: str, **options):
+    """MATCH_RECOGNIZE over a streaming Spark DataFrame: a streaming DataFrame of matches
+    (Append mode) as the watermark makes them final. ``watermark="10 minutes"`` is required."""
+    from sparkcep.spark.stream import stream as _stream
+
+    return _stream(df, clause, **options)
+
+
 __all__ = [
     "DataError",
     "ExecutionError",
@@ -32,6 +42,7 @@ __all__ = [
     "register_function",
     "sase",
     "sql",
+    "stream",
     "unregister_function",
 ]
 __version__ = "0.1.0"

@@ -81,6 +81,9 @@ def get_session(master: str | None = None, app_name: str = "sparkcep", config: d
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.memory": os.environ.get("SPARKCEP_DRIVER_MEMORY", "4g"),
+        # Streaming state (sparkcep.stream): transformWithState needs the RocksDB store.
+        "spark.sql.streaming.stateStore.providerClass":
+            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     }
     settings.update(config or {})
     for key, value in settings.items():

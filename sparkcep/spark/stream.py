@@ -1,0 +1,129 @@
+"""MATCH_RECOGNIZE over a Spark Structured Streaming DataFrame.
+
+PARTITION BY keys are Spark's state keys; the first ORDER BY column (a timestamp) is event
+time, with Spark's watermark. Each key's ``runtime.incremental.KeyState`` lives in Spark's
+state store as one binary value (Arrow rows and four integers, not pickle); new rows and
+event-time timers run the incremental matcher, which emits a match once the watermark has
+sealed every row that could change it — the batch engine's own selection, so the stream's
+output is the batch output, in Append mode. A timer at the first row still waiting makes a
+key progress when the watermark moves without new rows for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcep.errors import QueryError, SparkCepError
+
+_KEY = "__sparkcep_key"
+
+
+def stream(df, clause: str, *, watermark: str, mode: str = "sql"):
+    """Matches of ``clause`` over the streaming DataFrame ``df``, as a streaming DataFrame
+    (Append mode). ``watermark``: how late rows may arrive, e.g. "10 minutes" (Spark's
+    withWatermark delay on the first ORDER BY column)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+
+    from sparkcep.runtime.incremental import IncrementalMatcher
+    from sparkcep.spark.batch import compile_for
+
+    if not getattr(df, "isStreaming", False):
+        raise SparkCepError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
+                            "use sparkcep.match_recognize for a batch DataFrame")
+    if not isinstance(watermark, str) or not watermark.strip():
+        raise SparkCepError("watermark must be a delay such as '10 minutes'")
+    plan, arrow_schema, spark_schema = compile_for(df, clause, mode)
+    IncrementalMatcher(plan, arrow_schema)  # refuses what a stream cannot run, before Spark starts
+    q = plan.query
+    time_col = q.order_by[0].column
+    if not isinstance(df.schema[time_col].dataType, (TimestampType, TimestampNTZType)):
+        raise QueryError("NOT_SUPPORTED", f"a stream's event time (the first ORDER BY column, {time_col}) must be "
+                         f"a timestamp, not {df.schema[time_col].dataType.simpleString()}")
+    keys = [k.column for k in q.partition_by]
+    data = df.withWatermark(time_col, watermark)
+    if not keys:
+        data = data.withColumn(_KEY, F.lit(0))
+        keys = [_KEY]
+    processor = _MatchProcessor(clause, mode, arrow_schema.serialize().to_pybytes(), _KEY in keys)
+    return data.groupBy(*keys).transformWithStateInPandas(
+        statefulProcessor=processor, outputStructType=spark_schema, outputMode="Append", timeMode="EventTime")
+
+
+def _processor_base():
+    from pyspark.sql.streaming import StatefulProcessor
+
+    return StatefulProcessor
+
+
+class _MatchProcessor(_processor_base()):
+    """One key's incremental matcher inside Spark (built on the worker from the clause)."""
+
+    def __init__(self, clause: str, mode: str, schema: bytes, synthetic_key: bool):
+        self.clause, self.mode, self.schema_bytes, self.synthetic_key = clause, mode, schema, synthetic_key
+
+    def init(self, handle) -> None:
+        from pyspark.sql.types import BinaryType, StructField, StructType
+
+        from sparkcep.api import plan_query
+        from sparkcep.data import schema_of
+        from sparkcep.language.parser import parse
+        from sparkcep.analysis.analyzer import analyze
+        from sparkcep.runtime.incremental import IncrementalMatcher
+
+        self.handle = handle
+        self.state = handle.getValueState("key_state", StructType([StructField("blob", BinaryType(), True)]))
+        self.arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
+        plan = plan_query(analyze(parse(self.clause), schema_of(self.arrow_schema.empty_table()), self.mode))
+        self.matcher = IncrementalMatcher(plan, self.arrow_schema)
+        self.time_type = self.arrow_schema.field(plan.query.order_by[0].index).type
+
+    # ------------------------------------------------------------ state
+    def _load(self):
+        from sparkcep.runtime.incremental import KeyState
+
+        if self.state.exists():
+            return KeyState.from_bytes(bytes(self.state.get()[0]))
+        return self.matcher.empty_state()
+
+    def _save(self, st) -> None:
+        self.state.update((st.to_bytes(),))
+
+    def _watermark(self, timer_values) -> Any:
+        ms = timer_values.getCurrentWatermarkInMs()
+        return pa.scalar(max(ms, 0) * 1000, type=pa.timestamp("us", getattr(self.time_type, "tz", None)))
+
+    def _step(self, st, timer_values) -> Iterator:
+        import pyarrow.compute as pc
+
+        from sparkcep.errors import as_sparkcep_error
+
+        try:
+            out = self.matcher.advance(st, self._watermark(timer_values).cast(self.time_type).as_py())
+        except Exception as e:  # noqa: BLE001 - typed for the driver
+            raise as_sparkcep_error(e, self.clause) from None
+        self._save(st)
+        # Wake up when the watermark passes the first row still waiting.
+        times = st.rows.column(self.matcher.time_index)
+        waiting = pc.greater_equal(times, self._watermark(timer_values).cast(times.type))
+        if pc.any(waiting).as_py():
+            first = pc.min(pc.filter(times, waiting)).cast(pa.int64()).as_py()  # microseconds
+            self.handle.registerTimer(first // 1000 + 1)
+        if out.num_rows:
+            yield out.to_pandas()
+
+    # ------------------------------------------------------------ Spark's calls
+    def handleInputRows(self, key, rows, timerValues) -> Iterator:
+        st = self._load()
+        for pdf in rows:  # add() keeps the query's input columns (not the synthetic key)
+            self.matcher.add(st, pa.Table.from_pandas(pdf, preserve_index=False))
+        yield from self._step(st, timerValues)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
+        yield from self._step(self._load(), timerValues)
+
+    def close(self) -> None:
+        pass
