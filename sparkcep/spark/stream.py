@@ -68,10 +68,10 @@ class _MatchProcessor(_processor_base()):
     def init(self, handle) -> None:
         from pyspark.sql.types import BinaryType, StructField, StructType
 
+        from sparkcep.analysis.analyzer import analyze
         from sparkcep.api import plan_query
         from sparkcep.data import schema_of
         from sparkcep.language.parser import parse
-        from sparkcep.analysis.analyzer import analyze
         from sparkcep.runtime.incremental import IncrementalMatcher
 
         self.handle = handle
