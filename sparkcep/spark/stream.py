@@ -53,6 +53,73 @@ def stream(df, clause: str, *, watermark: str, mode: str = "sql"):
         statefulProcessor=processor, outputStructType=spark_schema, outputMode="Append", timeMode="EventTime")
 
 
+_FLUSHED = "_sparkcep_flushed"
+
+
+def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql"):
+    """End of input for a stream that has stopped (e.g. after ``trigger(availableNow=True)``):
+    the matches still waiting in its checkpoint's state, each key's buffered rows taken as
+    the end of its partition (the last watermark moved to +∞), as a batch DataFrame to append
+    to the stream's output. With it, stream output + flush equals ``match_recognize`` over
+    every row the stream accepted. A checkpoint is flushed once (a marker file records it)."""
+    import os
+
+    from pyspark.sql.types import StructType
+
+    from sparkcep.analysis.analyzer import analyze
+    from sparkcep.api import plan_query
+    from sparkcep.data import output_schema, schema_of
+    from sparkcep.language.parser import parse
+
+    marker = os.path.join(checkpoint, _FLUSHED)
+    if not os.path.isdir(checkpoint):
+        raise SparkCepError(f"no stream checkpoint at {checkpoint}")
+    if os.path.exists(marker):
+        raise SparkCepError(f"the stream at {checkpoint} was flushed already: its end of input is behind it")
+    states = spark.read.format("statestore").option("stateVarName", "key_state").load(checkpoint)
+    blobs = states.select("value.blob")
+    first = blobs.limit(1).collect()
+    if not first:
+        return spark.createDataFrame([], StructType([]))
+    from sparkcep.runtime.incremental import KeyState
+
+    arrow_schema = KeyState.from_bytes(bytes(first[0][0])).rows.schema
+    plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode))
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    out_schema = output_schema(plan.query, arrow_schema)
+    finish = _Finisher(clause, mode, arrow_schema.serialize().to_pybytes())
+    result = blobs.mapInArrow(finish, from_arrow_schema(out_schema))
+    with open(marker, "w") as f:
+        f.write("flushed\n")
+    return result
+
+
+class _Finisher:
+    """Each key's saved state run to the end of its partition (on the workers)."""
+
+    def __init__(self, clause: str, mode: str, schema: bytes):
+        self.clause, self.mode, self.schema = clause, mode, schema
+
+    def __call__(self, batches):
+        from sparkcep.analysis.analyzer import analyze
+        from sparkcep.api import plan_query
+        from sparkcep.data import schema_of
+        from sparkcep.language.parser import parse
+        from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
+
+        arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema))
+        plan = plan_query(analyze(parse(self.clause), schema_of(arrow_schema.empty_table()), self.mode))
+        matcher = IncrementalMatcher(plan, arrow_schema)
+        for batch in batches:
+            for blob in batch.column(0).to_pylist():
+                if blob is None:
+                    continue
+                out = matcher.finish(KeyState.from_bytes(blob))
+                if out.num_rows:
+                    yield from out.to_batches()
+
+
 def _processor_base():
     from pyspark.sql.streaming import StatefulProcessor
 

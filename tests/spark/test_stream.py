@@ -112,3 +112,38 @@ def test_stream_refusals(spark, tmp_path):
     numeric = spark.readStream.format("json").schema("ts long, v long").load(str(src))
     with pytest.raises(sparkcep.QueryError, match="timestamp"):
         sparkcep.stream(numeric, "ORDER BY ts PATTERN (A)", watermark="1 second")
+
+
+def test_command_line_stream_with_end_of_input(spark, tmp_path):
+    # `sparkcep stream` as a user runs it: a folder of JSON files, Parquet out, then a second
+    # run from the checkpoint with more files and --end-of-input: every match exactly once.
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    query = QUERIES[0]
+    (tmp_path / "q.sql").write_text(query)
+    src = tmp_path / "in"
+    src.mkdir()
+    rows = _rows(0, 120)
+    for f in range(2):
+        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
+    env = dict(os.environ, SPARKCEP_MASTER="local[2]", COLUMNS="200")
+    args = [sys.executable, "-m", "sparkcep.cli.main", "stream", "-q", "q.sql", "-i", "in", "-o", "out",
+            "--checkpoint", "ckpt", "--watermark", "3 seconds", "--schema", "ts timestamp, k string, v long"]
+    r = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "matches in out" in r.stdout and "watermark" in r.stdout
+    for f in range(2, 4):
+        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
+    r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "end of input" in r.stdout
+    got = pq.read_table(tmp_path / "out").to_pylist()
+    want = _batch(spark, rows, query)
+    assert sorted((r["k"], r["s"].replace(tzinfo=None), r["e"].replace(tzinfo=None), r["c"]) for r in got) == \
+        sorted((k, s, e, c) for k, s, e, c in want)
+    # A second end of input is refused: what it would emit is out already.
+    r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "flushed already" in r.stderr
