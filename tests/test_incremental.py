@@ -142,3 +142,13 @@ def test_rows_without_event_time_are_a_data_error():
     matcher = IncrementalMatcher(compile_query("ORDER BY t PATTERN (A)", t), t.schema)
     with pytest.raises(sparkcep.DataError, match="event time"):
         matcher.add(matcher.empty_state(), pa.table({"t": pa.array([1, None], pa.int64()), "v": [1, 2], "k": [1, 2]}))
+
+
+def test_late_rows_are_split_off():
+    t = _table([], [], [])
+    matcher = IncrementalMatcher(compile_query("ORDER BY t PATTERN (A)", t), t.schema)
+    fresh, late = matcher.split_late(_table([5, 1, 7, 3], [1, 2, 3, 4], [1, 2, 3, 4]), 4)
+    assert fresh.column("t").to_pylist() == [5, 7] and late.column("t").to_pylist() == [1, 3]
+    state = matcher.empty_state()
+    state.late = 2
+    assert KeyState.from_bytes(state.to_bytes()).late == 2

@@ -231,8 +231,7 @@ def _follow(q, totals: dict) -> None:
             p = q.lastProgress or {}
             ops = p.get("stateOperators") or [{}]
             live.update(f"rows in {p.get('numInputRows', 0):,} (batch {p.get('batchId', '-')}), matches out "
-                        f"{totals['matches']:,}, keys in state {ops[0].get('numRowsTotal', 0):,}, late rows dropped "
-                        f"{ops[0].get('numRowsDroppedByWatermark', 0):,}, watermark "
+                        f"{totals['matches']:,}, keys in state {ops[0].get('numRowsTotal', 0):,}, watermark "
                         f"{(p.get('eventTime') or {}).get('watermark', '-')}")
             q.awaitTermination(0.5)
     if q.exception() is not None:

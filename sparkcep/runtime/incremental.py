@@ -43,13 +43,14 @@ class KeyState:
     base: int = 0
     selection: Selection = field(default_factory=Selection)
     released: int = 0  # rows dropped from the buffer so far (for metrics)
+    late: int = 0  # rows that arrived after the watermark had passed them (dropped)
 
     def to_bytes(self) -> bytes:
         sink = io.BytesIO()
         with pa.ipc.new_stream(sink, self.rows.schema) as w:
             w.write_table(self.rows)
         meta = json.dumps([self.base, self.selection.pos, self.selection.covered, self.selection.number,
-                           self.released]).encode()
+                           self.released, self.late]).encode()
         return _MAGIC + len(meta).to_bytes(4, "big") + meta + sink.getvalue()
 
     @staticmethod
@@ -58,9 +59,9 @@ class KeyState:
             raise ValueError("not a sparkcep key state")
         k = len(_MAGIC)
         size = int.from_bytes(data[k:k + 4], "big")
-        base, pos, covered, number, released = json.loads(data[k + 4:k + 4 + size])
+        base, pos, covered, number, released, late = json.loads(data[k + 4:k + 4 + size])
         rows = pa.ipc.open_stream(data[k + 4 + size:]).read_all()
-        return KeyState(rows, base, Selection(pos, covered, number), released)
+        return KeyState(rows, base, Selection(pos, covered, number), released, late)
 
 
 class IncrementalMatcher:
@@ -97,6 +98,15 @@ class IncrementalMatcher:
         both = pa.concat_tables([state.rows, rows.select(self.schema.names).cast(self.schema)])
         order = sort_and_partition(both, _unpartitioned(self.plan.query)).order
         state.rows = both.take(pa.array(order))
+
+    def split_late(self, rows: pa.Table, watermark: Any) -> tuple[pa.Table, pa.Table]:
+        """(rows on time, late rows): a row is late when its event time is below the
+        watermark — rows below it may already be decided, so it can no longer be placed."""
+        if watermark is None or rows.num_rows == 0:
+            return rows, rows.slice(0, 0)
+        times = rows.column(self.time_index)
+        late = pc.fill_null(pc.less(times, pa.scalar(watermark, type=times.type)), False)
+        return rows.filter(pc.invert(late)), rows.filter(late)
 
     def sealed(self, state: KeyState, watermark: Any) -> int:
         """How many buffered rows lie below ``watermark`` (a prefix: rows are in time order)."""

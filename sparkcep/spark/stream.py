@@ -24,7 +24,9 @@ _KEY = "__sparkcep_key"
 def stream(df, clause: str, *, watermark: str, mode: str = "sql"):
     """Matches of ``clause`` over the streaming DataFrame ``df``, as a streaming DataFrame
     (Append mode). ``watermark``: how late rows may arrive, e.g. "10 minutes" (Spark's
-    withWatermark delay on the first ORDER BY column)."""
+    withWatermark delay on the first ORDER BY column). Spark drops rows older than the
+    watermark before they reach the matcher; any that still reach it are dropped too (counted
+    in the key's state, logged): they would fall among rows already decided."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import TimestampNTZType, TimestampType
 
@@ -48,7 +50,7 @@ def stream(df, clause: str, *, watermark: str, mode: str = "sql"):
     if not keys:
         data = data.withColumn(_KEY, F.lit(0))
         keys = [_KEY]
-    processor = _MatchProcessor(clause, mode, arrow_schema.serialize().to_pybytes(), _KEY in keys)
+    processor = _MatchProcessor(clause, mode, arrow_schema.serialize().to_pybytes())
     return data.groupBy(*keys).transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=spark_schema, outputMode="Append", timeMode="EventTime")
 
@@ -129,8 +131,8 @@ def _processor_base():
 class _MatchProcessor(_processor_base()):
     """One key's incremental matcher inside Spark (built on the worker from the clause)."""
 
-    def __init__(self, clause: str, mode: str, schema: bytes, synthetic_key: bool):
-        self.clause, self.mode, self.schema_bytes, self.synthetic_key = clause, mode, schema, synthetic_key
+    def __init__(self, clause: str, mode: str, schema: bytes):
+        self.clause, self.mode, self.schema_bytes = clause, mode, schema
 
     def init(self, handle) -> None:
         from pyspark.sql.types import BinaryType, StructField, StructType
@@ -185,9 +187,21 @@ class _MatchProcessor(_processor_base()):
     # ------------------------------------------------------------ Spark's calls
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
         st = self._load()
+        watermark = self._watermark(timerValues).cast(self.time_type).as_py()
         for pdf in rows:  # add() keeps the query's input columns (not the synthetic key)
-            self.matcher.add(st, pa.Table.from_pandas(pdf, preserve_index=False))
+            fresh, late = self.matcher.split_late(pa.Table.from_pandas(pdf, preserve_index=False), watermark)
+            if late.num_rows:
+                self._late(key, late, watermark, st)
+            self.matcher.add(st, fresh)
         yield from self._step(st, timerValues)
+
+    def _late(self, key, late: pa.Table, watermark, st) -> None:
+        import logging
+
+        first = late.column(self.matcher.time_index)[0].as_py()
+        st.late += late.num_rows
+        logging.getLogger("sparkcep").warning("stream key %s: %d late row(s) dropped (first at %s, watermark %s)",
+                                              key, late.num_rows, first, watermark)
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         yield from self._step(self._load(), timerValues)

@@ -147,3 +147,20 @@ def test_command_line_stream_with_end_of_input(spark, tmp_path):
     # A second end of input is refused: what it would emit is out already.
     r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and "flushed already" in r.stderr
+
+
+def test_late_rows_are_dropped(spark, tmp_path):
+    # A row whose event time the watermark has passed never joins a match: the output is
+    # the batch output without it.
+    query = QUERIES[0]
+    src = tmp_path / "in"
+    src.mkdir()
+    rows = _rows(0, 60)
+    _write(str(src), "part0.json", rows[:30], 0)
+    _write(str(src), "part1.json", rows[30:], 1)
+    _write(str(src), "late.json", [{"ts": "2024-01-01T00:00:01", "k": "a", "v": 3}], 2)
+    ends = _ends(3)
+    _write(str(src), "end0.json", ends[0], 3)
+    _write(str(src), "end1.json", ends[1], 4)
+    got = _run(spark, query, str(src), str(tmp_path / "ckpt"), str(tmp_path / "out"))
+    assert got == _batch(spark, rows + ends[0], query)
