@@ -30,6 +30,7 @@ bench: install
 	$(BIN)/python -m benchmarks.rip_batches
 	$(BIN)/python -m benchmarks.sase
 	$(BIN)/python -m benchmarks.trex
+	$(BIN)/python -m benchmarks.stream
 
 lint: install
 	$(BIN)/ruff check sparkcep tests examples

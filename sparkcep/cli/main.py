@@ -362,12 +362,13 @@ BENCHMARKS = {
     "batches": "benchmarks.rip_batches",
     "sase": "benchmarks.sase",
     "trex": "benchmarks.trex",
+    "stream": "benchmarks.stream",
 }
 
 
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, batches, sase or trex"),
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, batches, sase, trex or stream"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:
     """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""
