@@ -74,7 +74,7 @@ class Analyzer:
         self.mode = mode
         self.variables: list[str] = []
         self.subsets: dict[str, frozenset[int]] = {}
-        self.segment = any(d.segment for d in query.defines) or _find(query.pattern, (ast.PAnd, ast.PTilde)) is not None
+        self.segment = any(d.segment for d in query.defines) or find_in_pattern(query.pattern, (ast.PAnd, ast.PTilde)) is not None
         self.defining: int | None = None  # the variable whose DEFINE is being bound
 
     # ------------------------------------------------------------ helpers
@@ -326,7 +326,7 @@ class Analyzer:
         if self.mode == "matchregex":
             raise self.error("CONFLICTING_CLAUSES", "EVENT SELECTION cannot be combined with the matchregex mode", span)
         if sel in ("NEXT", "ANY"):
-            anchor = _find(pattern, (ast.PStart, ast.PEnd))
+            anchor = find_in_pattern(pattern, (ast.PStart, ast.PEnd))
             if anchor is not None:
                 raise self.error("NOT_SUPPORTED", "the anchors ^ and $ are not supported with SKIP TILL NEXT/ANY MATCH (a match may skip rows, so row positions do not pin it)", anchor)
             if rpm.mode == "ALL" and rpm.empty == "UNMATCHED":
@@ -364,12 +364,12 @@ class Analyzer:
             if bad:
                 raise self.error("NOT_SUPPORTED", f"{what} is not supported in a segment query (one with SEGMENT "
                                  "variables, & or ~)", node)
-        other = _find(pattern, (ast.PExclude, ast.PPermute, ast.PNot, ast.PStart, ast.PEnd))
+        other = find_in_pattern(pattern, (ast.PExclude, ast.PPermute, ast.PNot, ast.PStart, ast.PEnd))
         if other is not None:
             what = {ast.PExclude: "exclusions {- -}", ast.PPermute: "PERMUTE", ast.PNot: "SASE negation !X",
                     ast.PStart: "the anchor ^", ast.PEnd: "the anchor $"}[type(other)]
             raise self.error("NOT_SUPPORTED", f"{what} is not supported in a segment query", other)
-        quant = _find(pattern, (ast.PQuant,))
+        quant = find_in_pattern(pattern, (ast.PQuant,))
         if quant is not None and _reluctant(pattern):
             raise self.error("NOT_SUPPORTED", "reluctant quantifiers have no meaning in a segment query (every "
                              "matched segment is returned)", _reluctant(pattern))
@@ -953,7 +953,7 @@ def _bare_column(e: ast.Expr) -> ast.ColumnRef | None:
 
 
 def _has_exclusion(node: ast.PatternNode) -> bool:
-    return _find(node, (ast.PExclude,)) is not None
+    return find_in_pattern(node, (ast.PExclude,)) is not None
 
 
 def _children(node: ast.PatternNode) -> tuple[ast.PatternNode, ...]:
@@ -967,11 +967,12 @@ def _negations(node: ast.PatternNode):
         yield from _negations(c)
 
 
-def _find(node: ast.PatternNode, kinds: tuple) -> ast.PatternNode | None:
+def find_in_pattern(node: ast.PatternNode, kinds: tuple) -> ast.PatternNode | None:
+    """The first node of the pattern tree that is one of ``kinds`` (None if none)."""
     if isinstance(node, kinds):
         return node
     for c in _children(node):
-        found = _find(c, kinds)
+        found = find_in_pattern(c, kinds)
         if found is not None:
             return found
     return None

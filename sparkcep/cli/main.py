@@ -187,7 +187,8 @@ def stream(
         reader = spark.readStream.format(fmt).schema(ddl).option("maxFilesPerTrigger", max_files)
         if fmt == "csv":
             reader = reader.option("header", True)
-        matches = sparkcep.stream(reader.load(input), text, watermark=watermark, mode=mode.value)
+        matches = sparkcep.stream(reader.load(input), text, watermark=watermark, mode=mode.value,
+                                  end_of_input=end_of_input)
         out = pathlib.Path(output)
         out.mkdir(parents=True, exist_ok=True)
         totals = {"matches": 0}

@@ -21,15 +21,19 @@ from sparkcep.errors import QueryError, SparkCepError
 _KEY = "__sparkcep_key"
 
 
-def stream(df, clause: str, *, watermark: str, mode: str = "sql"):
+def stream(df, clause: str, *, watermark: str, mode: str = "sql", end_of_input: bool = False):
     """Matches of ``clause`` over the streaming DataFrame ``df``, as a streaming DataFrame
     (Append mode). ``watermark``: how late rows may arrive, e.g. "10 minutes" (Spark's
     withWatermark delay on the first ORDER BY column). Spark drops rows older than the
     watermark before they reach the matcher; any that still reach it are dropped too (counted
-    in the key's state, logged): they would fall among rows already decided."""
+    in the key's state, logged): they would fall among rows already decided.
+    ``end_of_input=True`` declares that the input ends (an ``availableNow`` run followed by
+    ``flush``): only then may PATTERN use ``$``, which an unbounded stream cannot decide."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import TimestampNTZType, TimestampType
 
+    from sparkcep.analysis.analyzer import find_in_pattern
+    from sparkcep.language import ast
     from sparkcep.runtime.incremental import IncrementalMatcher
     from sparkcep.spark.batch import compile_for
 
@@ -41,6 +45,11 @@ def stream(df, clause: str, *, watermark: str, mode: str = "sql"):
     plan, arrow_schema, spark_schema = compile_for(df, clause, mode)
     IncrementalMatcher(plan, arrow_schema)  # refuses what a stream cannot run, before Spark starts
     q = plan.query
+    end = find_in_pattern(q.pattern, (ast.PEnd,))
+    if end is not None and not end_of_input:
+        raise QueryError("NOT_SUPPORTED", "$ (after the partition's last row) cannot be decided on an unbounded "
+                         "stream: pass end_of_input=True and flush the stream when its input ends "
+                         "(sparkcep.spark.stream.flush, or sparkcep stream --end-of-input)", end.span, clause)
     time_col = q.order_by[0].column
     if not isinstance(df.schema[time_col].dataType, (TimestampType, TimestampNTZType)):
         raise QueryError("NOT_SUPPORTED", f"a stream's event time (the first ORDER BY column, {time_col}) must be "

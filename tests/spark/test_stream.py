@@ -109,6 +109,12 @@ def test_stream_refusals(spark, tmp_path):
         sparkcep.stream(stream, "ORDER BY ts EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A B)", watermark="1 second")
     with pytest.raises(sparkcep.SparkCepError, match="streaming DataFrame"):
         sparkcep.stream(spark.createDataFrame([(1,)], "ts long"), "ORDER BY ts PATTERN (A)", watermark="1 second")
+    with pytest.raises(sparkcep.QueryError, match="end_of_input") as e:
+        sparkcep.stream(stream, "ORDER BY ts PATTERN (A+ $) DEFINE A AS v > 1", watermark="1 second")
+    assert e.value.column is not None and "^" in str(e.value)
+    # With the end of the input declared, $ is decided by the flush.
+    assert sparkcep.stream(stream, "ORDER BY ts PATTERN (A+ $) DEFINE A AS v > 1", watermark="1 second",
+                           end_of_input=True).isStreaming
     numeric = spark.readStream.format("json").schema("ts long, v long").load(str(src))
     with pytest.raises(sparkcep.QueryError, match="timestamp"):
         sparkcep.stream(numeric, "ORDER BY ts PATTERN (A)", watermark="1 second")
