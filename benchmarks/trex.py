@@ -260,6 +260,11 @@ def ndcg(predicted: list[str], times: dict[str, float]) -> float:
     return dcg / ideal
 
 
+def _segments(out: pa.Table) -> list[tuple]:
+    """(partition key, start, end) of each output row, sorted."""
+    return sorted(zip(out.column(0).to_pylist(), out.column("s").to_pylist(), out.column("e").to_pylist(), strict=True))
+
+
 def run_instance(name: str, table: pa.Table, params: dict, automaton: bool = True) -> dict:
     import sparkcep
     from sparkcep.api import compile_query
@@ -271,11 +276,9 @@ def run_instance(name: str, table: pa.Table, params: dict, automaton: bool = Tru
     times, results = {}, {}
     for how in PLANS:
         times[how], out = timed(lambda how=how: sparkcep.match_recognize(table, text, plan=how))
-        results[how] = sorted(zip(out.column(0).to_pylist(), out.column("s").to_pylist(), out.column("e").to_pylist(),
-                                  strict=True)) if out.num_rows else []
+        results[how] = _segments(out)
     times["unshared"], out = timed(lambda: sparkcep.match_recognize(table, text, plan="optimized", sharing=False))
-    results["unshared"] = sorted(zip(out.column(0).to_pylist(), out.column("s").to_pylist(), out.column("e").to_pylist(),
-                                     strict=True)) if out.num_rows else []
+    results["unshared"] = _segments(out)
     matches = len(results["optimized"])
     for how in results:
         assert results[how] == results["optimized"], f"{name} {params}: plan {how} differs"
@@ -293,8 +296,7 @@ def run_instance(name: str, table: pa.Table, params: dict, automaton: bool = Tru
     standard = TEMPLATES[name].get("standard")
     if standard and automaton and params.get("total", 0) <= AUTOMATON_MAX_TOTAL:
         t_std, out = timed(lambda: sparkcep.match_recognize(table, standard.format(**params)))
-        got = sorted({(k, s, e) for k, s, e in zip(out.column(0).to_pylist(), out.column("s").to_pylist(),
-                                                      out.column("e").to_pylist(), strict=True)})
+        got = sorted(set(_segments(out)))
         assert got == results["optimized"], f"{name} {params}: the automaton engine's segments differ"
         row["automaton"] = t_std
     return row

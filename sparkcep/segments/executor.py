@@ -158,15 +158,19 @@ def _window_text(w: Window) -> str:
 # ---------------------------------------------------------------- joins
 def _join(left: Segs, right: Segs, lkey: np.ndarray, rkey: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Index pairs (i, j) with lkey[i] == rkey[j]."""
+    return _range_join(lkey, lkey, rkey)
+
+
+def _range_join(lo: np.ndarray, hi: np.ndarray, rkey: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Index pairs (i, j) with lo[i] <= rkey[j] <= hi[i]."""
     order = np.argsort(rkey, kind="stable")
     rs = rkey[order]
-    lo = np.searchsorted(rs, lkey, side="left")
-    hi = np.searchsorted(rs, lkey, side="right")
-    counts = hi - lo
-    total = int(counts.sum())
-    li = np.repeat(np.arange(len(lkey)), counts)
-    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
-    ri = order[np.repeat(lo, counts) + offsets]
+    a = np.searchsorted(rs, lo, side="left")
+    b = np.searchsorted(rs, hi, side="right")
+    counts = np.maximum(b - a, 0)
+    li = np.repeat(np.arange(len(lo)), counts)
+    offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    ri = order[np.repeat(a, counts) + offsets]
     return li, ri
 
 
@@ -274,14 +278,7 @@ class WConcat(Operator):
             right = self.right.eval(ctx, rspace)
         ctx.count("joined pairs considered", len(left) + len(right))
         lo, hi = right_starts(left)
-        order = np.argsort(right.starts, kind="stable")
-        rs = right.starts[order]
-        a = np.searchsorted(rs, lo, side="left")
-        b = np.searchsorted(rs, hi, side="right")
-        counts = np.maximum(b - a, 0)
-        li = np.repeat(np.arange(len(left)), counts)
-        offsets = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        ri = order[np.repeat(a, counts) + offsets]
+        li, ri = _range_join(lo, hi, right.starts)
         out = _combine(left, right, li, ri, left.starts[li], right.ends[ri])
         if total is not None:
             out = out.where(out.ends - out.starts + 1 <= total)

@@ -152,27 +152,14 @@ class CostModel:
             build, per = self.aggregate_cost(op)
             name = "SegGenIndexing" if op.conditions else "SegGenWindow"
             return cout, w(name) * (cin + cout) + build + per * cin
-        if isinstance(op, Concat):
-            if op.how == "right_probe":
-                cl, costl = self.estimate(op.left, ls, lse)
-                cr, costr = self.estimate(op.right, distinct(cl, lse), le)
-                key = cl
-            elif op.how == "left_probe":
-                cr, costr = self.estimate(op.right, lse, le)
-                cl, costl = self.estimate(op.left, ls, distinct(cr, lse))
-                key = cr
-            else:
-                cl, costl = self.estimate(op.left, ls, lse)
-                cr, costr = self.estimate(op.right, lse, le)
-                key = cl + cr
-            cout = cl * cr / lse * window_selectivity(op.window, ls, le, s)
-            if pairs is not None:
-                cout = min(cout, pairs)
-            return cout, w(op.name) * (key + cout) + costl + costr
-        if isinstance(op, WConcat):
-            # Each left segment pairs with the right segments starting in a range of `width`
-            # rows after its end (the gap W may take), within the pushed-down bound.
-            width = max(min(op.hi if op.hi is not None else lse, rows_of(op.bound, s)[1], lse) - op.lo + 1, 1.0)
+        if isinstance(op, (Concat, WConcat)):
+            # A Concat joins each left segment to the right ones starting at one row; a
+            # WConcat to those starting in a range of `width` rows after its end (the gap W
+            # may take), within the pushed-down bound.
+            width, window = 1.0, op.window
+            if isinstance(op, WConcat):
+                width = max(min(op.hi if op.hi is not None else lse, rows_of(op.bound, s)[1], lse) - op.lo + 1, 1.0)
+                window = op.window & op.bound
             if op.how == "right_probe":
                 cl, costl = self.estimate(op.left, ls, lse)
                 cr, costr = self.estimate(op.right, distinct(cl * width, lse), le)
@@ -185,7 +172,7 @@ class CostModel:
                 cl, costl = self.estimate(op.left, ls, lse)
                 cr, costr = self.estimate(op.right, lse, le)
                 key = cl + cr
-            cout = cl * cr * width / lse * window_selectivity(op.window & op.bound, ls, le, s)
+            cout = cl * cr * width / lse * window_selectivity(window, ls, le, s)
             if pairs is not None:
                 cout = min(cout, pairs)
             return cout, w(op.name.replace("WConcat", "Concat")) * (key + cout) + costl + costr

@@ -12,7 +12,6 @@ key progress when the watermark moves without new rows for it.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
 
@@ -77,10 +76,7 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql"):
 
     from pyspark.sql.types import StructType
 
-    from sparkcep.analysis.analyzer import analyze
-    from sparkcep.api import plan_query
-    from sparkcep.data import output_schema, schema_of
-    from sparkcep.language.parser import parse
+    from sparkcep.data import output_schema
 
     marker = os.path.join(checkpoint, _FLUSHED)
     if not os.path.isdir(checkpoint):
@@ -95,7 +91,7 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql"):
     from sparkcep.runtime.incremental import KeyState
 
     arrow_schema = KeyState.from_bytes(bytes(first[0][0])).rows.schema
-    plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode))
+    plan = _plan_for(clause, mode, arrow_schema)
     from pyspark.sql.pandas.types import from_arrow_schema
 
     out_schema = output_schema(plan.query, arrow_schema)
@@ -106,6 +102,16 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql"):
     return result
 
 
+def _plan_for(clause: str, mode: str, arrow_schema: pa.Schema):
+    """The plan of ``clause`` for rows of ``arrow_schema`` (on the driver and the workers)."""
+    from sparkcep.analysis.analyzer import analyze
+    from sparkcep.api import plan_query
+    from sparkcep.data import schema_of
+    from sparkcep.language.parser import parse
+
+    return plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode))
+
+
 class _Finisher:
     """Each key's saved state run to the end of its partition (on the workers)."""
 
@@ -113,15 +119,10 @@ class _Finisher:
         self.clause, self.mode, self.schema = clause, mode, schema
 
     def __call__(self, batches):
-        from sparkcep.analysis.analyzer import analyze
-        from sparkcep.api import plan_query
-        from sparkcep.data import schema_of
-        from sparkcep.language.parser import parse
         from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
 
         arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema))
-        plan = plan_query(analyze(parse(self.clause), schema_of(arrow_schema.empty_table()), self.mode))
-        matcher = IncrementalMatcher(plan, arrow_schema)
+        matcher = IncrementalMatcher(_plan_for(self.clause, self.mode, arrow_schema), arrow_schema)
         for batch in batches:
             for blob in batch.column(0).to_pylist():
                 if blob is None:
@@ -146,16 +147,12 @@ class _MatchProcessor(_processor_base()):
     def init(self, handle) -> None:
         from pyspark.sql.types import BinaryType, StructField, StructType
 
-        from sparkcep.analysis.analyzer import analyze
-        from sparkcep.api import plan_query
-        from sparkcep.data import schema_of
-        from sparkcep.language.parser import parse
         from sparkcep.runtime.incremental import IncrementalMatcher
 
         self.handle = handle
         self.state = handle.getValueState("key_state", StructType([StructField("blob", BinaryType(), True)]))
         self.arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
-        plan = plan_query(analyze(parse(self.clause), schema_of(self.arrow_schema.empty_table()), self.mode))
+        plan = _plan_for(self.clause, self.mode, self.arrow_schema)
         self.matcher = IncrementalMatcher(plan, self.arrow_schema)
         self.time_type = self.arrow_schema.field(plan.query.order_by[0].index).type
 
@@ -170,23 +167,26 @@ class _MatchProcessor(_processor_base()):
     def _save(self, st) -> None:
         self.state.update((st.to_bytes(),))
 
-    def _watermark(self, timer_values) -> Any:
+    def _watermark(self, timer_values) -> pa.Scalar:
+        """Spark's current watermark as a value of the event-time column's type."""
         ms = timer_values.getCurrentWatermarkInMs()
-        return pa.scalar(max(ms, 0) * 1000, type=pa.timestamp("us", getattr(self.time_type, "tz", None)))
+        us = pa.scalar(max(ms, 0) * 1000, type=pa.timestamp("us", getattr(self.time_type, "tz", None)))
+        return us.cast(self.time_type)
 
     def _step(self, st, timer_values) -> Iterator:
         import pyarrow.compute as pc
 
         from sparkcep.errors import as_sparkcep_error
 
+        watermark = self._watermark(timer_values)
         try:
-            out = self.matcher.advance(st, self._watermark(timer_values).cast(self.time_type).as_py())
+            out = self.matcher.advance(st, watermark.as_py())
         except Exception as e:  # noqa: BLE001 - typed for the driver
             raise as_sparkcep_error(e, self.clause) from None
         self._save(st)
         # Wake up when the watermark passes the first row still waiting.
         times = st.rows.column(self.matcher.time_index)
-        waiting = pc.greater_equal(times, self._watermark(timer_values).cast(times.type))
+        waiting = pc.greater_equal(times, watermark)
         if pc.any(waiting).as_py():
             first = pc.min(pc.filter(times, waiting)).cast(pa.int64()).as_py()  # microseconds
             self.handle.registerTimer(first // 1000 + 1)
@@ -196,7 +196,7 @@ class _MatchProcessor(_processor_base()):
     # ------------------------------------------------------------ Spark's calls
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
         st = self._load()
-        watermark = self._watermark(timerValues).cast(self.time_type).as_py()
+        watermark = self._watermark(timerValues).as_py()
         for pdf in rows:  # add() keeps the query's input columns (not the synthetic key)
             fresh, late = self.matcher.split_late(pa.Table.from_pandas(pdf, preserve_index=False), watermark)
             if late.num_rows:

@@ -120,24 +120,40 @@ def test_stream_refusals(spark, tmp_path):
         sparkcep.stream(numeric, "ORDER BY ts PATTERN (A)", watermark="1 second")
 
 
+def _cli_stream(tmp_path, query: str, rows: list[dict], files: int) -> tuple[list[str], dict]:
+    """A folder of ``files`` JSON files of ``rows`` and the query file `sparkcep stream` reads;
+    the command line (without trigger options) and its environment."""
+    import sys
+
+    (tmp_path / "q.sql").write_text(query)
+    (tmp_path / "in").mkdir()
+    per = len(rows) // files
+    for f in range(files):
+        _write(str(tmp_path / "in"), f"part{f}.json", rows[f * per:(f + 1) * per], f)
+    env = dict(os.environ, SPARKCEP_MASTER="local[2]", COLUMNS="200")
+    args = [sys.executable, "-m", "sparkcep.cli.main", "stream", "-q", "q.sql", "-i", "in", "-o", "out",
+            "--checkpoint", "ckpt", "--watermark", "3 seconds", "--schema", "ts timestamp, k string, v long"]
+    return args, env
+
+
+def _cli_output_is_batch(spark, tmp_path, rows: list[dict], query: str) -> None:
+    import pyarrow.parquet as pq
+
+    got = pq.read_table(tmp_path / "out").to_pylist()
+    want = _batch(spark, rows, query)
+    assert sorted((r["k"], r["s"].replace(tzinfo=None), r["e"].replace(tzinfo=None), r["c"]) for r in got) == \
+        sorted((k, s, e, c) for k, s, e, c in want)
+
+
 def test_command_line_stream_with_end_of_input(spark, tmp_path):
     # `sparkcep stream` as a user runs it: a folder of JSON files, Parquet out, then a second
     # run from the checkpoint with more files and --end-of-input: every match exactly once.
     import subprocess
-    import sys
-
-    import pyarrow.parquet as pq
 
     query = QUERIES[0]
-    (tmp_path / "q.sql").write_text(query)
-    src = tmp_path / "in"
-    src.mkdir()
     rows = _rows(0, 120)
-    for f in range(2):
-        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
-    env = dict(os.environ, SPARKCEP_MASTER="local[2]", COLUMNS="200")
-    args = [sys.executable, "-m", "sparkcep.cli.main", "stream", "-q", "q.sql", "-i", "in", "-o", "out",
-            "--checkpoint", "ckpt", "--watermark", "3 seconds", "--schema", "ts timestamp, k string, v long"]
+    args, env = _cli_stream(tmp_path, query, rows[:60], 2)
+    src = tmp_path / "in"
     r = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "matches in out" in r.stdout and "watermark" in r.stdout
@@ -146,10 +162,7 @@ def test_command_line_stream_with_end_of_input(spark, tmp_path):
     r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "end of input" in r.stdout
-    got = pq.read_table(tmp_path / "out").to_pylist()
-    want = _batch(spark, rows, query)
-    assert sorted((r["k"], r["s"].replace(tzinfo=None), r["e"].replace(tzinfo=None), r["c"]) for r in got) == \
-        sorted((k, s, e, c) for k, s, e, c in want)
+    _cli_output_is_batch(spark, tmp_path, rows, query)
     # A second end of input is refused: what it would emit is out already.
     r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and "flushed already" in r.stderr
@@ -178,21 +191,11 @@ def test_killed_mid_stream_and_restarted_emits_every_match_once(spark, tmp_path)
     # output has every match exactly once (a replayed batch replaces its own file).
     import signal
     import subprocess
-    import sys
     import time
 
-    import pyarrow.parquet as pq
-
     query = QUERIES[0]
-    (tmp_path / "q.sql").write_text(query)
-    src = tmp_path / "in"
-    src.mkdir()
     rows = _rows(0, 240)
-    for f in range(8):
-        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
-    env = dict(os.environ, SPARKCEP_MASTER="local[2]", COLUMNS="200")
-    args = [sys.executable, "-m", "sparkcep.cli.main", "stream", "-q", "q.sql", "-i", "in", "-o", "out",
-            "--checkpoint", "ckpt", "--watermark", "3 seconds", "--schema", "ts timestamp, k string, v long"]
+    args, env = _cli_stream(tmp_path, query, rows, 8)
     proc = subprocess.Popen(args + ["--trigger", "1 second"], cwd=tmp_path, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     out = tmp_path / "out"
@@ -205,7 +208,4 @@ def test_killed_mid_stream_and_restarted_emits_every_match_once(spark, tmp_path)
     assert 3 <= written
     r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    got = pq.read_table(out).to_pylist()
-    want = _batch(spark, rows, query)
-    assert sorted((r["k"], r["s"].replace(tzinfo=None), r["e"].replace(tzinfo=None), r["c"]) for r in got) == \
-        sorted((k, s, e, c) for k, s, e, c in want)
+    _cli_output_is_batch(spark, tmp_path, rows, query)
