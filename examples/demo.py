@@ -1,7 +1,10 @@
 """The demo job, on Spark local: RIP's head-and-shoulders query (Q1) over a generated
 StockTrade stream, MatchRegex's M-shape (finance1) over a trade stream with 390 symbols, and a
 SASE-style rising trend that skips the dips (EVENT SELECTION SKIP TILL NEXT MATCH) on the same
-trades. Writes Parquet, prints the first matches and saves a chart with matches marked."""
+trades. Writes Parquet, prints the first matches and saves a chart with matches marked. Then
+the same trend query as a Structured Streaming job: generated trade files read as a stream
+(available-now, one file per micro-batch), matches written exactly once, the end of input
+flushed, and the result checked against the batch engine."""
 
 from __future__ import annotations
 
@@ -29,6 +32,11 @@ EVENT SELECTION SKIP TILL NEXT MATCH
 PATTERN (A{6,} B) MAXLENGTH 300
 DEFINE A AS COUNT(A.*) = 1 OR A.price > LAST(A.price, 1),
        B AS B.price < 0.995 * LAST(A.price)"""
+
+
+# The trend query on a stream: event time is the trade's timestamp, with WITHIN instead of
+# MAXLENGTH (rows arrive in time order; a partial match expires with its window).
+STREAM_TREND = TREND.replace("ORDER BY seq", "ORDER BY ts").replace("MAXLENGTH 300", "WITHIN INTERVAL '30' SECOND")
 
 
 def _show(pdf, title: str, n: int = 8) -> None:
@@ -94,7 +102,53 @@ def main() -> int:
     _chart(stock, results["RIP Q1 head and shoulders"], trades, results["MatchRegex finance1 M-shape"],
            results["Rising trend despite dips, then a drop (skip till next match)"], chart)
     console.print(f"\nchart of prices with matches marked: {chart}")
-    return 0
+    try:
+        return _stream_demo(spark, out)
+    except SparkCepError as e:
+        console.print(f"[bold red]the streaming job failed:[/] {e}")
+        return 1
+
+
+def _stream_demo(spark, out: pathlib.Path, rows: int = 30_000, files: int = 6) -> int:
+    """The trend query over files that arrive as a stream; its output equals the batch's."""
+    import os
+    import shutil
+
+    import sparkcep
+    from sparkcep.spark.batch import collect_errors
+    from sparkcep.spark.stream import StreamMetrics, flush
+
+    root = out / "stream"
+    shutil.rmtree(root, ignore_errors=True)  # a fresh checkpoint each run
+    src = root / "in"
+    trades = trade_stream(rows, symbols=20, seed=7)
+    per = -(-rows // files)
+    for f in range(files):
+        path = src / f"trades-{f:03d}.parquet"
+        write_parquet(trades.iloc[f * per:(f + 1) * per], path)
+        os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))  # the file source reads in modification order
+    console.print(f"\n[bold]Streaming[/]: {rows:,} trades of 20 symbols in {files} files under {src}/, read as a stream")
+    t0 = time.perf_counter()
+    with collect_errors():
+        schema = spark.read.parquet(str(src)).schema
+        events = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
+        metrics = StreamMetrics.create(spark)
+        matches = sparkcep.stream(events, STREAM_TREND, watermark="2 seconds", end_of_input=True, metrics=metrics)
+        ckpt, dst = str(root / "checkpoint"), str(root / "matches")
+        q = (matches.writeStream.format("parquet").option("path", dst).option("checkpointLocation", ckpt)
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        streamed = spark.read.schema(matches.schema).parquet(dst).unionByName(flush(spark, STREAM_TREND, ckpt))
+        got = streamed.toPandas()
+        want = sparkcep.match_recognize(spark.read.parquet(str(src)), STREAM_TREND).toPandas()
+    dt = time.perf_counter() - t0
+    m = metrics.snapshot()
+    key = ["symbol", "first_seq"]
+    same = got.sort_values(key).reset_index(drop=True).equals(want.sort_values(key).reset_index(drop=True))
+    console.print(f"{len(got):,} matches in {dt:.1f} s over {len(q.recentProgress)} micro-batches; {m['rows']:,} rows "
+                  f"in, {m['late']} late; the same as the batch engine: {'yes' if same else 'NO'}")
+    _show(got.sort_values(key), f"first streamed matches (in {dst}/)")
+    return 0 if same else 1
 
 
 def _chart(stock, q1, trades, m_shapes, trends, path: pathlib.Path) -> None:

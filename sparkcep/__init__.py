@@ -24,10 +24,20 @@ def sql(spark, statement: str, **options):
 @guarded
 def stream(df, clause: str, **options):
     """MATCH_RECOGNIZE over a streaming Spark DataFrame: a streaming DataFrame of matches
-    (Append mode) as the watermark makes them final. ``watermark="10 minutes"`` is required."""
+    (Append mode) as the watermark makes them final. ``watermark="10 minutes"`` is required;
+    options ``late``, ``timeouts``, ``end_of_input``, ``metrics`` (see sparkcep.spark.stream)."""
     from sparkcep.spark.stream import stream as _stream
 
     return _stream(df, clause, **options)
+
+
+def __getattr__(name: str):
+    # Spark-side names load Spark only when asked for.
+    if name == "StreamMetrics":
+        from sparkcep.spark.stream import StreamMetrics
+
+        return StreamMetrics
+    raise AttributeError(f"module 'sparkcep' has no attribute {name!r}")
 
 
 __all__ = [
@@ -36,6 +46,7 @@ __all__ = [
     "InternalError",
     "QueryError",
     "SparkCepError",
+    "StreamMetrics",
     "explain",
     "match_recognize",
     "register_aggregate",

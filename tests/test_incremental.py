@@ -33,6 +33,15 @@ QUERIES = [
     "ORDER BY t MEASURES COUNT(*) AS c PATTERN (A) DEFINE A AS true",
     "ORDER BY t MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (A+ $) DEFINE A AS v > 1",
     "ORDER BY t MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (^ A B) DEFINE A AS v > 1",
+    # EVENT SELECTION and negation (NFA^b): preferred matches, ALL MATCHES with WITHIN.
+    "ORDER BY t MEASURES FIRST(A.t) AS s, LAST(B.t) AS e, COUNT(A.*) AS c EVENT SELECTION SKIP TILL NEXT MATCH "
+    "PATTERN (A{2,} B) DEFINE A AS v > 3 AND (COUNT(A.*) = 1 OR v >= LAST(A.v, 1)), B AS v < 2",
+    "ORDER BY t MEASURES FIRST(t) AS s, LAST(t) AS e ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH "
+    "PATTERN (A B) WITHIN 5 DEFINE A AS v > 6, B AS v < A.v",
+    "ORDER BY t MEASURES FIRST(t) AS s, LAST(t) AS e, CLASSIFIER() AS c ALL ROWS PER MATCH "
+    "EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A !N B) DEFINE A AS v > 5, N AS v = 0, B AS v > A.v",
+    "ORDER BY t MEASURES FIRST(t) AS s, COUNT(*) AS c EVENT SELECTION STRICT CONTIGUITY PATTERN (A B+) "
+    "DEFINE A AS v < 3, B AS v > 3",
 ]
 
 
@@ -133,8 +142,9 @@ def test_streams_refuse_what_they_cannot_do_yet():
     t = _table([], [], [])
     with pytest.raises(sparkcep.QueryError, match="DESC"):
         IncrementalMatcher(compile_query("ORDER BY t DESC PATTERN (A)", t), t.schema)
-    with pytest.raises(sparkcep.QueryError, match="EVENT SELECTION"):
-        IncrementalMatcher(compile_query("ORDER BY t EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B)", t), t.schema)
+    with pytest.raises(sparkcep.QueryError, match="STRICT CONTIGUITY with PARTITION BY"):
+        IncrementalMatcher(compile_query("PARTITION BY k ORDER BY t EVENT SELECTION STRICT CONTIGUITY PATTERN (A B)",
+                                         t), t.schema)
 
 
 def test_rows_without_event_time_are_a_data_error():
@@ -152,3 +162,57 @@ def test_late_rows_are_split_off():
     state = matcher.empty_state()
     state.late = 2
     assert KeyState.from_bytes(state.to_bytes()).late == 2
+
+
+TIMEOUT_QUERIES = [
+    "ORDER BY t MEASURES FIRST(t) AS s, LAST(t) AS e PATTERN (A B+ C) WITHIN 6 "
+    "DEFINE A AS v > 6, B AS v BETWEEN 2 AND 6, C AS v < 2",
+    "ORDER BY t MEASURES FIRST(t) AS s ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A B C) WITHIN 5 "
+    "DEFINE A AS v > 6, B AS v < A.v, C AS v = 9",
+    "ORDER BY t MEASURES FIRST(t) AS s EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B+ C) WITHIN 7 "
+    "DEFINE A AS v > 6, B AS v > 3, C AS v = 0",
+]
+
+
+def _timeouts_of(query: str, times, values, chunks: list[int], delay: int):
+    t = _table([], [], [])
+    matcher = IncrementalMatcher(compile_query(query, t), t.schema)
+    state = matcher.empty_state()
+    got = []
+    i = 0
+    for size in chunks:
+        ts = times[i:i + size]
+        if not ts:
+            break
+        matcher.add(state, _table(ts, values[i:i + size], ts))
+        got.append(matcher.step(state, ts[-1] - delay)[1])
+        i += size
+    if i < len(times):
+        matcher.add(state, _table(times[i:], values[i:], times[i:]))
+    got.append(matcher.step(state, final=True)[1])
+    return pa.concat_tables(got).to_pylist()
+
+
+@pytest.mark.parametrize("query", TIMEOUT_QUERIES)
+@given(values=st.lists(st.integers(0, 9), max_size=40), chunks=st.lists(st.integers(1, 7), min_size=1, max_size=12),
+       delay=st.integers(0, 4))
+@settings(max_examples=60, deadline=None)
+def test_timeouts_do_not_depend_on_chunks(query, values, chunks, delay):
+    # The timed-out partial matches a stream reports are the same whatever the micro-batches.
+    times = [i + i // 3 for i in range(len(values))]
+    assert _timeouts_of(query, times, values, chunks, delay) == _timeouts_of(query, times, values, [len(values)], 0)
+
+
+def test_timeouts_report_what_within_ended():
+    # A at t=0 takes B at 1 and 2; the next row comes at t=20, past WITHIN 5: the partial
+    # match (A B B) timed out at 0 + 5. The A at t=30 died when its next row failed B (not a
+    # timeout); the A at t=40 is still alive at the end of input, whose watermark passes
+    # every deadline (expired at 45).
+    q = "ORDER BY t MEASURES FIRST(t) AS s PATTERN (A B+ C) WITHIN 5 DEFINE A AS v = 7, B AS v = 4, C AS v = 1"
+    times = [0, 1, 2, 20, 30, 31, 40, 41]
+    values = [7, 4, 4, 0, 7, 0, 7, 4]
+    got = _timeouts_of(q, times, values, [3, 2, 3], 1)
+    assert got == [{"start_time": 0, "variables": ["A", "B", "B"], "rows": 3, "expired_at": 5},
+                   {"start_time": 40, "variables": ["A", "B"], "rows": 2, "expired_at": 45}]
+    # A query without WITHIN never times out.
+    assert _timeouts_of(q.replace("WITHIN 5 ", ""), times, values, [8], 0) == []

@@ -163,11 +163,15 @@ def stream(
     master: str | None = typer.Option(None, "--master", help="Spark master URL (default local[*])"),
     mode: Mode = typer.Option(Mode.sql, "--mode"),
     max_files: int = typer.Option(1, "--max-files-per-trigger", help="input files per micro-batch"),
+    late: str = typer.Option("drop", "--late", help="a row older than the watermark: 'drop' (counted) or 'error'"),
+    timeouts: bool = typer.Option(False, "--timeouts", help="also write the partial matches WITHIN ended, to "
+                                  "OUTPUT/timeouts/"),
 ) -> None:
     """Match a stream of files with Spark Structured Streaming, exactly once."""
     import sparkcep
+    from sparkcep.spark.batch import _reraise
     from sparkcep.spark.session import get_session
-    from sparkcep.spark.stream import flush
+    from sparkcep.spark.stream import StreamMetrics, flush
 
     if not query.exists():
         _fail(f"query file {str(query)!r} does not exist")
@@ -187,32 +191,58 @@ def stream(
         reader = spark.readStream.format(fmt).schema(ddl).option("maxFilesPerTrigger", max_files)
         if fmt == "csv":
             reader = reader.option("header", True)
+        metrics = StreamMetrics.create(spark)
         matches = sparkcep.stream(reader.load(input), text, watermark=watermark, mode=mode.value,
-                                  end_of_input=end_of_input)
+                                  end_of_input=end_of_input, late=late, timeouts=timeouts, metrics=metrics)
         out = pathlib.Path(output)
         out.mkdir(parents=True, exist_ok=True)
-        totals = {"matches": 0}
+        totals = {"matches": 0, "timeouts": 0}
+
+        def write(table, name: str) -> None:
+            if timeouts:
+                import pyarrow.compute as pc
+
+                from sparkcep.spark.stream import TIMEOUT
+
+                timed = pc.is_valid(table.column(TIMEOUT))
+                expired = _flat(table.filter(timed).column(TIMEOUT))
+                table = table.filter(pc.invert(timed)).drop_columns([TIMEOUT])
+                (out / "timeouts").mkdir(exist_ok=True)
+                _write_parquet(expired, out / "timeouts" / name)
+                totals["timeouts"] += expired.num_rows
+            _write_parquet(table, out / name)
+            totals["matches"] += table.num_rows
 
         def write_batch(df, batch_id: int) -> None:
             # Named by batch id and replaced on a replay: exactly once with the checkpoint.
-            table = df.toArrow()
-            _write_parquet(table, out / f"batch-{batch_id:010d}.parquet")
-            totals["matches"] += table.num_rows
+            write(df.toArrow(), f"batch-{batch_id:010d}.parquet")
 
         writer = matches.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint)
         writer = writer.trigger(availableNow=True) if trigger == "available-now" else writer.trigger(processingTime=trigger)
         q = writer.start()
-        _follow(q, totals)
+        try:
+            _follow(q, totals, metrics)
+        except Exception as e:  # noqa: BLE001 - a worker's DataError comes back as it was
+            _reraise(e)
+            raise
         if end_of_input:
-            rest = flush(spark, text, checkpoint, mode=mode.value).toArrow()
-            if rest.num_rows:
-                _write_parquet(rest, out / "end-of-input.parquet")
-            totals["matches"] += rest.num_rows
-            console.print(f"end of input: {rest.num_rows:,} more matches")
+            before = dict(totals)
+            write(flush(spark, text, checkpoint, mode=mode.value, timeouts=timeouts).toArrow(), "end-of-input.parquet")
+            console.print(f"end of input: {totals['matches'] - before['matches']:,} more matches"
+                          + (f", {totals['timeouts'] - before['timeouts']:,} more timeouts" if timeouts else ""))
     except Exception as e:  # noqa: BLE001 - one clear line, never a traceback
         _fail(str(as_sparkcep_error(e, text)))
         return
-    console.print(f"stream: {totals['matches']:,} matches in {output}")
+    console.print(f"stream: {totals['matches']:,} matches in {output}"
+                  + (f", {totals['timeouts']:,} timed-out partial matches in {output}/timeouts" if timeouts else ""))
+
+
+def _flat(column):
+    """A struct column as a table of its fields."""
+    import pyarrow as pa
+
+    arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
+    return pa.Table.from_arrays(arr.flatten(), names=[f.name for f in arr.type])
 
 
 def _write_parquet(table, path: pathlib.Path) -> None:
@@ -223,18 +253,25 @@ def _write_parquet(table, path: pathlib.Path) -> None:
     tmp.replace(path)  # readers never see half a file
 
 
-def _follow(q, totals: dict) -> None:
-    """A live status line until the query stops: rows in, matches out, watermark, state."""
+def _follow(q, totals: dict, metrics) -> None:
+    """A live status line until the query stops: rows in, matches out, partial matches
+    alive, state, watermark, late rows."""
     from rich.live import Live
+
+    def line() -> str:
+        p = q.lastProgress or {}
+        ops = p.get("stateOperators") or [{}]
+        m = metrics.snapshot()
+        return (f"rows in {m['rows']:,} (batch {p.get('batchId', '-')}), matches out {totals['matches']:,}, "
+                f"undecided starts {m['undecided']:,}, rows in state {m['buffered']:,} ({m['state_bytes'] / 1e6:.1f} MB,"
+                f" {ops[0].get('numRowsTotal', 0):,} keys), watermark {(p.get('eventTime') or {}).get('watermark', '-')}, "
+                f"late rows {m['late']:,}")
 
     with Live(console=console, refresh_per_second=2, transient=False) as live:
         while q.isActive:
-            p = q.lastProgress or {}
-            ops = p.get("stateOperators") or [{}]
-            live.update(f"rows in {p.get('numInputRows', 0):,} (batch {p.get('batchId', '-')}), matches out "
-                        f"{totals['matches']:,}, keys in state {ops[0].get('numRowsTotal', 0):,}, watermark "
-                        f"{(p.get('eventTime') or {}).get('watermark', '-')}")
+            live.update(line())
             q.awaitTermination(0.5)
+        live.update(line())
     if q.exception() is not None:
         raise q.exception()
 

@@ -25,16 +25,6 @@ def candidate_finder(q: AnalyzedQuery, matcher: Matcher, part: PartitionData) ->
     if q.mode == "matchregex":
         return lambda s: matcher.earliest(part, s)
     if q.skip_mode == "ALL_MATCHES":
-        if getattr(matcher, "one_pass", False):
-            # runtime.nfab finds every match of the partition in one pass; read it by start.
-            by_start: dict | None = None
-
-            def from_pass(s: int):
-                nonlocal by_start
-                if by_start is None:
-                    by_start = matcher.all_matches(part)
-                return by_start.get(s, [])
-            return from_pass
         return lambda s: matcher.all(part, s)
     return lambda s: matcher.preferred(part, s)
 

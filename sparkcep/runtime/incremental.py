@@ -29,9 +29,10 @@ from sparkcep.compile.plan import Plan
 from sparkcep.data import LazyColumns, measure_types, output_table, sort_and_partition
 from sparkcep.errors import DataError, QueryError
 from sparkcep.runtime.engine import Selection, candidate_finder, measure_rows, select_matches
+from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 
-_MAGIC = b"SPCEPK1\n"
+_MAGIC = b"SPCEPK2\n"  # 2: gauges reported to stream metrics
 
 
 @dataclass
@@ -44,13 +45,16 @@ class KeyState:
     selection: Selection = field(default_factory=Selection)
     released: int = 0  # rows dropped from the buffer so far (for metrics)
     late: int = 0  # rows that arrived after the watermark had passed them (dropped)
+    # The gauges this key last reported to a stream's metrics, and in which run of it.
+    reported: list[int] = field(default_factory=lambda: [0, 0, 0])
+    run: str = ""
 
     def to_bytes(self) -> bytes:
         sink = io.BytesIO()
         with pa.ipc.new_stream(sink, self.rows.schema) as w:
             w.write_table(self.rows)
         meta = json.dumps([self.base, self.selection.pos, self.selection.covered, self.selection.number,
-                           self.released, self.late]).encode()
+                           self.released, self.late, self.reported, self.run]).encode()
         return _MAGIC + len(meta).to_bytes(4, "big") + meta + sink.getvalue()
 
     @staticmethod
@@ -59,9 +63,9 @@ class KeyState:
             raise ValueError("not a sparkcep key state")
         k = len(_MAGIC)
         size = int.from_bytes(data[k:k + 4], "big")
-        base, pos, covered, number, released, late = json.loads(data[k + 4:k + 4 + size])
+        base, pos, covered, number, released, late, reported, run = json.loads(data[k + 4:k + 4 + size])
         rows = pa.ipc.open_stream(data[k + 4 + size:]).read_all()
-        return KeyState(rows, base, Selection(pos, covered, number), released, late)
+        return KeyState(rows, base, Selection(pos, covered, number), released, late, reported, run)
 
 
 class IncrementalMatcher:
@@ -74,12 +78,16 @@ class IncrementalMatcher:
         if q.order_by[0].descending:
             raise QueryError("NOT_SUPPORTED", "a stream arrives in ascending event time: the first ORDER BY "
                              "column of a streaming query cannot be DESC")
-        if q.gapped or q.event_selection == "STRICT" or q.segment_query:
-            raise QueryError("NOT_SUPPORTED", "EVENT SELECTION strategies and segment queries do not run on "
-                             "streams yet")
+        if q.segment_query:
+            raise QueryError("NOT_SUPPORTED", "segment queries match segments of whole series; they do not run "
+                             "on streams")
+        if q.event_selection == "STRICT" and q.partition_by:
+            raise QueryError("NOT_SUPPORTED", "STRICT CONTIGUITY with PARTITION BY reads the order of rows across "
+                             "keys, which one key's state on a stream does not know; use PARTITION CONTIGUITY")
         self.plan = plan
         self.schema = schema
-        self.matcher = Matcher(plan)
+        # EVENT SELECTION and negation run on NFA^b, as in batch (runtime.nfab).
+        self.matcher = NFAbMatcher(plan) if q.gapped else Matcher(plan)
         self.types = measure_types(q, schema)
         self.time_index = q.order_by[0].index
 
@@ -111,6 +119,8 @@ class IncrementalMatcher:
     def sealed(self, state: KeyState, watermark: Any) -> int:
         """How many buffered rows lie below ``watermark`` (a prefix: rows are in time order)."""
         times = state.rows.column(self.time_index)
+        if watermark is None:  # no watermark yet: nothing is sealed
+            return 0
         if times.num_chunks == 0 or len(times) == 0:
             return 0
         below = pc.less(times, pa.scalar(watermark, type=times.type))
@@ -119,6 +129,12 @@ class IncrementalMatcher:
     def advance(self, state: KeyState, watermark: Any = None, final: bool = False) -> pa.Table:
         """The output rows that became final: every decision the sealed rows settle (all
         of them with ``final``: the buffered rows end the partition)."""
+        return self.step(state, watermark, final)[0]
+
+    def step(self, state: KeyState, watermark: Any = None, final: bool = False) -> tuple[pa.Table, pa.Table]:
+        """(output rows that became final, partial matches that WITHIN ended): a start row
+        the selection tried and found no match from, while a partial match from it was
+        still alive when the window closed (see ``timeout_schema``)."""
         plan, q = self.plan, self.plan.query
         table = state.rows
         n = table.num_rows if final else self.sealed(state, watermark)
@@ -126,12 +142,25 @@ class IncrementalMatcher:
         sel = state.selection
         local = Selection(sel.pos - state.base, sel.covered - state.base, sel.number)
         if local.pos >= limit:
-            return output_table(plan, table, np.zeros(0, dtype=np.int64), [[] for _ in q.measures], self.types)
+            empty = output_table(plan, table, np.zeros(0, dtype=np.int64), [[] for _ in q.measures], self.types)
+            return empty, self._timeouts(table, [])
         cols = LazyColumns([table.column(i).slice(0, n) for i in range(table.num_columns)])
         part = PartitionData(cols, n, self.time_index, base=state.base, complete=final, limit=limit,
                              horizon=None if final else watermark)
-        items = list(select_matches(q, limit, candidate_finder(q, self.matcher, part),
+        expired: dict[int, Any] = {}
+        finder = candidate_finder(q, self.matcher, part)
+
+        def candidate(start: int):
+            self.matcher.expired = None
+            got = finder(start)
+            if self.matcher.expired is not None and (got is None or (isinstance(got, list) and not got)):
+                expired[start] = self.matcher.expired
+            return got
+
+        items = list(select_matches(q, limit, candidate if q.within is not None else finder,
                                     numbering=lambda k: setattr(part, "match_number", k), state=local))
+        # A start the selection will try again (it stopped before deciding it) is not out yet.
+        timeouts = self._timeouts(table, [m for s, m in sorted(expired.items()) if s < local.pos])
         positions: list[int] = []
         values: list[list[Any]] = [[] for _ in q.measures]
         for pos, vals in measure_rows(plan, part, items):
@@ -147,7 +176,30 @@ class IncrementalMatcher:
         state.base = old_base + drop
         state.released += drop
         state.selection = Selection(local.pos + old_base, local.covered + old_base, local.number)
-        return out
+        return out, timeouts
+
+    def timeout_schema(self) -> pa.Schema:
+        """Timed-out partial matches: the PARTITION BY columns, the start row's event time,
+        the variables it had matched (in row order), how many rows, and its deadline (start
+        time + WITHIN), when the watermark passing it (or the end of input) ended it."""
+        q = self.plan.query
+        time_type = self.schema.field(self.time_index).type
+        keys = [self.schema.field(k.index).with_name(k.column) for k in q.partition_by]
+        return pa.schema(keys + [pa.field("start_time", time_type), pa.field("variables", pa.list_(pa.string())),
+                                 pa.field("rows", pa.int64()), pa.field("expired_at", time_type)])
+
+    def _timeouts(self, table: pa.Table, expired: list) -> pa.Table:
+        q, schema = self.plan.query, self.timeout_schema()
+        starts = pa.array([m.start for m in expired], pa.int64())
+        cols = [table.column(k.index).take(starts) for k in q.partition_by]
+        start_time = table.column(self.time_index).take(starts)
+        deadline = [t + q.within for t in start_time.to_pylist()]
+        labels = self.plan.labels
+        cols += [start_time, pa.array([[labels[x] for x in m.labels] for m in expired], pa.list_(pa.string())),
+                 pa.array([len(m.labels) for m in expired], pa.int64()),
+                 pa.array(deadline, schema.field("expired_at").type)]
+        return pa.Table.from_arrays([c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c for c in cols],
+                                    schema=schema)
 
     def finish(self, state: KeyState) -> pa.Table:
         """The rest of the output, the buffered rows being the end of the partition."""

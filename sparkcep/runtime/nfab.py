@@ -57,7 +57,7 @@ from sparkcep.compile.program import (
     SPLIT,
 )
 from sparkcep.errors import QueryError
-from sparkcep.runtime.vm import Match, Matcher, PartitionData
+from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
 
 DEFAULT_MAX_RUNS = 250_000
 
@@ -72,8 +72,6 @@ PC, LAB, LAST, NAV, AGGS, SLOTS, EXCL, PEND, HIST, FRESH = range(10)
 
 class NFAbMatcher(Matcher):
     """Matches with event selection (plan.query.event_selection) and negation."""
-
-    one_pass = True  # runtime.engine reads ALL MATCHES from all_matches()
 
     def __init__(self, plan: Plan, merge: bool = True, max_runs: int = DEFAULT_MAX_RUNS):
         super().__init__(plan)
@@ -191,12 +189,6 @@ class NFAbMatcher(Matcher):
             return not took_home
         return False
 
-    def can_extend(self, part: PartitionData, start: int, pos: int) -> bool:
-        ok = self._can_extend(part, start, pos)
-        if ok is None:
-            raise QueryError("NOT_SUPPORTED", "EVENT SELECTION and negation need whole partitions (not the runs strategy)")
-        return ok
-
     def initial(self) -> tuple:
         return (0, -1, -1, self.initial_nav, self.initial_aggs, self.initial_slots, 0, (), None, True)
 
@@ -225,6 +217,10 @@ class NFAbMatcher(Matcher):
         found = part.cache.get("nfab_all")
         if found is None:
             found = part.cache["nfab_all"] = self.all_matches(part)
+        unresolved = part.cache.get("nfab_unresolved")
+        if unresolved is not None and start >= unresolved:
+            return UNRESOLVED
+        self.expired = part.cache["nfab_expired"].get(start)
         return found.get(start, [])
 
     def earliest(self, part: PartitionData, start: int):  # pragma: no cover - analyzer forbids it
@@ -242,7 +238,10 @@ class NFAbMatcher(Matcher):
         when it ignores the row, and (None, run) where it completes a match. A generator, so
         a caller that stops at a match evaluates nothing less preferred."""
         items = self.closure(run, pos, part)
-        extend = self.can_extend(part, start, pos)
+        extend = self._can_extend(part, start, pos)
+        if (extend is False and self.expired is None and run[LAST] >= 0 and with_history
+                and any(len(it) > 1 for it in items) and self.past_within(part, start, pos)):
+            self.expired = self._to_match(start, run)
         home, last_test = self.home(run, items)
         took_home = False
         for i, item in enumerate(items):
@@ -250,6 +249,9 @@ class NFAbMatcher(Matcher):
                 if run[FRESH]:
                     yield (None, run)
                 continue
+            if extend is None:  # the row is not sealed yet (a stream): the answer waits for it
+                yield UNRESOLVED
+                return
             if extend:
                 state = self.take(run, item, pos, part, start, masks)
                 if state is not None:
@@ -275,6 +277,8 @@ class NFAbMatcher(Matcher):
             cut = False
             for run in runs:
                 for nrun in self._step(run, pos, part, start, masks, with_history=True):
+                    if nrun is UNRESOLVED:
+                        return UNRESOLVED
                     if nrun[0] is None:
                         # Less preferred runs end here; more preferred ones go on and may
                         # replace this match (as in the Pike VM).
@@ -318,9 +322,16 @@ class NFAbMatcher(Matcher):
         n = part.limit
         candidates = [r for r in range(n) if starts[r]] if starts is not None else None
         next_start = 0  # index into candidates
+        part.cache["nfab_unresolved"] = None
+        expired: dict[int, list] = {}
         pos = -1
         while pos < n:
             pos += 1
+            if pos == n and not part.complete:
+                # A stream's sealed rows end here: the starts of runs that could still
+                # take a row wait for it (and every later start with them).
+                waiting = [m[2] for _, members in runs for m in members if self._can_extend(part, m[2], n) is None]
+                part.cache["nfab_unresolved"] = min(waiting) if waiting else None
             if candidates is not None:
                 if not runs:
                     # Nothing alive: jump to the next row where a match can start.
@@ -339,7 +350,13 @@ class NFAbMatcher(Matcher):
             entries: dict[tuple, _Entry] = {}  # (label, excluded) -> buffer entry for row pos
             for run, members in runs:
                 items = self.closure(run, pos, part)
-                live = [m for m in members if pos < n and self.can_extend(part, m[2], pos)]
+                live = [m for m in members if pos < n and self._can_extend(part, m[2], pos)]
+                if (self.within is not None and len(live) < len(members) and run[LAST] >= 0
+                        and (pos < n or part.complete) and any(len(it) > 1 for it in items)):
+                    alive = {id(m) for m in live}
+                    for m in members:
+                        if id(m) not in alive and self.past_within(part, m[2], pos):
+                            self._emit(expired, m[0], m[1], m[2])  # WITHIN ended it (a stream's timeout)
                 home, last_test = self.home(run, items)
                 took_home = False
                 # Outcomes in preference order: a finished match (None, None), a new run
@@ -400,6 +417,7 @@ class NFAbMatcher(Matcher):
                 total += len(members)
             if pos < n:
                 self._check_bound(total, pos)
+        part.cache["nfab_expired"] = {s: min(ms, key=lambda vm: vm[0])[1] for s, ms in expired.items()}
         return {s: _by_preference(ms) for s, ms in out.items()}
 
     def _merge_key(self, run: tuple, start: int) -> tuple:
@@ -469,7 +487,6 @@ class Backtrack(NFAbMatcher):
     ``steps`` counts (run, row) evaluations, to compare with the breadth-first search."""
 
     steps = 0
-    one_pass = False
 
     def _search(self, part: PartitionData, start: int, how: str):
         masks, starts = self.prepare(part)

@@ -203,6 +203,9 @@ class Matcher:
         self.initial_nav = tuple(((), ()) for _ in plan.tracked)
         self.initial_aggs = tuple(a.initial for a in plan.define_aggregates)
         self.initial_slots = (-1,) * plan.program.slots
+        # Streams with timeouts: the most preferred partial match of the last search that
+        # WITHIN ended (a Match of the rows it had taken), else None.
+        self.expired: Match | None = None
 
     # ------------------------------------------------------------ per partition
     def prepare(self, part: PartitionData) -> tuple[list, list[bool] | None]:
@@ -348,6 +351,19 @@ class Matcher:
                 return False
         return True
 
+    def past_within(self, part: PartitionData, start: int, pos: int) -> bool:
+        """Whether WITHIN is what stops a match from ``start`` taking row ``pos``: the row
+        (or every row still to come) is past the window, or the input has ended (its final
+        watermark passes every deadline)."""
+        if self.within is None:
+            return False
+        if pos < part.limit:
+            return not abs(part.order0[pos] - part.order0[start]) <= self.within
+        if part.complete:
+            return True
+        nxt = part.order0[pos] if pos < part.n else part.horizon
+        return nxt is not None and nxt - part.order0[start] > self.within
+
     @staticmethod
     def _to_match(start: int, pos: int, hist) -> Match:
         labels, excl = [], []
@@ -406,6 +422,8 @@ class Matcher:
                 if not extend:
                     if extend is None:
                         return UNRESOLVED
+                    if self.expired is None and t[1] is not None and self.past_within(part, start, pos):
+                        self.expired = self._to_match(start, pos, t[1])
                     continue
                 nt = self._advance(t, part, start, pos, intern, masks)
                 if nt is not None:

@@ -20,6 +20,10 @@ QUERIES = [
     "PARTITION BY k ORDER BY ts MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS cls ALL ROWS PER MATCH "
     "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B) WITHIN INTERVAL '4' SECOND DEFINE A AS v > 5, B AS v < A.v",
     "ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e, SUM(v) AS total PATTERN (A+) DEFINE A AS v % 2 = 1",
+    # EVENT SELECTION (NFA^b): a rise that skips the rows in between.
+    "PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e, COUNT(A.*) AS c "
+    "EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A{3,} B) WITHIN INTERVAL '20' SECOND "
+    "DEFINE A AS v > 2 AND (COUNT(A.*) = 1 OR v > LAST(A.v, 1)), B AS v < 2",
 ]
 
 
@@ -47,9 +51,9 @@ def _ends(order: int) -> list[list[dict]]:
             [{"ts": "2024-01-01T09:00:00", "k": k, "v": None} for k in "ab"]]
 
 
-def _run(spark, query: str, src: str, ckpt: str, out: str) -> list:
+def _run(spark, query: str, src: str, ckpt: str, out: str, **options) -> list:
     stream = spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(src)
-    matches = sparkcep.stream(stream, query, watermark="3 seconds")
+    matches = sparkcep.stream(stream, query, watermark="3 seconds", **options)
     q = (matches.writeStream.format("parquet").option("path", out).outputMode("append")
          .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
     q.awaitTermination()
@@ -105,8 +109,13 @@ def test_stream_refusals(spark, tmp_path):
     stream = spark.readStream.format("json").schema(SCHEMA).load(str(src))
     with pytest.raises(sparkcep.SparkCepError, match="watermark"):
         sparkcep.stream(stream, QUERIES[0], watermark="")
-    with pytest.raises(sparkcep.QueryError, match="EVENT SELECTION"):
-        sparkcep.stream(stream, "ORDER BY ts EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A B)", watermark="1 second")
+    with pytest.raises(sparkcep.QueryError, match="STRICT CONTIGUITY with PARTITION BY"):
+        sparkcep.stream(stream, "PARTITION BY k ORDER BY ts EVENT SELECTION STRICT CONTIGUITY PATTERN (A B)",
+                        watermark="1 second")
+    with pytest.raises(sparkcep.SparkCepError, match="late must be one of"):
+        sparkcep.stream(stream, QUERIES[0], watermark="1 second", late="keep")
+    with pytest.raises(sparkcep.QueryError, match="no WITHIN"):
+        sparkcep.stream(stream, QUERIES[0], watermark="1 second", timeouts=True)
     with pytest.raises(sparkcep.SparkCepError, match="streaming DataFrame"):
         sparkcep.stream(spark.createDataFrame([(1,)], "ts long"), "ORDER BY ts PATTERN (A)", watermark="1 second")
     with pytest.raises(sparkcep.QueryError, match="end_of_input") as e:
@@ -116,8 +125,11 @@ def test_stream_refusals(spark, tmp_path):
     assert sparkcep.stream(stream, "ORDER BY ts PATTERN (A+ $) DEFINE A AS v > 1", watermark="1 second",
                            end_of_input=True).isStreaming
     numeric = spark.readStream.format("json").schema("ts long, v long").load(str(src))
-    with pytest.raises(sparkcep.QueryError, match="timestamp"):
+    with pytest.raises(sparkcep.SparkCepError, match="number of ts's units"):
         sparkcep.stream(numeric, "ORDER BY ts PATTERN (A)", watermark="1 second")
+    text = spark.readStream.format("json").schema("ts string, v long").load(str(src))
+    with pytest.raises(sparkcep.QueryError, match="timestamp or a number"):
+        sparkcep.stream(text, "ORDER BY ts PATTERN (A)", watermark="1 second")
 
 
 def _cli_stream(tmp_path, query: str, rows: list[dict], files: int) -> tuple[list[str], dict]:
@@ -181,8 +193,92 @@ def test_late_rows_are_dropped(spark, tmp_path):
     ends = _ends(3)
     _write(str(src), "end0.json", ends[0], 3)
     _write(str(src), "end1.json", ends[1], 4)
-    got = _run(spark, query, str(src), str(tmp_path / "ckpt"), str(tmp_path / "out"))
+    metrics = sparkcep.StreamMetrics.create(spark)
+    got = _run(spark, query, str(src), str(tmp_path / "ckpt"), str(tmp_path / "out"), metrics=metrics)
     assert got == _batch(spark, rows + ends[0], query)
+    m = metrics.snapshot()
+    assert m["late"] == 1 and m["rows"] == 60 + 2 + 2 and m["matches"] == len(got)
+    assert 0 < m["buffered"] <= 6 and m["state_bytes"] > 0  # the rows past the last watermark, two keys
+
+
+def test_late_rows_can_stop_the_query(spark, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    _write(str(src), "part0.json", _rows(0, 30), 0)
+    _write(str(src), "late.json", [{"ts": "2024-01-01T00:00:01", "k": "a", "v": 3}], 1)
+    with pytest.raises(sparkcep.DataError, match="arrived after the watermark") as e:
+        try:
+            _run(spark, QUERIES[0], str(src), str(tmp_path / "ckpt"), str(tmp_path / "out"), late="error")
+        except Exception as exc:  # the query's failure, as the CLI reads it
+            from sparkcep.spark.batch import _reraise
+
+            _reraise(exc)
+    assert e.value.column == "ts" and e.value.key["k"] == "a"
+
+
+def test_timeouts_side_output(spark, tmp_path):
+    # A WITHIN query: the stream's timed-out partial matches (with its end of input) are those
+    # of the incremental matcher run over each key's rows at once.
+    import pyarrow as pa
+
+    from sparkcep.runtime.incremental import IncrementalMatcher
+    from sparkcep.spark.batch import compile_for
+    from sparkcep.spark.stream import flush, split_timeouts
+
+    query = ("PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e PATTERN (A B+ C) "
+             "WITHIN INTERVAL '4' SECOND DEFINE A AS v > 5, B AS v >= 2, C AS v = 0")
+    src = tmp_path / "in"
+    src.mkdir()
+    rows = _rows(0, 120)
+    for f in range(4):
+        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
+    stream = spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(str(src))
+    out = sparkcep.stream(stream, query, watermark="3 seconds", timeouts=True, end_of_input=True)
+    ckpt = str(tmp_path / "ckpt")
+    q = (out.writeStream.format("parquet").option("path", str(tmp_path / "out")).option("checkpointLocation", ckpt)
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    both = spark.read.schema(out.schema).parquet(str(tmp_path / "out")).unionByName(flush(spark, query, ckpt, timeouts=True))
+    matches, timeouts = split_timeouts(both)
+    got = sorted((r.k, r.start_time, tuple(r.variables), r.rows, r.expired_at) for r in timeouts.collect())
+    assert sorted(map(tuple, matches.collect()), key=repr) == _batch(spark, rows, query)
+
+    df = spark.createDataFrame([(r["ts"], r["k"], r["v"]) for r in rows], "ts string, k string, v long")
+    df = df.selectExpr("CAST(ts AS TIMESTAMP) AS ts", "k", "v")
+    plan, arrow_schema, _ = compile_for(df, query)
+    table = df.toArrow()
+    want = []
+    for k in "ab":
+        matcher = IncrementalMatcher(plan, arrow_schema)
+        state = matcher.empty_state()
+        matcher.add(state, table.filter(pa.compute.equal(table.column("k"), k)).cast(arrow_schema))
+        want += [(r["k"], r["start_time"], tuple(r["variables"]), r["rows"], r["expired_at"])
+                 for r in matcher.step(state, final=True)[1].to_pylist()]
+    assert len(want) > 3
+    assert [(k, s.replace(tzinfo=None), v, n, x.replace(tzinfo=None)) for k, s, v, n, x in got] == \
+        sorted((k, s.replace(tzinfo=None), v, n, x.replace(tzinfo=None)) for k, s, v, n, x in want)
+
+
+def test_numeric_event_time(spark, tmp_path):
+    # Event time a number (seconds here, any unit): the watermark is a number of its units.
+    src = tmp_path / "in"
+    src.mkdir()
+    rows = [{"ts": i // 2, "k": "ab"[i % 2], "v": (i * 7 + i // 5) % 10} for i in range(120)]
+    for f in range(4):
+        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
+    query = QUERIES[0]
+    schema = "ts long, k string, v long"
+    stream = spark.readStream.format("json").schema(schema).option("maxFilesPerTrigger", 1).load(str(src))
+    out = sparkcep.stream(stream, query, watermark=3, end_of_input=True)
+    ckpt = str(tmp_path / "ckpt")
+    q = (out.writeStream.format("parquet").option("path", str(tmp_path / "out")).option("checkpointLocation", ckpt)
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    from sparkcep.spark.stream import flush
+
+    got = spark.read.schema(out.schema).parquet(str(tmp_path / "out")).unionByName(flush(spark, query, ckpt))
+    want = sparkcep.match_recognize(spark.createDataFrame([(r["ts"], r["k"], r["v"]) for r in rows], schema), query)
+    assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want.collect())) and want.count() > 3
 
 
 def test_killed_mid_stream_and_restarted_emits_every_match_once(spark, tmp_path):
