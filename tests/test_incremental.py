@@ -65,10 +65,10 @@ def streams(draw):
     return times, values, delay, arrival, cuts, roundtrip
 
 
-def run_stream(query: str, times, values, delay, arrival, cuts, roundtrip):
+def run_stream(query: str, times, values, delay, arrival, cuts, roundtrip, use_kernel=None):
     keys = list(range(len(times)))
     schema = _table([], [], []).schema
-    matcher = IncrementalMatcher(compile_query(query, _table([], [], [])), schema)
+    matcher = IncrementalMatcher(compile_query(query, _table([], [], [])), schema, use_kernel)
     state = matcher.empty_state()
     outputs, accepted = [], []
     watermark = None
@@ -100,6 +100,23 @@ def run_stream(query: str, times, values, delay, arrival, cuts, roundtrip):
 def test_stream_equals_batch(query, data):
     got, want, _ = run_stream(query, *data)
     assert got.to_pylist() == want.to_pylist()
+
+
+KERNEL_QUERIES = [q for q in QUERIES
+                  if IncrementalMatcher(compile_query(q, _table([], [], [])), _table([], [], []).schema).kernel]
+
+
+@pytest.mark.parametrize("query", KERNEL_QUERIES)
+@given(data=streams())
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_stream_on_the_python_vm_equals_batch(query, data):
+    # The queries the kernel answers by default, forced onto the Python VM.
+    got, want, _ = run_stream(query, *data, use_kernel=False)
+    assert got.to_pylist() == want.to_pylist()
+
+
+def test_kernel_serves_plain_queries():
+    assert len(KERNEL_QUERIES) >= 5
 
 
 def test_matchregex_mode_streams_too():

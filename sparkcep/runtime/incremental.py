@@ -29,6 +29,7 @@ from sparkcep.compile.plan import Plan
 from sparkcep.data import LazyColumns, measure_types, output_table, sort_and_partition
 from sparkcep.errors import DataError, QueryError
 from sparkcep.runtime.engine import Selection, candidate_finder, measure_rows, select_matches
+from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 
@@ -48,13 +49,14 @@ class KeyState:
     # The gauges this key last reported to a stream's metrics, and in which run of it.
     reported: list[int] = field(default_factory=lambda: [0, 0, 0])
     run: str = ""
+    timer: int = 0  # the event-time timer (ms) a stream registered for this key, 0: none
 
     def to_bytes(self) -> bytes:
         sink = io.BytesIO()
         with pa.ipc.new_stream(sink, self.rows.schema) as w:
             w.write_table(self.rows)
         meta = json.dumps([self.base, self.selection.pos, self.selection.covered, self.selection.number,
-                           self.released, self.late, self.reported, self.run]).encode()
+                           self.released, self.late, self.reported, self.run, self.timer]).encode()
         return _MAGIC + len(meta).to_bytes(4, "big") + meta + sink.getvalue()
 
     @staticmethod
@@ -63,15 +65,15 @@ class KeyState:
             raise ValueError("not a sparkcep key state")
         k = len(_MAGIC)
         size = int.from_bytes(data[k:k + 4], "big")
-        base, pos, covered, number, released, late, reported, run = json.loads(data[k + 4:k + 4 + size])
+        base, pos, covered, number, released, late, reported, run, timer = json.loads(data[k + 4:k + 4 + size])
         rows = pa.ipc.open_stream(data[k + 4 + size:]).read_all()
-        return KeyState(rows, base, Selection(pos, covered, number), released, late, reported, run)
+        return KeyState(rows, base, Selection(pos, covered, number), released, late, reported, run, timer)
 
 
 class IncrementalMatcher:
     """Feeds one key's rows through the sequential engine as the watermark seals them."""
 
-    def __init__(self, plan: Plan, schema: pa.Schema):
+    def __init__(self, plan: Plan, schema: pa.Schema, use_kernel: bool | None = None):
         q = plan.query
         if not q.order_by:
             raise QueryError("NOT_SUPPORTED", "matching a stream needs ORDER BY (its first column is event time)")
@@ -88,6 +90,11 @@ class IncrementalMatcher:
         self.schema = schema
         # EVENT SELECTION and negation run on NFA^b, as in batch (runtime.nfab).
         self.matcher = NFAbMatcher(plan) if q.gapped else Matcher(plan)
+        # The compiled kernel answers the searches of plain queries (as for the run
+        # strategy's windows); WITHIN stays on the Python VM, which ends searches at the
+        # watermark (the kernel would wait for a later row) and reports timeouts.
+        kernel_ok = q.within is None and not q.gapped and q.skip_mode != "ALL_MATCHES"
+        self.kernel = KernelMatcher.for_plan(plan) if kernel_ok and use_kernel is not False else None
         self.types = measure_types(q, schema)
         self.time_index = q.order_by[0].index
 
@@ -148,7 +155,8 @@ class IncrementalMatcher:
         part = PartitionData(cols, n, self.time_index, base=state.base, complete=final, limit=limit,
                              horizon=None if final else watermark)
         expired: dict[int, Any] = {}
-        finder = candidate_finder(q, self.matcher, part)
+        finder = self._kernel_finder(part, limit) if self.kernel is not None else None
+        finder = finder or candidate_finder(q, self.matcher, part)
 
         def candidate(start: int):
             self.matcher.expired = None
@@ -178,6 +186,26 @@ class IncrementalMatcher:
         state.selection = Selection(local.pos + old_base, local.covered + old_base, local.number)
         return out, timeouts
 
+    def _kernel_finder(self, part: PartitionData, limit: int):
+        """start -> candidate from the kernel, computed for runs of starts at once (64,
+        doubling): the selection stops at the first UNRESOLVED start, so a long undecided
+        match costs one run of starts per step, not every start up to the sealed rows."""
+        if self.kernel.arrays(part) is None:
+            return None
+        found: dict[int, Any] = {}
+        size = [64]
+        earliest = self.plan.query.mode == "matchregex"
+
+        def candidate(start: int):
+            got = found.get(start)
+            if got is None and start not in found:
+                last = min(limit, start + size[0])
+                size[0] = min(size[0] * 2, 4096)
+                found.update(self.kernel.candidates(part, start, last, earliest))
+                got = found[start]
+            return got
+        return candidate
+
     def timeout_schema(self) -> pa.Schema:
         """Timed-out partial matches: the PARTITION BY columns, the start row's event time,
         the variables it had matched (in row order), how many rows, and its deadline (start
@@ -189,6 +217,11 @@ class IncrementalMatcher:
                                  pa.field("rows", pa.int64()), pa.field("expired_at", time_type)])
 
     def _timeouts(self, table: pa.Table, expired: list) -> pa.Table:
+        if not expired:
+            empty = getattr(self, "_no_timeouts", None)
+            if empty is None:
+                empty = self._no_timeouts = self.timeout_schema().empty_table()
+            return empty
         q, schema = self.plan.query, self.timeout_schema()
         starts = pa.array([m.start for m in expired], pa.int64())
         cols = [table.column(k.index).take(starts) for k in q.partition_by]

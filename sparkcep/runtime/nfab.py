@@ -352,7 +352,7 @@ class NFAbMatcher(Matcher):
                 items = self.closure(run, pos, part)
                 live = [m for m in members if pos < n and self._can_extend(part, m[2], pos)]
                 if (self.within is not None and len(live) < len(members) and run[LAST] >= 0
-                        and (pos < n or part.complete) and any(len(it) > 1 for it in items)):
+                        and any(len(it) > 1 for it in items)):
                     alive = {id(m) for m in live}
                     for m in members:
                         if id(m) not in alive and self.past_within(part, m[2], pos):

@@ -24,6 +24,16 @@ logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.gateway.level = error
 logger.submit.name = org.apache.spark.deploy.SparkSubmit
 logger.submit.level = error
+# A failed task comes back to the driver as an exception, which sparkcep turns into one
+# clear error: the task's Python traceback is not printed again on the way.
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = off
+logger.tasks.name = org.apache.spark.scheduler.TaskSetManager
+logger.tasks.level = off
+logger.microbatch.name = org.apache.spark.sql.execution.streaming.runtime.MicroBatchExecution
+logger.microbatch.level = off
+logger.microbatch2.name = org.apache.spark.sql.execution.streaming.MicroBatchExecution
+logger.microbatch2.level = off
 """
 
 
@@ -50,7 +60,11 @@ def _quiet_environment() -> None:
     # pandas 3 warns in every Python worker; the warning is about pandas-on-Spark, not us.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::UserWarning")
     if "SPARK_CONF_DIR" not in os.environ:
-        conf = os.path.join(tempfile.gettempdir(), "sparkcep-spark-conf")
+        import hashlib
+
+        # Named by its content: a changed configuration gets its own folder.
+        digest = hashlib.sha1(_LOG4J.encode()).hexdigest()[:8]
+        conf = os.path.join(tempfile.gettempdir(), f"sparkcep-spark-conf-{digest}")
         os.makedirs(conf, exist_ok=True)
         path = os.path.join(conf, "log4j2.properties")
         if not os.path.exists(path):

@@ -273,8 +273,9 @@ class _MatchProcessor(_processor_base()):
     def _load(self):
         from sparkcep.runtime.incremental import KeyState
 
-        if self.state.exists():
-            return KeyState.from_bytes(bytes(self.state.get()[0]))
+        got = self.state.get()  # None when the key is new (one call, not exists() and get())
+        if got is not None:
+            return KeyState.from_bytes(bytes(got[0]))
         return self.matcher.empty_state()
 
     def _save(self, st) -> None:
@@ -311,18 +312,32 @@ class _MatchProcessor(_processor_base()):
 
         return math.floor(t * 1000) + 1
 
-    def _step(self, st, timer_values) -> Iterator:
+    def _step(self, st, timer_values, from_timer: bool = False) -> Iterator:
         import pyarrow.compute as pc
 
         watermark = self._watermark(timer_values)
         out, timeouts = self.matcher.step(st, watermark)
-        self._save(st)
-        # Wake up when the watermark passes the first row still waiting.
+        # Wake up when the watermark passes the first row still waiting: one timer per key
+        # (the key's state remembers it), moved only when that row changes. A key with new
+        # rows has just stepped, so an older timer that would fire now is deleted.
         times = st.rows.column(self.matcher.time_index)
         waiting = times if watermark is None else pc.filter(times, pc.greater_equal(times, pa.scalar(
             watermark, type=times.type)))
-        if len(waiting):
-            self.handle.registerTimer(self._timer_ms(pc.min(waiting).as_py()))
+        timer = self._timer_ms(pc.min(waiting).as_py()) if len(waiting) else 0
+        within = self.matcher.plan.query.within
+        first = st.selection.pos - st.base
+        if within is not None and 0 <= first < st.rows.num_rows:
+            # A quiet key's partial match must still end (and time out) once the watermark
+            # passes its deadline.
+            deadline = self._timer_ms(times[first].as_py() + within)
+            timer = min(timer, deadline) if timer else deadline
+        if timer != st.timer:
+            if st.timer and st.timer > (timer_values.getCurrentWatermarkInMs() if from_timer else 0):
+                self.handle.deleteTimer(st.timer)
+            if timer:
+                self.handle.registerTimer(timer)
+            st.timer = timer
+        self._save(st)
         if self.metrics is not None:
             self.metrics.matches.add(out.num_rows)
             self.metrics.timeouts.add(timeouts.num_rows)
@@ -369,7 +384,7 @@ class _MatchProcessor(_processor_base()):
         from sparkcep.spark.batch import _errors_to_driver
 
         with _errors_to_driver():
-            yield from self._step(self._load(), timerValues)
+            yield from self._step(self._load(), timerValues, from_timer=True)
 
     def close(self) -> None:
         pass

@@ -151,7 +151,7 @@ def _cli_stream(tmp_path, query: str, rows: list[dict], files: int) -> tuple[lis
 def _cli_output_is_batch(spark, tmp_path, rows: list[dict], query: str) -> None:
     import pyarrow.parquet as pq
 
-    got = pq.read_table(tmp_path / "out").to_pylist()
+    got = [r for f in sorted((tmp_path / "out").glob("*.parquet")) for r in pq.read_table(f).to_pylist()]
     want = _batch(spark, rows, query)
     assert sorted((r["k"], r["s"].replace(tzinfo=None), r["e"].replace(tzinfo=None), r["c"]) for r in got) == \
         sorted((k, s, e, c) for k, s, e, c in want)
@@ -305,3 +305,56 @@ def test_killed_mid_stream_and_restarted_emits_every_match_once(spark, tmp_path)
     r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     _cli_output_is_batch(spark, tmp_path, rows, query)
+
+
+def test_command_line_timeouts_and_late_error(spark, tmp_path):
+    # --timeouts writes the timed-out partial matches beside the matches; --late error stops
+    # the stream with one clear line naming the late row.
+    import subprocess
+
+    import pyarrow.parquet as pq
+
+    query = ("PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e, COUNT(*) AS c PATTERN (A B+ C) "
+             "WITHIN INTERVAL '4' SECOND DEFINE A AS v > 5, B AS v >= 2, C AS v = 0")
+    rows = _rows(0, 120)
+    args, env = _cli_stream(tmp_path, query, rows, 4)
+    r = subprocess.run(args + ["--timeouts", "--end-of-input"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    timeouts = pq.read_table(tmp_path / "out" / "timeouts")
+    assert timeouts.column_names == ["k", "start_time", "variables", "rows", "expired_at"] and timeouts.num_rows > 3
+    assert "timed-out partial matches" in r.stdout
+    _cli_output_is_batch(spark, tmp_path, rows, query)
+
+    _write(str(tmp_path / "in"), "late.json", [{"ts": "2024-01-01T00:00:01", "k": "b", "v": 3}], 9)
+    r = subprocess.run(args[:-7] + ["out2", "--checkpoint", "ckpt2"] + args[-4:] + ["--late", "error"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "arrived after the watermark" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_state_stays_flat_on_a_rate_source(spark, tmp_path):
+    # Spark's rate source for about half a minute (some 10^5 rows over 10 keys): the rows in
+    # state stay bounded by what the watermark delay holds back, whatever the stream's length.
+    import time
+
+    from pyspark.sql import functions as F
+
+    events = (spark.readStream.format("rate").option("rowsPerSecond", 5000).load()
+              .select(F.col("timestamp").alias("ts"), (F.col("value") % 10).alias("k"), "value"))
+    query = ("PARTITION BY k ORDER BY ts, value MEASURES FIRST(value) AS s, COUNT(*) AS c PATTERN (A B+) "
+             "DEFINE A AS value % 7 = 0, B AS value % 7 <> 0 AND value % 11 <> 0")
+    metrics = sparkcep.StreamMetrics.create(spark)
+    seen: list[dict] = []
+    matches = sparkcep.stream(events, query, watermark="1 second", metrics=metrics)
+    q = (matches.writeStream.foreachBatch(lambda df, _id: seen.append({**metrics.snapshot(), "out": df.count()}))
+         .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+    time.sleep(40)
+    q.stop()
+    busy = [s for s in seen if s["rows"] > 0]
+    assert len(busy) >= 4 and busy[-1]["rows"] > 50_000 and busy[-1]["matches"] > 1000
+    half = len(busy) // 2
+    # Rows buffered: at most the last watermark delay's rows (plus a batch), early or late.
+    peak_early = max(s["buffered"] for s in busy[:half])
+    peak_late = max(s["buffered"] for s in busy[half:])
+    assert peak_late <= 2 * peak_early + 5000, (peak_early, peak_late)
+    assert busy[-1]["buffered"] < busy[-1]["rows"] / 5
