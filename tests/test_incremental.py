@@ -233,3 +233,17 @@ def test_timeouts_report_what_within_ended():
                    {"start_time": 40, "variables": ["A", "B"], "rows": 2, "expired_at": 45}]
     # A query without WITHIN never times out.
     assert _timeouts_of(q.replace("WITHIN 5 ", ""), times, values, [8], 0) == []
+
+
+def test_state_is_bounded_with_a_clear_error():
+    # A match that never ends keeps its rows: past the bound, a DataError says why.
+    t = _table([], [], [])
+    matcher = IncrementalMatcher(compile_query("ORDER BY t PATTERN (A+ B) DEFINE A AS true, B AS v < 0", t), t.schema,
+                                 max_rows=50)
+    state = matcher.empty_state()
+    with pytest.raises(sparkcep.DataError, match="more than 50 rows of one key") as e:
+        for b in range(10):
+            ts = list(range(b * 10, b * 10 + 10))
+            matcher.add(state, _table(ts, ts, ts))
+            matcher.advance(state, ts[-1])
+    assert e.value.column == "t" and "WITHIN or MAXLENGTH" in str(e.value)

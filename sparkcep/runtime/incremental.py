@@ -33,6 +33,7 @@ from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 
+DEFAULT_MAX_ROWS = 1_000_000  # rows one key may hold in state (sparkcep.stream's max_state_rows)
 _MAGIC = b"SPCEPK2\n"  # 2: gauges reported to stream metrics
 
 
@@ -73,7 +74,8 @@ class KeyState:
 class IncrementalMatcher:
     """Feeds one key's rows through the sequential engine as the watermark seals them."""
 
-    def __init__(self, plan: Plan, schema: pa.Schema, use_kernel: bool | None = None):
+    def __init__(self, plan: Plan, schema: pa.Schema, use_kernel: bool | None = None,
+                 max_rows: int = DEFAULT_MAX_ROWS):
         q = plan.query
         if not q.order_by:
             raise QueryError("NOT_SUPPORTED", "matching a stream needs ORDER BY (its first column is event time)")
@@ -88,6 +90,7 @@ class IncrementalMatcher:
                              "keys, which one key's state on a stream does not know; use PARTITION CONTIGUITY")
         self.plan = plan
         self.schema = schema
+        self.max_rows = max_rows
         # EVENT SELECTION and negation run on NFA^b, as in batch (runtime.nfab).
         self.matcher = NFAbMatcher(plan) if q.gapped else Matcher(plan)
         # The compiled kernel answers the searches of plain queries (as for the run
@@ -184,6 +187,12 @@ class IncrementalMatcher:
         state.base = old_base + drop
         state.released += drop
         state.selection = Selection(local.pos + old_base, local.covered + old_base, local.number)
+        if state.rows.num_rows > self.max_rows:
+            # The batch engine's policy: a bound and a clear error, never unbounded memory.
+            raise DataError(f"more than {self.max_rows:,} rows of one key wait in state for a match to be decided "
+                            f"(the undecided start is at {q.order_by[0].column} = "
+                            f"{state.rows.column(self.time_index)[min(max(local.pos - drop, 0), state.rows.num_rows - 1)]}); "
+                            "add WITHIN or MAXLENGTH, or raise max_state_rows", column=q.order_by[0].column)
         return out, timeouts
 
     def _kernel_finder(self, part: PartitionData, limit: int):

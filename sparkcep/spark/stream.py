@@ -56,7 +56,8 @@ class StreamMetrics:
 
 @guarded
 def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of_input: bool = False,
-           late: str = "drop", timeouts: bool = False, metrics: StreamMetrics | None = None):
+           late: str = "drop", timeouts: bool = False, metrics: StreamMetrics | None = None,
+           max_state_rows: int = 1_000_000):
     """Matches of ``clause`` over the streaming DataFrame ``df``, as a streaming DataFrame
     (Append mode). ``watermark``: how late rows may arrive — a delay such as "10 minutes"
     when event time (the first ORDER BY column) is a timestamp, a number of its units when
@@ -65,7 +66,9 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     it. ``timeouts=True`` adds the column ``_timeout``: null on matches, and on extra rows
     the partial matches WITHIN ended (see ``split_timeouts``). ``end_of_input=True`` declares
     that the input ends (an ``availableNow`` run followed by ``flush``): only then may
-    PATTERN use ``$``, which an unbounded stream cannot decide."""
+    PATTERN use ``$``, which an unbounded stream cannot decide. A key holding more than
+    ``max_state_rows`` rows undecided stops the query with a DataError (add WITHIN or
+    MAXLENGTH)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
 
@@ -124,7 +127,10 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
         keys = [_KEY]
     if timeouts:
         spark_schema = _with_timeouts(spark_schema, incremental)
-    processor = _MatchProcessor(clause, mode, arrow_schema.serialize().to_pybytes(), late, timeouts, metrics)
+    if not isinstance(max_state_rows, int) or max_state_rows < 1:
+        raise SparkCepError("max_state_rows must be a positive number of rows")
+    processor = _MatchProcessor(clause, mode, arrow_schema.serialize().to_pybytes(), late, timeouts, metrics,
+                                max_state_rows)
     return data.groupBy(*keys).transformWithStateInPandas(
         statefulProcessor=processor, outputStructType=spark_schema, outputMode="Append", timeMode="EventTime")
 
@@ -252,9 +258,9 @@ class _MatchProcessor(_processor_base()):
     """One key's incremental matcher inside Spark (built on the worker from the clause)."""
 
     def __init__(self, clause: str, mode: str, schema: bytes, late: str = "drop", timeouts: bool = False,
-                 metrics: StreamMetrics | None = None):
+                 metrics: StreamMetrics | None = None, max_rows: int = 1_000_000):
         self.clause, self.mode, self.schema_bytes = clause, mode, schema
-        self.late_policy, self.timeouts, self.metrics = late, timeouts, metrics
+        self.late_policy, self.timeouts, self.metrics, self.max_rows = late, timeouts, metrics, max_rows
 
     def init(self, handle) -> None:
         from pyspark.sql.types import BinaryType, StructField, StructType
@@ -265,7 +271,7 @@ class _MatchProcessor(_processor_base()):
         self.state = handle.getValueState("key_state", StructType([StructField("blob", BinaryType(), True)]))
         self.arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
         plan = _plan_for(self.clause, self.mode, self.arrow_schema)
-        self.matcher = IncrementalMatcher(plan, self.arrow_schema)
+        self.matcher = IncrementalMatcher(plan, self.arrow_schema, max_rows=self.max_rows)
         self.time_column = plan.query.order_by[0].column
         self.time_type = self.arrow_schema.field(plan.query.order_by[0].index).type
 
@@ -312,11 +318,16 @@ class _MatchProcessor(_processor_base()):
 
         return math.floor(t * 1000) + 1
 
-    def _step(self, st, timer_values, from_timer: bool = False) -> Iterator:
+    def _step(self, key, st, timer_values, from_timer: bool = False) -> Iterator:
         import pyarrow.compute as pc
 
+        from sparkcep.errors import DataError
+
         watermark = self._watermark(timer_values)
-        out, timeouts = self.matcher.step(st, watermark)
+        try:
+            out, timeouts = self.matcher.step(st, watermark)
+        except DataError as e:  # a stream's row has no position: name its key
+            raise DataError(e.message, column=e.column, key=self._key(key)) from None
         # Wake up when the watermark passes the first row still waiting: one timer per key
         # (the key's state remembers it), moved only when that row changes. A key with new
         # rows has just stepped, so an older timer that would fire now is deleted.
@@ -360,7 +371,7 @@ class _MatchProcessor(_processor_base()):
                 self.matcher.add(st, fresh)
                 if self.metrics is not None:
                     self.metrics.rows.add(fresh.num_rows)
-            yield from self._step(st, timerValues)
+            yield from self._step(key, st, timerValues)
 
     def _late(self, key, late: pa.Table, watermark, st) -> None:
         import logging
@@ -369,22 +380,25 @@ class _MatchProcessor(_processor_base()):
 
         first = late.column(self.matcher.time_index)[0].as_py()
         if self.late_policy == "error":
-            names = [k.column for k in self.matcher.plan.query.partition_by]
             raise DataError(f"a row arrived after the watermark had passed it: {self.time_column} = {first}, "
                             f"watermark {watermark} (late='error'; with late='drop' such rows are dropped and "
                             "counted)", column=self.time_column,
-                            key={**dict(zip(names, key, strict=False)), self.time_column: first})
+                            key={**self._key(key), self.time_column: first})
         st.late += late.num_rows
         if self.metrics is not None:
             self.metrics.late.add(late.num_rows)
         logging.getLogger("sparkcep").warning("stream key %s: %d late row(s) dropped (first at %s, watermark %s)",
                                               key, late.num_rows, first, watermark)
 
+    def _key(self, key) -> dict:
+        names = [k.column for k in self.matcher.plan.query.partition_by]
+        return dict(zip(names, key, strict=False))
+
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
         from sparkcep.spark.batch import _errors_to_driver
 
         with _errors_to_driver():
-            yield from self._step(self._load(), timerValues, from_timer=True)
+            yield from self._step(key, self._load(), timerValues, from_timer=True)
 
     def close(self) -> None:
         pass
