@@ -25,8 +25,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from sparkcep.compile.plan import Plan
-from sparkcep.errors import SparkCepError
-from sparkcep.runtime.engine import candidate_finder, measure_rows, select_matches
+from sparkcep.errors import DataError, SparkCepError
+from sparkcep.runtime.engine import (
+    Selection,
+    candidate_finder,
+    measure_rows,
+    resume_row,
+    select_matches,
+)
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
 
@@ -101,19 +107,128 @@ def measure_window(plan: Plan, part: PartitionData, w: Window, items: list[tuple
     return [(pos + w.start, values) for pos, values in rows]
 
 
+# ---------------------------------------------------------------- the tasks
+@dataclass(frozen=True)
+class Task:
+    """One batch task: the batch's own rows [lo, hi) of a partition of ``n`` rows, its
+    selection starting at ``entry`` (a row >= lo), matches allowed to run ``reach`` rows past
+    ``hi``; a summary lists the chain's matches that start below ``zone_end``."""
+
+    batch: int
+    lo: int
+    hi: int
+    entry: int
+    reach: int
+    zone_end: int
+    n: int
+
+    def window(self, plan: Plan) -> Window:
+        # The selection decides starts below hi; matchregex also compares the matches of
+        # later starts that overlap (so they are candidates too).
+        match_end = min(self.n, self.hi + self.reach)
+        own_end = match_end if plan.query.mode == "matchregex" else self.hi
+        return make_window(plan, self.n, self.batch, self.entry, own_end, match_end)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a batch's selection did from ``task.entry`` — all the driver needs to stitch
+    batches: the chain's matches near the start (start, resume row, last row), how many
+    matches come after the zone and the last row they cover, where the selection left the
+    batch, or the start where it stalled (a search ran past the window: more reach)."""
+
+    task: Task
+    chain: tuple[tuple[int, int, int], ...]
+    count_after: int
+    last_after: int
+    exit: int
+    stall: int | None
+    # A DataError the selection raised at this start (AFTER MATCH SKIP with no row to go
+    # to): it is the query's error only if the true selection gets there.
+    error: tuple[int, DataError] | None = None
+
+    def follow(self, entry: Selection) -> Selection | None:
+        """The selection after this batch for the true ``entry`` state, or None when this
+        summary cannot tell (the entry is inside one of its matches' skipped rows, past its
+        zone, or the selection stalled)."""
+        t, e = self.task, entry.pos
+        if e >= t.hi:
+            return entry  # an earlier match covers the whole batch
+        if e < t.entry or (e > t.zone_end and e != t.entry):
+            return None
+        # The chain from t.entry reaches e unless one of its matches skips over e; from
+        # there on both chains are the same (the selection is a function of the position).
+        if any(s < e < r for s, r, _ in self.chain):
+            return None
+        if self.error is not None:
+            if e <= self.error[0]:
+                raise self.error[1]
+            return None
+        if self.stall is not None:
+            return None
+        count = sum(1 for s, _, _ in self.chain if s >= e) + self.count_after
+        covered = max([entry.covered, self.last_after] + [last for s, _, last in self.chain if s >= e])
+        return Selection(self.exit, covered, entry.number + count)
+
+
+def _candidate_table(plan: Plan, part: PartitionData, w: Window) -> Callable[[int], Any]:
+    q = plan.query
+    found = dict(find_candidates(plan, part, w))
+    empty = [] if q.skip_mode == "ALL_MATCHES" and q.mode != "matchregex" else None
+    return lambda s: found.get(s, empty)
+
+
+def summarize(plan: Plan, part: PartitionData, w: Window, task: Task,
+              input_row: Callable[[int], int] = lambda r: r) -> Summary:
+    """The first pass of a batch task: its selection from ``task.entry``, summarized."""
+    q = plan.query
+    state = Selection(task.entry, task.entry - 1, 0)
+    chain: list[tuple[int, int, int]] = []
+    count_after, last_after = 0, -1
+    candidate = _candidate_table(plan, part, w)
+    try:
+        for item in select_matches(q, w.match_end, candidate, input_row, state=state, stop=task.hi):
+            if item[0] != "match":
+                continue
+            m = item[1]
+            last = m.last if not m.empty else -1
+            if m.start < task.zone_end:
+                chain.append((m.start, resume_row(q, m, input_row), last))
+            else:
+                count_after += 1
+                last_after = max(last_after, last)
+    except DataError as e:
+        return Summary(task, tuple(chain), count_after, last_after, state.pos, None, (state.pos, e))
+    stalled = state.pos < task.hi and state.pos < w.match_end
+    return Summary(task, tuple(chain), count_after, last_after, state.pos, state.pos if stalled else None)
+
+
+def emit(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selection,
+         input_row: Callable[[int], int] = lambda r: r) -> list[tuple[int, list[Any]]]:
+    """The last pass of a batch task: its output rows (global row, measure values) from
+    the true ``entry`` state — matches numbered on from it, unmatched rows included."""
+    q = plan.query
+    state = Selection(entry.pos, entry.covered, entry.number)
+    candidate = _candidate_table(plan, part, w)
+    items = list(select_matches(q, w.match_end, candidate, input_row, state=state, stop=task.hi))
+    if state.pos < task.hi and state.pos < w.match_end:  # pragma: no cover - the driver's summaries said otherwise
+        raise SparkCepError(f"internal: batch {task.batch} stalled at row {state.pos} in its last pass")
+    return measure_window(plan, part, w, items, input_row)
+
+
 class Backend(Protocol):
-    """Runs batch tasks over the windows of one partition."""
+    """Runs batch tasks of one partition: first summaries, then output rows."""
 
-    def candidates(self, windows: list[Window]) -> list[tuple[int, Any]]: ...
+    def summaries(self, tasks: list[Task]) -> list[Summary]: ...
 
-    def measures(self, windows: list[Window], items: dict[int, list[tuple]]) -> list[tuple[int, list[Any]]]: ...
+    def outputs(self, tasks: list[tuple[Task, Selection]]) -> list[tuple[int, list[Any]]]: ...
 
 
 @dataclass
 class RunStats:
     batches: int = 0
     passes: int = 0
-    follow_up_starts: int = 0
+    follow_up_starts: int = 0  # batch tasks run again (more reach, or from another entry)
     candidates: int = 0
     matches: int = 0
 
@@ -126,14 +241,46 @@ def default_shared(plan: Plan, batch: int) -> int:
     """RB+'s shared part: MAXLENGTH - 1 rows settles every start at once; without a bound,
     a guess that follow-up passes correct."""
     m = plan.query.maxlength
-    return m - 1 if m is not None else batch
+    return m - 1 if m is not None else min(batch, 1024)
+
+
+def stitch(summaries: dict[int, Summary], batches: list[tuple[int, int]]
+           ) -> tuple[dict[int, Selection], Selection, list[Task]]:
+    """Walk the batches in order from the partition's start: the true entry state of each
+    batch whose predecessors' summaries tell it, the state after the last one, and the
+    tasks still needed — the first batch a summary cannot follow (run from its true entry,
+    with twice the reach if it stalled there), and every later stalled batch (twice the
+    reach: it will be needed)."""
+    entries: dict[int, Selection] = {}
+    entry = Selection(0, -1, 0)
+    todo: list[Task] = []
+    blocked = False
+    zone = 2 * max(s.task.reach for s in summaries.values()) + 1
+    for b in range(len(batches)):
+        s = summaries[b]
+        t = s.task
+        if not blocked:
+            entries[b] = entry
+            nxt = s.follow(entry)
+            if nxt is not None:
+                entry = nxt
+                continue
+            blocked = True
+            more = s.stall is not None and entry.pos <= s.stall
+            todo.append(replace(t, entry=entry.pos, reach=t.reach * 2 if more else t.reach, zone_end=t.lo + zone))
+        elif s.stall is not None:
+            todo.append(replace(t, reach=t.reach * 2, zone_end=t.lo + zone))
+    return entries, entry, todo
 
 
 def run_partition(plan: Plan, n: int, backend: Backend, batch: int, shared: int | None = None,
                   input_row: Callable[[int], int] = lambda r: r, stats: RunStats | None = None
                   ) -> list[tuple[int, list[Any]]]:
     """Output rows (global row, measures) of one partition of ``n`` rows, exactly as the
-    sequential engine produces them, computed in batch tasks."""
+    sequential engine produces them, computed in batch tasks: each batch selects matches as
+    if it began free and reports a summary; the driver stitches the seams (the chains of two
+    entry points meet after a few matches), re-runs only batches whose true entry its
+    summary cannot follow, then each batch emits its rows from its true entry state."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
     if plan.define_match_number:
@@ -144,41 +291,23 @@ def run_partition(plan: Plan, n: int, backend: Backend, batch: int, shared: int 
     shared = default_shared(plan, batch) if shared is None else shared
     batches = plan_batches(n, batch)
     stats.batches = len(batches)
-    windows = [make_window(plan, n, b, lo, hi, hi + shared) for b, (lo, hi) in enumerate(batches)]
-    found: dict[int, Any] = {}
-    reach = shared
-    while windows:
+    if not batches:
+        return []
+    tasks = [Task(b, lo, hi, lo, max(shared, 1), lo + shared + 1, n) for b, (lo, hi) in enumerate(batches)]
+    summaries: dict[int, Summary] = {}
+    while True:
         stats.passes += 1
-        unresolved: dict[int, list[int]] = {}
-        for s, r in backend.candidates(windows):
-            if r is UNRESOLVED:
-                unresolved.setdefault(s // batch, []).append(s)
-            else:
-                found[s] = r
-        reach = max(1, reach) * 2
-        windows = []
-        for b, starts in sorted(unresolved.items()):
-            lo, hi = batches[b]
-            starts.sort()
-            stats.follow_up_starts += len(starts)
-            windows.append(make_window(plan, n, b, starts[0], hi, hi + reach, tuple(starts)))
-    stats.candidates = len(found)
-
-    q = plan.query
-    empty = [] if q.skip_mode == "ALL_MATCHES" and q.mode != "matchregex" else None
-    items = list(select_matches(q, n, lambda s: found.get(s, empty), input_row))
-    per_batch: dict[int, list[tuple]] = {}
-    for item in items:
-        row = item[1] if item[0] == "unmatched" else item[1].start
-        per_batch.setdefault(row // batch, []).append(item)
-        if item[0] == "match":
-            stats.matches += 1
-    mwindows = []
-    for b, its in sorted(per_batch.items()):
-        lo, hi = batches[b]
-        end = max([hi] + [it[1].end for it in its if it[0] == "match"])
-        mwindows.append(make_window(plan, n, b, lo, hi, end))
-    return backend.measures(mwindows, per_batch)
+        for s in backend.summaries(tasks):
+            summaries[s.task.batch] = s
+        entries, last, tasks = stitch(summaries, batches)
+        if not tasks:
+            break
+        stats.follow_up_starts += len(tasks)
+    stats.matches = last.number
+    # Each batch emits from its true entry, with the reach its summary needed; a batch an
+    # earlier match covers entirely emits nothing.
+    return backend.outputs([(replace(summaries[b].task, entry=e.pos), e) for b, e in entries.items()
+                            if e.pos < summaries[b].task.hi])
 
 
 class LocalBackend:
@@ -200,14 +329,16 @@ class LocalBackend:
             sliced = [None if c is None else c[w.start:w.end] for c in self.cols]
         return window_data(sliced, self.order0_index, w, self.n)
 
-    def candidates(self, windows: Iterable[Window]) -> list[tuple[int, Any]]:
+    def summaries(self, tasks: Iterable[Task]) -> list[Summary]:
         out = []
-        for w in windows:
-            out += find_candidates(self.plan, self._data(w), w)
+        for t in tasks:
+            w = t.window(self.plan)
+            out.append(summarize(self.plan, self._data(w), w, t, self.input_row))
         return out
 
-    def measures(self, windows: Iterable[Window], items: dict[int, list[tuple]]) -> list[tuple[int, list[Any]]]:
+    def outputs(self, tasks: Iterable[tuple[Task, Selection]]) -> list[tuple[int, list[Any]]]:
         out = []
-        for w in windows:
-            out += measure_window(self.plan, self._data(w), w, items[w.batch], self.input_row)
+        for t, entry in tasks:
+            w = t.window(self.plan)
+            out += emit(self.plan, self._data(w), w, t, entry, self.input_row)
         return out

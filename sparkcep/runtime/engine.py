@@ -43,20 +43,23 @@ class Selection:
 def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
                    input_row: Callable[[int], int] = lambda r: r,
                    numbering: Callable[[int], None] | None = None,
-                   state: Selection | None = None) -> Iterator[tuple]:
+                   state: Selection | None = None, stop: int | None = None) -> Iterator[tuple]:
     """The matches of a partition of ``n`` rows in output order, as ("match", Match,
     match number) items, with ("unmatched", row) items where ALL ROWS PER MATCH WITH
     UNMATCHED ROWS wants them. ``candidate(start)`` answers what was found at a row
     (see candidate_finder); this chain of choices is the same for every strategy.
     ``numbering(k)`` is told, before each search, the number the next match gets.
     ``state`` resumes an earlier selection; when ``candidate`` answers UNRESOLVED (the
-    answer needs rows not seen yet) the selection stops there and ``state`` says where."""
+    answer needs rows not seen yet) the selection stops there and ``state`` says where.
+    ``stop``: decide start rows below it only (a batch of the run strategy; ``candidate``
+    may still be asked about later rows, as matchregex compares overlapping matches)."""
     st = state if state is not None else Selection()
+    stop = n if stop is None else min(stop, n)
     tell = numbering if numbering is not None else (lambda k: None)
     want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
 
     if q.mode == "matchregex":
-        while st.pos < n:
+        while st.pos < stop:
             best = None
             s = st.pos
             while s < n and (best is None or s <= best.last):
@@ -81,7 +84,7 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
             yield ("match", best, st.number)
         return
 
-    while st.pos < n:
+    while st.pos < stop:
         pos = st.pos
         if q.skip_mode == "ALL_MATCHES":
             found = candidate(pos)
@@ -111,6 +114,15 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
             st.covered = max(st.covered, m.last)
             st.pos = _resume(q.skip_mode, q.skip_target, q.skip_target_name, m, input_row)
         yield ("match", m, st.number)
+
+
+def resume_row(q: AnalyzedQuery, m: Match, input_row: Callable[[int], int] = lambda r: r) -> int:
+    """The row the selection goes on from after match ``m`` (AFTER MATCH SKIP)."""
+    if q.skip_mode == "ALL_MATCHES" or m.empty:
+        return m.start + 1
+    if q.mode == "matchregex":
+        return m.end
+    return _resume(q.skip_mode, q.skip_target, q.skip_target_name, m, input_row)
 
 
 def _resume(mode: str, target: frozenset[int] | None, target_name: str | None, m: Match,
