@@ -121,6 +121,7 @@ class Task:
     reach: int
     zone_end: int
     n: int
+    part: int = 0  # which partition (a backend may run batches of many at once)
 
     def window(self, plan: Plan) -> Window:
         # The selection decides starts below hi; matchregex also compares the matches of
@@ -274,13 +275,22 @@ def stitch(summaries: dict[int, Summary], batches: list[tuple[int, int]]
 
 
 def run_partition(plan: Plan, n: int, backend: Backend, batch: int, shared: int | None = None,
-                  input_row: Callable[[int], int] = lambda r: r, stats: RunStats | None = None
-                  ) -> list[tuple[int, list[Any]]]:
-    """Output rows (global row, measures) of one partition of ``n`` rows, exactly as the
-    sequential engine produces them, computed in batch tasks: each batch selects matches as
-    if it began free and reports a summary; the driver stitches the seams (the chains of two
-    entry points meet after a few matches), re-runs only batches whose true entry its
-    summary cannot follow, then each batch emits its rows from its true entry state."""
+                  input_row: Callable[[int], int] = lambda r: r, stats: RunStats | None = None):
+    """Output rows of one partition of ``n`` rows (see run_partitions)."""
+    del input_row  # the backend maps rows for its errors
+    return run_partitions(plan, [n], backend, batch, shared, stats)
+
+
+def run_partitions(plan: Plan, sizes: Sequence[int], backend: Backend, batch: int, shared: int | None = None,
+                   stats: RunStats | None = None, bounds: dict[int, list[tuple[int, int]]] | None = None):
+    """Output rows of partitions of ``sizes`` rows, exactly as the sequential engine
+    produces them, computed in batch tasks: each batch selects matches as if it began free
+    and reports a summary; the driver stitches the seams (the chains of two entry points
+    meet after a few matches), re-runs only batches whose true entry its summary cannot
+    follow, then each batch emits its rows from its true entry state (``backend.outputs``:
+    a list of rows in-process, a DataFrame on Spark). The driver handles one small summary
+    per batch and round, never the matches. ``bounds``: the batches of each partition as
+    (lo, hi) rows, when the backend cut them (default: ``batch`` rows each)."""
     if batch < 1:
         raise ValueError("batch must be at least 1")
     if plan.define_match_number:
@@ -288,26 +298,28 @@ def run_partition(plan: Plan, n: int, backend: Backend, batch: int, shared: int 
         raise SparkCepError("the run strategies do not support MATCH_NUMBER() in DEFINE; use the partition "
                             "or sequential strategy")
     stats = stats if stats is not None else RunStats()
-    shared = default_shared(plan, batch) if shared is None else shared
-    batches = plan_batches(n, batch)
-    stats.batches = len(batches)
-    if not batches:
-        return []
-    tasks = [Task(b, lo, hi, lo, max(shared, 1), lo + shared + 1, n) for b, (lo, hi) in enumerate(batches)]
-    summaries: dict[int, Summary] = {}
-    while True:
+    shared = max(default_shared(plan, batch) if shared is None else shared, 1)
+    layout = bounds if bounds is not None else {pi: plan_batches(n, batch) for pi, n in enumerate(sizes) if n}
+    stats.batches = sum(len(b) for b in layout.values())
+    tasks = [Task(b, lo, hi, lo, shared, lo + shared + 1, sizes[pi], pi)
+             for pi, batches in layout.items() for b, (lo, hi) in enumerate(batches)]
+    summaries: dict[int, dict[int, Summary]] = {pi: {} for pi in layout}
+    entries: dict[int, dict[int, Selection]] = {}
+    while tasks:
         stats.passes += 1
         for s in backend.summaries(tasks):
-            summaries[s.task.batch] = s
-        entries, last, tasks = stitch(summaries, batches)
-        if not tasks:
-            break
+            summaries[s.task.part][s.task.batch] = s
+        tasks = []
+        stats.matches = 0
+        for pi, batches in layout.items():
+            entries[pi], last, todo = stitch(summaries[pi], batches)
+            stats.matches += last.number
+            tasks += todo
         stats.follow_up_starts += len(tasks)
-    stats.matches = last.number
     # Each batch emits from its true entry, with the reach its summary needed; a batch an
     # earlier match covers entirely emits nothing.
-    return backend.outputs([(replace(summaries[b].task, entry=e.pos), e) for b, e in entries.items()
-                            if e.pos < summaries[b].task.hi])
+    return backend.outputs([(replace(summaries[pi][b].task, entry=e.pos), e)
+                            for pi, es in entries.items() for b, e in es.items() if e.pos < summaries[pi][b].task.hi])
 
 
 class LocalBackend:

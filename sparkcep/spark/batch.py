@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,16 +36,17 @@ from sparkcep.data import LazyColumns, output_schema, output_table, referenced_c
 from sparkcep.errors import DataError, InternalError, QueryError, SparkCepError, internal_errors
 from sparkcep.language.parser import parse
 from sparkcep.parallel.run_batches import (
+    RunStats,
+    Summary,
+    Task,
     Window,
     default_shared,
-    find_candidates,
-    make_window,
-    measure_window,
-    plan_batches,
+    emit,
+    run_partitions,
+    summarize,
     window_data,
 )
-from sparkcep.runtime.engine import select_matches
-from sparkcep.runtime.vm import UNRESOLVED, Match
+from sparkcep.runtime.engine import Selection
 
 log = logging.getLogger("sparkcep")
 
@@ -224,6 +226,8 @@ def match_recognize_spark(
         chosen.shared = 0
     else:
         chosen.shared = shared if shared is not None else default_shared(plan, chosen.batch)
+    if not plan.query.partition_by:
+        return _by_sorted_runs(plan, base, arrow_schema, spark_schema, chosen)
     return _by_runs(plan, base, arrow_schema, spark_schema, chosen)
 
 
@@ -363,7 +367,6 @@ def _by_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run: Spark
     from pyspark.sql import functions as F
 
     q = plan.query
-    spark = base.sparkSession
     ordered = base.orderBy(*_sort_columns(plan)).zipWithIndex(GIDX).persist()
     try:
         if q.partition_by:
@@ -380,89 +383,349 @@ def _by_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run: Spark
             parts = [_Part(0, n)] if n else []
         run.partitions = len(parts)
         run.rows = sum(p.n for p in parts)
-        batch, shared = run.batch, run.shared
-        windows: dict[int, tuple[int, Window]] = {}  # id -> (part index, window)
-        for pi, p in enumerate(parts):
-            for b, (lo, hi) in enumerate(plan_batches(p.n, batch)):
-                windows[len(windows)] = (pi, make_window(plan, p.n, b, lo, hi, hi + shared))
-        run.stats["batches"] = len(windows)
-
-        used = sorted(_used_columns(plan))
-        eval_cols = [arrow_schema.field(i).name for i in used]
-        found: list[dict[int, Any]] = [{} for _ in parts]
-        start_rows: list[dict[int, int]] = [{} for _ in parts]
-        reach = max(1, shared)
-        passes = 0
-        follow = 0
-        while windows:
-            passes += 1
-            cands = _candidates(plan, ordered, parts, windows, eval_cols, batch)
-            unresolved: dict[tuple[int, int], list[int]] = {}
-            for rec in cands.to_pylist():
-                pi, s = rec["part"], rec["start"]
-                if rec["status"] == 1:
-                    unresolved.setdefault((pi, s // batch), []).append(s)
-                    continue
-                start_rows[pi][s] = rec["row"]
-                m = Match(
-                    s, rec["end"], tuple(rec["labels"]), tuple(bool(x) for x in rec["excluded"])
-                )
-                if rec["rank"] >= 0:
-                    found[pi].setdefault(s, []).append((rec["rank"], m))
-                else:
-                    found[pi][s] = m
-            reach *= 2
-            windows = {}
-            for (pi, b), starts in sorted(unresolved.items()):
-                lo, hi = plan_batches(parts[pi].n, batch)[b]
-                starts.sort()
-                follow += len(starts)
-                windows[len(windows)] = (
-                    pi,
-                    make_window(plan, parts[pi].n, b, starts[0], hi, hi + reach, tuple(starts)),
-                )
-        run.stats.update(passes=passes, follow_up_starts=follow)
-
-        all_matches = q.skip_mode == "ALL_MATCHES" and q.mode != "matchregex"
-        items_rows = []
-        mwindows: dict[int, tuple[int, Window]] = {}
-        selected = 0
-        for pi, p in enumerate(parts):
-            table = found[pi]
-            if all_matches:
-                table = {s: [m for _, m in sorted(v)] for s, v in table.items()}
-            empty = [] if all_matches else None
-            rows = start_rows[pi]
-            per_batch: dict[int, list[tuple]] = {}
-            for item in select_matches(
-                q, p.n, lambda s, t=table, e=empty: t.get(s, e), lambda r, rows=rows: rows.get(r, r)
-            ):
-                row = item[1] if item[0] == "unmatched" else item[1].start
-                per_batch.setdefault(row // batch, []).append(item)
-            for b, its in sorted(per_batch.items()):
-                lo, hi = plan_batches(p.n, batch)[b]
-                end = max([hi] + [it[1].end for it in its if it[0] == "match"])
-                wid = len(mwindows)
-                mwindows[wid] = (pi, make_window(plan, p.n, b, lo, hi, end))
-                for it in its:
-                    if it[0] == "unmatched":
-                        items_rows.append((wid, 1, it[1], it[1], b"", b"", 0))
-                    else:
-                        m = it[1]
-                        selected += 1
-                        items_rows.append(
-                            (wid, 0, m.start, m.end, bytes(m.labels), bytes(m.excluded), it[2])
-                        )
-        run.stats["matches"] = selected
-        if not mwindows:
-            ordered.unpersist()
-            return spark.createDataFrame([], spark_schema)
-        return _measures(
-            plan, spark, ordered, parts, mwindows, items_rows, arrow_schema, spark_schema, batch
-        )
+        stats = RunStats()
+        backend = _SparkBackend(plan, ordered, parts, arrow_schema, spark_schema, run.batch)
+        result = run_partitions(plan, [p.n for p in parts], backend, run.batch, run.shared, stats)
+        run.stats.update(batches=stats.batches, passes=stats.passes, follow_up_tasks=stats.follow_up_starts,
+                         matches=stats.matches)
     except Exception:
         ordered.unpersist()
         raise
+    # The result is lazy and reads the sorted rows: they stay cached until it is garbage.
+    weakref.finalize(result, _unpersist, ordered)
+    return result
+
+
+POS = "__sparkcep_pos__"
+_LOCAL_BITS = 33  # monotonically_increasing_id(): partition id << 33 | row within the partition
+
+
+def _by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run: SparkRun):
+    """The run strategy without PARTITION BY: one range sort cuts the rows into Spark
+    partitions of about ``batch`` rows, and each partition is a batch. A small job collects
+    each partition's row count, first rows and last rows; a batch task reads its partition
+    with the last rows of the one before (what PREV looks back at) and the first rows of the
+    ones after (the shared part), so no row is copied to other tasks. Only follow-up tasks
+    that need more than the shared part read their rows through a range join."""
+    from pyspark.sql import functions as F
+
+    n = run.rows if run.rows is not None else base.count()
+    run.rows, run.partitions = n, 1 if n else 0
+    cols = _sort_columns(plan)
+    k = max(1, -(-n // run.batch))
+    ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
+               .withColumn(POS, F.monotonically_increasing_id()).persist())
+    try:
+        backend = _SortedBackend(plan, ordered, arrow_schema, spark_schema, run)
+        stats = RunStats()
+        result = run_partitions(plan, [n], backend, run.batch, run.shared, stats, bounds={0: backend.bounds}
+                                if backend.bounds else {})
+        run.stats.update(batches=stats.batches, passes=stats.passes, follow_up_tasks=stats.follow_up_starts,
+                         matches=stats.matches, ranged=backend.ranged)
+    except Exception:
+        ordered.unpersist()
+        raise
+    weakref.finalize(result, _unpersist, ordered)
+    return result
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+class _SortedBackend:
+    """Batch tasks over the partitions of one range sort (see _by_sorted_runs)."""
+
+    def __init__(self, plan: Plan, ordered, arrow_schema: pa.Schema, spark_schema, run: SparkRun):
+        self.plan, self.ordered, self.arrow_schema, self.spark_schema = plan, ordered, arrow_schema, spark_schema
+        self.batch = run.batch
+        self.names = [f.name for f in arrow_schema]
+        # Rows after a partition's end its tasks read in the first pass, and rows before it.
+        self.ahead = max(run.shared, 1) + plan.lookahead
+        self.behind = plan.lookbehind
+        ahead, behind, names = self.ahead, self.behind, self.names
+
+        def edges(batches):
+            batches = list(batches)
+            if not batches:
+                return  # an empty partition
+            table = pa.Table.from_batches(batches)
+            if table.num_rows == 0:
+                return
+            pid = table.column(POS)[0].as_py() >> _LOCAL_BITS
+            data = table.select(names)
+            yield pa.RecordBatch.from_pydict({
+                "pid": [pid], "n": [table.num_rows], "head": [_ipc(data.slice(0, ahead))],
+                "tail": [_ipc(data.slice(max(table.num_rows - behind, 0)))]})
+
+        got = _collect_arrow(ordered.mapInArrow(edges, "pid long, n long, head binary, tail binary")).to_pylist()
+        got.sort(key=lambda r: r["pid"])
+        self.pids = [r["pid"] for r in got]
+        counts = [r["n"] for r in got]
+        heads = [_from_ipc(r["head"]) for r in got]
+        tails = [_from_ipc(r["tail"]) for r in got]
+        self.bounds: list[tuple[int, int]] = []
+        lo = 0
+        for c in counts:
+            self.bounds.append((lo, lo + c))
+            lo += c
+        self.n = lo
+        # Per batch: (rows before it, rows after it) as Arrow IPC, read from its neighbours.
+        self.context: list[tuple[bytes, bytes]] = []
+        for b in range(len(got)):
+            before = _take_rows([tails[j] for j in range(b - 1, -1, -1)], behind, True, heads[b].schema)
+            after = _take_rows([heads[j] for j in range(b + 1, len(got))], ahead, False, heads[b].schema)
+            self.context.append((_ipc(before), _ipc(after)))
+        self.ranged = 0  # tasks whose rows came through the range join
+
+    def _local(self, t: Task) -> bool:
+        """Whether the task's window lies within its partition and the neighbours' rows."""
+        w = t.window(self.plan)
+        lo, hi = self.bounds[t.batch]
+        return w.start >= lo - self.behind and w.end <= hi + self.ahead and t.entry >= lo
+
+    def _payload(self, tasks: list) -> dict:
+        """pid -> (task, entry or None, context) for the tasks run inside their partition."""
+        out = {}
+        for item in tasks:
+            t, entry = item if isinstance(item, tuple) else (item, None)
+            out[self.pids[t.batch]] = (t, entry, self.context[t.batch], self.bounds[t.batch])
+        return out
+
+    def summaries(self, tasks: list[Task]) -> list[Summary]:
+        local = [t for t in tasks if self._local(t)]
+        far = [t for t in tasks if not self._local(t)]
+        texts: list[tuple[Task, str]] = []
+        if local:
+            payload = cloudpickle.dumps((self.plan, self._payload(local), self.names, self.n))
+
+            def task(batches):
+                with _errors_to_driver():
+                    yield from _sorted_task(cloudpickle.loads(payload), batches, None)
+
+            got = _collect_arrow(self._of(local).mapInArrow(task, f"{WIN} long, summary string"))
+            by_batch = {t.batch: t for t in local}
+            texts += [(by_batch[b], x) for b, x in zip(got.column(WIN).to_pylist(), got.column("summary").to_pylist(),
+                                                       strict=True)]
+        if far:
+            self.ranged += len(far)
+            texts += [(s.task, s) for s in self._ranged().summaries(far)]
+        return [x if isinstance(x, Summary) else _summary_from_json(t, x) for t, x in texts]
+
+    def outputs(self, tasks: list[tuple[Task, Selection]]):
+        spark = self.ordered.sparkSession
+        local = [(t, e) for t, e in tasks if self._local(t)]
+        far = [(t, e) for t, e in tasks if not self._local(t)]
+        parts = []
+        if local:
+            payload = cloudpickle.dumps((self.plan, self._payload(local), self.names, self.n))
+            out_arrow = _arrow_of(self.spark_schema)
+
+            def task(batches):
+                with _errors_to_driver():
+                    yield from _sorted_task(cloudpickle.loads(payload), batches, out_arrow)
+
+            parts.append(self._of(local).mapInArrow(task, self.spark_schema))
+        if far:
+            self.ranged += len(far)
+            parts.append(self._ranged().outputs(far))
+        if not parts:
+            return spark.createDataFrame([], self.spark_schema)
+        return parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+
+    def _of(self, tasks):
+        """The sorted rows of the partitions these tasks run in."""
+        from pyspark.sql import functions as F
+
+        pids = sorted({self.pids[(t[0] if isinstance(t, tuple) else t).batch] for t in tasks})
+        if len(pids) == len(self.pids):
+            return self.ordered
+        return self.ordered.where(F.shiftright(F.col(POS), _LOCAL_BITS).isin(pids))
+
+    def _ranged(self) -> _SparkBackend:
+        """Tasks reaching past the neighbours' rows: windows of global rows by range join."""
+        from pyspark.sql import functions as F
+
+        pid = F.shiftright(F.col(POS), _LOCAL_BITS)
+        offsets = {p: lo for p, (lo, _) in zip(self.pids, self.bounds, strict=True)}
+        start = F.lit(0)
+        for p, lo in offsets.items():
+            start = F.when(pid == p, F.lit(lo)).otherwise(start)
+        with_gidx = self.ordered.withColumn(GIDX, start + F.col(POS).bitwiseAND(F.lit((1 << _LOCAL_BITS) - 1)))
+        return _SparkBackend(self.plan, with_gidx, [_Part(0, self.n)], self.arrow_schema, self.spark_schema,
+                             self.batch)
+
+
+def _take_rows(tables: list[pa.Table], rows: int, from_end: bool, schema: pa.Schema) -> pa.Table:
+    """Up to ``rows`` rows from consecutive neighbours (nearest first)."""
+    got: list[pa.Table] = []
+    have = 0
+    for t in tables:
+        if have >= rows:
+            break
+        take = min(rows - have, t.num_rows)
+        got.append(t.slice(t.num_rows - take) if from_end else t.slice(0, take))
+        have += take
+    if from_end:
+        got.reverse()
+    return pa.concat_tables(got) if got else schema.empty_table()
+
+
+def _sorted_task(payload, batches, out_arrow: pa.Schema | None):
+    """One partition's batch task: a summary (``out_arrow`` None) or its output rows."""
+    p, tasks, names, n = payload
+    batches = list(batches)
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    if table.num_rows == 0:
+        return
+    pid = table.column(POS)[0].as_py() >> _LOCAL_BITS
+    if pid not in tasks:
+        return
+    task, entry, (before_b, after_b), (lo, hi) = tasks[pid]
+    own = table.select(names)
+    before, after = _from_ipc(before_b), _from_ipc(after_b)
+    rows = pa.concat_tables([before, own, after])
+    first = lo - before.num_rows
+    w = task.window(p)
+    t = rows.slice(w.start - first, w.end - w.start)
+    used = _used_columns(p)
+    cols = LazyColumns([t.column(c) if i in used else None for i, c in enumerate(names)])
+    order0 = p.query.order_by[0].index if p.query.order_by else None
+    part = window_data(cols, order0, w, n)
+    try:
+        if out_arrow is None:
+            summary = summarize(p, part, w, task, lambda r: r - w.start)
+            yield pa.RecordBatch.from_pydict({WIN: [task.batch], "summary": [_summary_to_json(summary, p, t)]})
+            return
+        out = emit(p, part, w, task, entry, lambda r: r - w.start)
+    except DataError as e:
+        raise _keyed(e, p, t, getattr(e, "position", None) if e.row is None else e.row) from None
+    rows_local = [g - w.start for g, _ in out]
+    measures = [list(col) for col in zip(*[v for _, v in out], strict=True)] if out else [[] for _ in p.measures]
+    result = output_table(p, t, rows_local, measures).cast(out_arrow)
+    yield from result.to_batches()
+
+
+def _unpersist(df) -> None:
+    with contextlib.suppress(Exception):  # the session may be gone at exit
+        df.unpersist()
+
+
+class _SparkBackend:
+    """Batch tasks as Spark jobs over the sorted rows (run_batches.Backend): each round of
+    summaries is one job whose result (one small record per task) comes to the driver; the
+    outputs are a lazy DataFrame computed by the tasks (measures and unmatched rows)."""
+
+    def __init__(self, plan: Plan, ordered, parts: list[_Part], arrow_schema: pa.Schema, spark_schema, batch: int):
+        self.plan, self.ordered, self.parts, self.batch = plan, ordered, parts, batch
+        self.arrow_schema, self.spark_schema = arrow_schema, spark_schema
+        used = sorted(_used_columns(plan))
+        self.eval_cols = [arrow_schema.field(i).name for i in used]
+        self.all_cols = [f.name for f in arrow_schema]
+
+    def _windows(self, tasks) -> dict[int, tuple[int, Window]]:
+        return {i: (t.part, t.window(self.plan)) for i, t in enumerate(tasks)}
+
+    def summaries(self, tasks: list[Task]) -> list[Summary]:
+        windows = self._windows(tasks)
+        payload = cloudpickle.dumps((self.plan, tasks, windows, self.parts))
+
+        def task(table: pa.Table) -> pa.Table:
+            with _errors_to_driver():
+                return _summary_task(cloudpickle.loads(payload), table)
+
+        rows = _window_rows(self.ordered, self.parts, windows, self.batch, self.eval_cols)
+        rows = rows.repartition(_slots(self.ordered, len(windows)), WIN)
+        got = _collect_arrow(rows.groupBy(WIN).applyInArrow(task, f"{WIN} long, summary string"))
+        out = []
+        for wid, text in zip(got.column(WIN).to_pylist(), got.column("summary").to_pylist(), strict=True):
+            out.append(_summary_from_json(tasks[wid], text))
+        if len(out) != len(tasks):  # pragma: no cover - every window has rows
+            raise SparkCepError(f"internal: {len(out)} summaries for {len(tasks)} batch tasks")
+        return out
+
+    def outputs(self, tasks: list[tuple[Task, Selection]]):
+        spark = self.ordered.sparkSession
+        if not tasks:
+            return spark.createDataFrame([], self.spark_schema)
+        windows = self._windows([t for t, _ in tasks])
+        payload = cloudpickle.dumps((self.plan, tasks, windows, self.parts, self.arrow_schema))
+        out_arrow = _arrow_of(self.spark_schema)
+
+        def task(table: pa.Table) -> pa.Table:
+            with _errors_to_driver():
+                return _emit_task(cloudpickle.loads(payload), table, out_arrow)
+
+        rows = _window_rows(self.ordered, self.parts, windows, self.batch, self.all_cols)
+        rows = rows.repartition(_slots(self.ordered, len(windows)), WIN)
+        return rows.groupBy(WIN).applyInArrow(task, self.spark_schema)
+
+
+def _task_data(p: Plan, prts, table: pa.Table, pi: int, w: Window, columns: list[str] | None = None):
+    """(window rows sorted, PartitionData) of one task's rows."""
+    t = _table_window(table, w, w.end - w.start)
+    names = p.query.columns if columns is None else columns
+    used = _used_columns(p)
+    cols = LazyColumns([t.column(n) if i in used else None for i, n in enumerate(names)])
+    order0 = p.query.order_by[0].index if p.query.order_by else None
+    return t, window_data(cols, order0, w, prts[pi].n)
+
+
+def _summary_task(payload, table: pa.Table) -> pa.Table:
+    p, tasks, wins, prts = payload
+    wid = table.column(WIN)[0].as_py()
+    pi, w = wins[wid]
+    t, part = _task_data(p, prts, table, pi, w)
+    try:
+        summary = summarize(p, part, w, tasks[wid], lambda r: r - w.start)
+    except DataError as e:
+        raise _keyed(e, p, t, getattr(e, "position", None) if e.row is None else e.row) from None
+    return pa.table({WIN: [wid], "summary": [_summary_to_json(summary, p, t)]})
+
+
+def _summary_to_json(s: Summary, p: Plan, t: pa.Table) -> str:
+    error = None
+    if s.error is not None:
+        at, e = s.error
+        e = _keyed(e, p, t, e.row)
+        error = {"at": at, "message": e.message, "column": e.column, "key": e.key}
+    return json.dumps({"chain": s.chain, "count_after": s.count_after, "last_after": s.last_after,
+                       "exit": s.exit, "stall": s.stall, "error": error}, default=str)
+
+
+def _summary_from_json(task: Task, text: str) -> Summary:
+    d = json.loads(text)
+    error = None
+    if d["error"] is not None:
+        e = d["error"]
+        error = (e["at"], DataError(e["message"], column=e["column"], key=e["key"]))
+    return Summary(task, tuple(tuple(c) for c in d["chain"]), d["count_after"], d["last_after"], d["exit"],
+                   d["stall"], error)
+
+
+def _emit_task(payload, table: pa.Table, out_arrow: pa.Schema) -> pa.Table:
+    p, tasks, wins, prts, in_schema = payload
+    wid = table.column(WIN)[0].as_py()
+    pi, w = wins[wid]
+    task, entry = tasks[wid]
+    t, part = _task_data(p, prts, table, pi, w, [f.name for f in in_schema])
+    data = t.select([f.name for f in in_schema])
+    try:
+        out = emit(p, part, w, task, entry, lambda r: r - w.start)
+    except DataError as e:
+        raise _keyed(e, p, t, e.row) from None
+    rows_local = [g - w.start for g, _ in out]
+    measures = [list(col) for col in zip(*[v for _, v in out], strict=True)] if out else [[] for _ in p.measures]
+    return output_table(p, data, rows_local, measures).cast(out_arrow)
 
 
 def _used_columns(plan: Plan) -> set[int]:
@@ -518,147 +781,3 @@ def _table_window(table: pa.Table, w: Window, expected: int) -> pa.Table:
     if t.num_rows != expected:  # pragma: no cover - a bug in window planning, never data
         raise SparkCepError(f"internal: window has {t.num_rows} rows, expected {expected}")
     return t
-
-
-def _candidates(plan: Plan, ordered, parts, windows, eval_cols: list[str], batch: int) -> pa.Table:
-    from pyspark.sql.types import (
-        ArrayType,
-        IntegerType,
-        LongType,
-        StructField,
-        StructType,
-    )
-
-    payload = cloudpickle.dumps((plan, windows, parts))
-    out_schema = StructType(
-        [
-            StructField("part", IntegerType()),
-            StructField("start", LongType()),
-            StructField("end", LongType()),
-            StructField("labels", ArrayType(IntegerType())),
-            StructField("excluded", ArrayType(IntegerType())),
-            StructField("status", IntegerType()),
-            StructField("rank", IntegerType()),
-            StructField("row", LongType()),
-        ]
-    )
-    arrow_out = _arrow_of(out_schema)
-
-    def task(table: pa.Table) -> pa.Table:
-        with _errors_to_driver():
-            return _candidate_task(cloudpickle.loads(payload), table, arrow_out)
-
-    rows = _window_rows(ordered, parts, windows, batch, eval_cols)
-    rows = rows.repartition(_slots(ordered, len(windows)), WIN)
-    return _collect_arrow(rows.groupBy(WIN).applyInArrow(task, out_schema))
-
-
-def _candidate_task(payload, table: pa.Table, arrow_out: pa.Schema) -> pa.Table:
-    p, wins, prts = payload
-    wid = table.column(WIN)[0].as_py()
-    pi, w = wins[wid]
-    t = _table_window(table, w, w.end - w.start)
-    used = _used_columns(p)
-    cols = LazyColumns([t.column(n) if i in used else None for i, n in enumerate(p.query.columns)])
-    order0 = p.query.order_by[0].index if p.query.order_by else None
-    part = window_data(cols, order0, w, prts[pi].n)
-    row_ids = t.column(ROW).to_pylist()
-    recs = {k: [] for k in ("part", "start", "end", "labels", "excluded", "status", "rank", "row")}
-
-    def add(s, m, status, rank):
-        recs["part"].append(pi)
-        recs["start"].append(s)
-        recs["end"].append(m.end if m is not None else s)
-        recs["labels"].append(list(m.labels) if m is not None else [])
-        recs["excluded"].append([int(x) for x in m.excluded] if m is not None else [])
-        recs["status"].append(status)
-        recs["rank"].append(rank)
-        recs["row"].append(row_ids[s - w.start])
-
-    try:
-        found = find_candidates(p, part, w)
-    except DataError as e:
-        raise _keyed(e, p, t, getattr(e, "position", None) if e.row is None else e.row) from None
-    for s, r in found:
-        if r is UNRESOLVED:
-            add(s, None, 1, -1)
-        elif isinstance(r, list):
-            for rank, m in enumerate(r):
-                add(s, m, 0, rank)
-        else:
-            add(s, r, 0, -1)
-    return pa.table(recs, schema=arrow_out)
-
-
-def _measures(
-    plan: Plan,
-    spark,
-    ordered,
-    parts,
-    mwindows,
-    items_rows,
-    arrow_schema: pa.Schema,
-    spark_schema,
-    batch: int,
-):
-    from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
-
-    items_schema = StructType(
-        [
-            StructField(WIN, LongType()),
-            StructField("kind", IntegerType()),
-            StructField("start", LongType()),
-            StructField("end", LongType()),
-            StructField("labels", BinaryType()),
-            StructField("excluded", BinaryType()),
-            StructField("number", LongType()),
-        ]
-    )
-    items_df = spark.createDataFrame(items_rows, items_schema)
-    all_cols = [f.name for f in arrow_schema]
-    rows = _window_rows(ordered, parts, mwindows, batch, all_cols)
-    payload = cloudpickle.dumps((plan, mwindows, parts, arrow_schema))
-    out_arrow = _arrow_of(spark_schema)
-
-    def task(rows_t: pa.Table, items_t: pa.Table) -> pa.Table:
-        with _errors_to_driver():
-            return _measure_task(cloudpickle.loads(payload), rows_t, items_t, out_arrow)
-
-    slots = _slots(ordered, len(mwindows))
-    grouped_rows = rows.repartition(slots, WIN).groupBy(WIN)
-    grouped_items = items_df.repartition(slots, WIN).groupBy(WIN)
-    return grouped_rows.cogroup(grouped_items).applyInArrow(task, spark_schema)
-
-
-def _measure_task(payload, rows_t: pa.Table, items_t: pa.Table, out_arrow: pa.Schema) -> pa.Table:
-    p, wins, prts, in_schema = payload
-    if rows_t.num_rows == 0 or items_t.num_rows == 0:
-        return out_arrow.empty_table()
-    wid = items_t.column(WIN)[0].as_py()
-    pi, w = wins[wid]
-    t = _table_window(rows_t, w, w.end - w.start)
-    data = t.select([f.name for f in in_schema])
-    used = _used_columns(p)
-    cols = LazyColumns([data.column(i) if i in used else None for i in range(data.num_columns)])
-    order0 = p.query.order_by[0].index if p.query.order_by else None
-    part = window_data(cols, order0, w, prts[pi].n)
-    items = []
-    for r in items_t.to_pylist():
-        if r["kind"] == 1:
-            items.append(("unmatched", r["start"]))
-        else:
-            m = Match(
-                r["start"], r["end"], tuple(r["labels"]), tuple(bool(x) for x in r["excluded"])
-            )
-            items.append(("match", m, r["number"]))
-    try:
-        out = measure_window(p, part, w, items, lambda g: g - w.start)
-    except DataError as e:
-        raise _keyed(e, p, t, e.row) from None
-    rows_local = [g - w.start for g, _ in out]
-    measures = (
-        [list(col) for col in zip(*[v for _, v in out], strict=True)]
-        if out
-        else [[] for _ in p.measures]
-    )
-    return output_table(p, data, rows_local, measures).cast(out_arrow)
