@@ -32,7 +32,14 @@ from pyspark import cloudpickle
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.api import run_plan
 from sparkcep.compile.plan import Plan
-from sparkcep.data import LazyColumns, output_schema, output_table, referenced_columns, schema_of
+from sparkcep.data import (
+    LazyColumns,
+    _already_ordered,
+    output_schema,
+    output_table,
+    referenced_columns,
+    schema_of,
+)
 from sparkcep.errors import DataError, InternalError, QueryError, SparkCepError, internal_errors
 from sparkcep.language.parser import parse
 from sparkcep.parallel.run_batches import (
@@ -396,8 +403,9 @@ def _by_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run: Spark
     return result
 
 
+# monotonically_increasing_id() of the sorted (or as-read) rows: unique, increasing in the
+# rows' order and by one within a Spark partition; a partition is named by its first value.
 POS = "__sparkcep_pos__"
-_LOCAL_BITS = 33  # monotonically_increasing_id(): partition id << 33 | row within the partition
 
 
 def _by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run: SparkRun):
@@ -409,7 +417,28 @@ def _by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run
     that need more than the shared part read their rows through a range join."""
     from pyspark.sql import functions as F
 
-    n = run.rows if run.rows is not None else base.count()
+    # Event logs usually stand in ORDER BY order already: checked per input partition (and
+    # across their boundaries) in the job that collects the edges, and then not sorted.
+    # Cached, so that every job sees the same partitions (a source's split may depend on
+    # the plan reading it).
+    as_read = base.withColumn(POS, F.monotonically_increasing_id()).persist()
+    try:
+        backend = _SortedBackend(plan, as_read, arrow_schema, spark_schema, run, check_order=True)
+        if backend.in_order:
+            run.reason += "; input already in ORDER BY order: not sorted"
+            run.rows, run.partitions = backend.n, 1 if backend.n else 0
+            stats = RunStats()
+            result = run_partitions(plan, [backend.n], backend, run.batch, run.shared, stats,
+                                    bounds={0: backend.bounds} if backend.bounds else {})
+            run.stats.update(batches=stats.batches, passes=stats.passes, follow_up_tasks=stats.follow_up_starts,
+                             matches=stats.matches, ranged=backend.ranged)
+            weakref.finalize(result, _unpersist, as_read)
+            return result
+    except Exception:
+        as_read.unpersist()
+        raise
+    as_read.unpersist()
+    n = backend.n
     run.rows, run.partitions = n, 1 if n else 0
     cols = _sort_columns(plan)
     k = max(1, -(-n // run.batch))
@@ -443,8 +472,10 @@ def _from_ipc(data: bytes) -> pa.Table:
 class _SortedBackend:
     """Batch tasks over the partitions of one range sort (see _by_sorted_runs)."""
 
-    def __init__(self, plan: Plan, ordered, arrow_schema: pa.Schema, spark_schema, run: SparkRun):
+    def __init__(self, plan: Plan, ordered, arrow_schema: pa.Schema, spark_schema, run: SparkRun,
+                 check_order: bool = False):
         self.plan, self.ordered, self.arrow_schema, self.spark_schema = plan, ordered, arrow_schema, spark_schema
+        order_by = plan.query.order_by
         self.batch = run.batch
         self.names = [f.name for f in arrow_schema]
         # Rows after a partition's end its tasks read in the first pass, and rows before it.
@@ -459,18 +490,28 @@ class _SortedBackend:
             table = pa.Table.from_batches(batches)
             if table.num_rows == 0:
                 return
-            pid = table.column(POS)[0].as_py() >> _LOCAL_BITS
+            pid = table.column(POS)[0].as_py()
             data = table.select(names)
+            in_order = (not check_order) or _already_ordered(data, order_by)
             yield pa.RecordBatch.from_pydict({
-                "pid": [pid], "n": [table.num_rows], "head": [_ipc(data.slice(0, ahead))],
-                "tail": [_ipc(data.slice(max(table.num_rows - behind, 0)))]})
+                "pid": [pid], "n": [table.num_rows], "head": [_ipc(data.slice(0, max(ahead, 1)))],
+                "tail": [_ipc(data.slice(max(table.num_rows - max(behind, 1), 0)))], "in_order": [in_order]})
 
-        got = _collect_arrow(ordered.mapInArrow(edges, "pid long, n long, head binary, tail binary")).to_pylist()
+        got = _collect_arrow(ordered.mapInArrow(
+            edges, "pid long, n long, head binary, tail binary, in_order boolean")).to_pylist()
         got.sort(key=lambda r: r["pid"])
+        self.in_order = all(r["in_order"] for r in got)
         self.pids = [r["pid"] for r in got]
         counts = [r["n"] for r in got]
         heads = [_from_ipc(r["head"]) for r in got]
         tails = [_from_ipc(r["tail"]) for r in got]
+        if check_order and self.in_order:
+            # Across partitions: each one's last row sorts before (or ties with) the next's first.
+            self.in_order = all(_already_ordered(pa.concat_tables([tails[i].slice(tails[i].num_rows - 1),
+                                                                   heads[i + 1].slice(0, 1)]), order_by)
+                                for i in range(len(got) - 1))
+        heads = [h.slice(0, ahead) for h in heads]
+        tails = [t.slice(t.num_rows - min(behind, t.num_rows)) for t in tails]
         self.bounds: list[tuple[int, int]] = []
         lo = 0
         for c in counts:
@@ -544,21 +585,25 @@ class _SortedBackend:
         """The sorted rows of the partitions these tasks run in."""
         from pyspark.sql import functions as F
 
-        pids = sorted({self.pids[(t[0] if isinstance(t, tuple) else t).batch] for t in tasks})
-        if len(pids) == len(self.pids):
+        batches = sorted({(t[0] if isinstance(t, tuple) else t).batch for t in tasks})
+        if len(batches) == len(self.pids):
             return self.ordered
-        return self.ordered.where(F.shiftright(F.col(POS), _LOCAL_BITS).isin(pids))
+        pos = F.col(POS)
+        keep = F.lit(False)
+        for b in batches:
+            lo, hi = self.bounds[b]
+            keep = keep | pos.between(self.pids[b], self.pids[b] + hi - lo - 1)
+        return self.ordered.where(keep)
 
     def _ranged(self) -> _SparkBackend:
         """Tasks reaching past the neighbours' rows: windows of global rows by range join."""
         from pyspark.sql import functions as F
 
-        pid = F.shiftright(F.col(POS), _LOCAL_BITS)
-        offsets = {p: lo for p, (lo, _) in zip(self.pids, self.bounds, strict=True)}
-        start = F.lit(0)
-        for p, lo in offsets.items():
-            start = F.when(pid == p, F.lit(lo)).otherwise(start)
-        with_gidx = self.ordered.withColumn(GIDX, start + F.col(POS).bitwiseAND(F.lit((1 << _LOCAL_BITS) - 1)))
+        pos = F.col(POS)
+        shift = F.lit(0)
+        for first, (lo, _) in zip(self.pids, self.bounds, strict=True):  # in increasing order
+            shift = F.when(pos >= first, F.lit(lo - first)).otherwise(shift)
+        with_gidx = self.ordered.withColumn(GIDX, pos + shift)
         return _SparkBackend(self.plan, with_gidx, [_Part(0, self.n)], self.arrow_schema, self.spark_schema,
                              self.batch)
 
@@ -587,7 +632,7 @@ def _sorted_task(payload, batches, out_arrow: pa.Schema | None):
     table = pa.Table.from_batches(batches)
     if table.num_rows == 0:
         return
-    pid = table.column(POS)[0].as_py() >> _LOCAL_BITS
+    pid = table.column(POS)[0].as_py()
     if pid not in tasks:
         return
     task, entry, (before_b, after_b), (lo, hi) = tasks[pid]

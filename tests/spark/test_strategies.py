@@ -4,6 +4,7 @@ import os
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -179,3 +180,34 @@ def test_segment_query_on_spark(spark):
     with pytest.raises(sparkcep.SparkCepError, match="not supported"):
         sparkcep.match_recognize(df, clause, strategy="runs")
     assert "strategy: partition" in sparkcep.explain(df, clause)
+
+
+def test_run_strategy_reads_ordered_files_without_sorting(spark, tmp_path):
+    # Parquet files already in ORDER BY order are matched where they lie (no sort); the
+    # same rows shuffled take one range sort; both give the local engine's rows, including
+    # a long match that needs follow-up tasks past the shared part.
+    from sparkcep.spark.batch import SparkRun, match_recognize_spark
+
+    n = 4000
+    # The A at row 2999 starts a match of B+ over the last 1 000 rows.
+    pdf = pd.DataFrame({"ts": range(n), "v": [(i * 7) % 101 if i < 2999 else 95 if i == 2999 else 1
+                                             for i in range(n)]})
+    clause = ("ORDER BY ts MEASURES FIRST(ts) AS s, COUNT(*) AS c, MATCH_NUMBER() AS m "
+              "PATTERN (A B+) DEFINE A AS v > 90, B AS v < PREV(v) OR v = 1")
+    want = sorted(map(tuple, sparkcep.match_recognize(pdf, clause).itertuples(index=False)))
+    ordered_path = tmp_path / "ordered.parquet"
+    pq.write_table(pa.Table.from_pandas(pdf, preserve_index=False), ordered_path, row_group_size=500)
+    shuffled = pdf.sample(frac=1, random_state=3)
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4k")  # one file read as several splits, in order
+    try:
+        for df, sorted_ in ((spark.read.parquet(str(ordered_path)), False), (spark.createDataFrame(shuffled), True)):
+            run = SparkRun("runs", "requested")
+            with collect_errors():
+                got = sorted(map(tuple, match_recognize_spark(df, clause, strategy="runs", batch=500, shared=5,
+                                                               run=run).collect()))
+            assert got == want and len(want) > 20
+            assert ("not sorted" in run.reason) != sorted_, run.describe()
+            assert run.stats["batches"] > 1 and run.stats["ranged"] > 0, run.describe()  # the long last match
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
