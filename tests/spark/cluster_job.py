@@ -15,7 +15,10 @@ def main(master: str, source: str, target: str) -> None:
         "spark.executor.cores": "1", "spark.cores.max": "2", "spark.executor.memory": "1g",
         "spark.pyspark.python": sys.executable, "spark.task.maxFailures": "8",
     })
-    df = spark.read.parquet(source)
+    # Shuffled into four partitions: no longer in ORDER BY order, so the run strategy sorts
+    # into batches of 2 000 rows that both executors work on (one Parquet split would be
+    # one batch, matched where it lies).
+    df = spark.read.parquet(source).repartition(4)
     run = SparkRun("runs", "test")
     df.count()  # executors are up and working before the test kills one
     print("started", flush=True)
