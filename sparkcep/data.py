@@ -128,6 +128,18 @@ def referenced_columns(q: AnalyzedQuery) -> set[int]:
     return found
 
 
+def table_to_ipc(table: pa.Table) -> bytes:
+    """A table as Arrow IPC stream bytes (how rows travel between driver, tasks and state)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def table_from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
 def python_values(col: pa.ChunkedArray) -> list[Any]:
     """Column values as Python objects (NULL → None) for the row evaluator."""
     t = col.type
@@ -184,7 +196,7 @@ def _identity(n: int) -> np.ndarray:
 
 def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
     n = table.num_rows
-    if not q.partition_by and (not q.order_by or _already_ordered(table, q.order_by)):
+    if not q.partition_by and (not q.order_by or already_ordered(table, q.order_by)):
         return Partitions(_identity(n), [(0, n)] if n else [], identity=True)
     helper: list[tuple[str, pa.Array]] = []
     keys: list[tuple[str, str]] = []
@@ -216,7 +228,7 @@ def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
     return Partitions(order, bounds)
 
 
-def _already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
+def already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
     """Whether the rows already stand in ORDER BY order (event streams usually do), so
     sorting can be skipped. Only for numeric and timestamp keys without NULL or NaN."""
     n = table.num_rows

@@ -91,3 +91,44 @@ def test_next_labels_prune_start_rows(pattern, expected):
     got = {plan.labels[f]: ({plan.labels[g] for g in seconds}, end)
            for f, (seconds, end) in next_labels(plan.program).items()}
     assert got == expected
+
+
+# Rooms a room may not import (even lazily): the data's path is language → analysis →
+# compile → runtime → parallel → spark → cli, with the facade (api, __init__) on top.
+_FORBIDDEN = {
+    "language": {"analysis", "compile", "runtime", "parallel", "segments", "spark", "cli", "api"},
+    "analysis": {"compile", "runtime", "parallel", "spark", "cli", "api"},
+    "compile": {"runtime", "parallel", "spark", "cli", "api"},
+    "runtime": {"parallel", "spark", "cli", "api"},
+    "parallel": {"spark", "cli", "api"},
+    "segments": {"parallel", "spark", "cli", "api"},
+    "query": {"runtime", "parallel", "spark", "cli", "api"},
+    "data": {"runtime", "parallel", "spark", "cli", "api"},
+    "functions": {"runtime", "parallel", "spark", "cli", "api"},
+    "options": {"spark", "cli", "api"},
+    "spark": {"cli", "api"},
+    "cli": {"api"},
+}
+
+
+def _upward(path: pathlib.Path) -> list[str]:
+    room = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+    return sorted(m for m in _imports(path)
+                  if m.startswith("sparkcep.") and m.split(".")[1] in _FORBIDDEN.get(room, set()))
+
+
+def test_no_module_imports_upward():
+    wrong = {str(p.relative_to(PACKAGE)): _upward(p) for p in PACKAGE.rglob("*.py") if _upward(p)}
+    assert not wrong
+
+
+def test_the_layering_rule_sees_lazy_imports(tmp_path):
+    fake = tmp_path / "sparkcep" / "parallel"
+    fake.mkdir(parents=True)
+    (fake / "m.py").write_text("def f():\n    from sparkcep.spark.batch import SparkRun\n")
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, tmp_path / "sparkcep"
+    try:
+        assert _upward(fake / "m.py") == ["sparkcep.spark.batch"]
+    finally:
+        PACKAGE = saved

@@ -17,11 +17,15 @@ from tests.test_properties import comparable, queries, tables
 EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500")) // 2
 
 
-def runs(batch: int, shared: int | None, stats: RunStats | None = None):
+def runs(batch: int, shared: int | None, stats: RunStats | None = None, speculate: bool = True,
+         kept: list | None = None):
     def runner(plan, part, row_ids):
         order0 = plan.query.order_by[0].index if plan.query.order_by else None
-        backend = LocalBackend(plan, part.cols, order0, part.n, lambda r: row_ids[r])
-        return run_partition(plan, part.n, backend, batch, shared, lambda r: row_ids[r], stats)
+        backend = LocalBackend(plan, part.cols, order0, part.n, lambda r: row_ids[r], speculate)
+        out = run_partition(plan, part.n, backend, batch, shared, lambda r: row_ids[r], stats)
+        if kept is not None:
+            kept.append(backend.kept)
+        return out
     return runner
 
 
@@ -33,12 +37,29 @@ def _run(plan, table, runner=None):
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(queries(), tables(), st.integers(1, 4), st.one_of(st.none(), st.integers(0, 3)))
-def test_runs_equal_sequential(query, table, batch, shared):
+@given(queries(), tables(), st.integers(1, 4), st.one_of(st.none(), st.integers(0, 3)), st.booleans())
+def test_runs_equal_sequential(query, table, batch, shared, speculate):
+    # speculate: a batch's first pass also emits its rows as if it began free, kept when
+    # its true entry allows; both paths are compared.
     text, mode = query
     plan = compile_query(text, table, mode)
     assume(not plan.define_match_number)  # the run strategies refuse MATCH_NUMBER() in DEFINE
-    assert _run(plan, table, runs(batch, shared)) == _run(plan, table), f"\\n{text}\\nbatch={batch} shared={shared}"
+    got = _run(plan, table, runs(batch, shared, speculate=speculate))
+    assert got == _run(plan, table), f"\\n{text}\\nbatch={batch} shared={shared} speculate={speculate}"
+
+
+def test_first_pass_output_is_kept_only_where_the_entry_allows():
+    import pyarrow as pa
+
+    table = pa.table({"ts": list(range(12)), "v": [1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0]})
+    clause = "ORDER BY ts MEASURES FIRST(ts) AS t0{} PATTERN (A B) DEFINE A AS v = 1, B AS v = 2"
+    for numbered, expected_kept in ((False, 4), (True, 1)):
+        # MATCH_NUMBER read by a measure: only the first batch (no match before it) keeps
+        # its first-pass rows; the others are numbered on from their true entry.
+        plan = compile_query(clause.format(", MATCH_NUMBER() AS k" if numbered else ""), table)
+        kept: list[int] = []
+        assert _run(plan, table, runs(3, 1, kept=kept)) == _run(plan, table)
+        assert kept == [expected_kept]
 
 
 def test_unbounded_pattern_needs_follow_up_passes():

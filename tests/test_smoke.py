@@ -67,11 +67,11 @@ def test_already_ordered_check():
     import pyarrow as pa
 
     from sparkcep.analysis.bound import SortKey
-    from sparkcep.data import _already_ordered
+    from sparkcep.data import already_ordered
 
     def check(cols, desc=(False, False)):
         t = pa.table({f"k{i}": pa.array(c) for i, c in enumerate(cols)})
-        return _already_ordered(t, tuple(SortKey(f"k{i}", i, desc[i], False) for i in range(len(cols))))
+        return already_ordered(t, tuple(SortKey(f"k{i}", i, desc[i], False) for i in range(len(cols))))
 
     assert check([[1, 2, 3]])
     assert not check([[1, 3, 2]])
@@ -81,3 +81,12 @@ def test_already_ordered_check():
     assert not check([[1.0, np.nan, 2.0]])
     assert not check([[1.0, 1.0], [np.nan, 1.0]])
     assert check([np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[us]")])
+
+
+def test_shuffle_partitions_follow_local_cores_only():
+    from sparkcep.spark.session import _local_cores
+
+    assert [_local_cores(m) for m in ["local", "local[3]", "local[4, 2]"]] == [1, 3, 4]
+    assert _local_cores("local[*]") >= 1
+    # A cluster's executors are not the driver's cores: Spark's own default stands.
+    assert [_local_cores(m) for m in ["spark://host:7077", "yarn", "local-cluster[2,1,1024]"]] == [None] * 3

@@ -169,9 +169,9 @@ def stream(
 ) -> None:
     """Match a stream of files with Spark Structured Streaming, exactly once."""
     import sparkcep
-    from sparkcep.spark.batch import _reraise
     from sparkcep.spark.session import get_session
     from sparkcep.spark.stream import StreamMetrics, flush
+    from sparkcep.spark.wire import reraise as _reraise
 
     if not query.exists():
         _fail(f"query file {str(query)!r} does not exist")

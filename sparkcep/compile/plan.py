@@ -76,6 +76,7 @@ class Plan:
     lookbehind: int
     lookahead: int
     define_match_number: bool = False  # a DEFINE condition reads MATCH_NUMBER()
+    measure_match_number: bool = False  # a measure reads MATCH_NUMBER()
 
     @property
     def partition_by(self) -> tuple[SortKey, ...]:
@@ -222,4 +223,5 @@ def build_plan(q: AnalyzedQuery) -> Plan:
         lookbehind=max([0] + [-x for x in physical]),
         lookahead=max([0] + physical),
         define_match_number=any(isinstance(x, BMatchNumber) for c in q.defines.values() for x in nodes(c)),
+        measure_match_number=any(isinstance(x, BMatchNumber) for m in q.measures for x in nodes(m.expr)),
     )

@@ -172,7 +172,9 @@ class Summary:
         return Selection(self.exit, covered, entry.number + count)
 
 
-def _candidate_table(plan: Plan, part: PartitionData, w: Window) -> Callable[[int], Any]:
+def candidate_table(plan: Plan, part: PartitionData, w: Window) -> Callable[[int], Any]:
+    """What the window found at each start row (for select_matches); a task that both
+    summarizes and emits over one window finds them once."""
     q = plan.query
     found = dict(find_candidates(plan, part, w))
     empty = [] if q.skip_mode == "ALL_MATCHES" and q.mode != "matchregex" else None
@@ -180,13 +182,14 @@ def _candidate_table(plan: Plan, part: PartitionData, w: Window) -> Callable[[in
 
 
 def summarize(plan: Plan, part: PartitionData, w: Window, task: Task,
-              input_row: Callable[[int], int] = lambda r: r) -> Summary:
+              input_row: Callable[[int], int] = lambda r: r, candidate: Callable[[int], Any] | None = None
+              ) -> Summary:
     """The first pass of a batch task: its selection from ``task.entry``, summarized."""
     q = plan.query
     state = Selection(task.entry, task.entry - 1, 0)
     chain: list[tuple[int, int, int]] = []
     count_after, last_after = 0, -1
-    candidate = _candidate_table(plan, part, w)
+    candidate = candidate if candidate is not None else candidate_table(plan, part, w)
     try:
         for item in select_matches(q, w.match_end, candidate, input_row, state=state, stop=task.hi):
             if item[0] != "match":
@@ -205,16 +208,26 @@ def summarize(plan: Plan, part: PartitionData, w: Window, task: Task,
 
 
 def emit(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selection,
-         input_row: Callable[[int], int] = lambda r: r) -> list[tuple[int, list[Any]]]:
+         input_row: Callable[[int], int] = lambda r: r, candidate: Callable[[int], Any] | None = None
+         ) -> list[tuple[int, list[Any]]]:
     """The last pass of a batch task: its output rows (global row, measure values) from
     the true ``entry`` state — matches numbered on from it, unmatched rows included."""
     q = plan.query
     state = Selection(entry.pos, entry.covered, entry.number)
-    candidate = _candidate_table(plan, part, w)
+    candidate = candidate if candidate is not None else candidate_table(plan, part, w)
     items = list(select_matches(q, w.match_end, candidate, input_row, state=state, stop=task.hi))
     if state.pos < task.hi and state.pos < w.match_end:  # pragma: no cover - the driver's summaries said otherwise
         raise SparkCepError(f"internal: batch {task.batch} stalled at row {state.pos} in its last pass")
     return measure_window(plan, part, w, items, input_row)
+
+
+def speculation_holds(plan: Plan, first: Task, task: Task, entry: Selection) -> bool:
+    """Whether a batch's output emitted in its first pass as if it began free (entry row
+    ``first.lo``, nothing covered, no match before it) is its true output: the same task,
+    entered at its first row, no earlier match reaching into it, and the match numbers
+    either unread or starting from zero."""
+    return (task == first and entry.pos == first.lo and entry.covered < first.lo
+            and (entry.number == 0 or not plan.measure_match_number))
 
 
 class Backend(Protocol):
@@ -324,15 +337,20 @@ def run_partitions(plan: Plan, sizes: Sequence[int], backend: Backend, batch: in
 
 class LocalBackend:
     """Runs the batch tasks in this process over full partition columns (tests, and the
-    reference for other backends)."""
+    reference for other backends). Like the Spark backend, a batch's first pass also emits
+    its output as if the batch began free, kept when the true entry allows
+    (``speculation_holds``); ``speculate=False`` always emits again."""
 
     def __init__(self, plan: Plan, cols: Sequence[Sequence[Any] | None], order0_index: int | None, n: int,
-                 input_row: Callable[[int], int] = lambda r: r):
+                 input_row: Callable[[int], int] = lambda r: r, speculate: bool = True):
         self.plan = plan
         self.cols = cols
         self.order0_index = order0_index
         self.n = n
         self.input_row = input_row
+        self.speculate = speculate
+        self.first: dict[tuple[int, int], tuple[Task, list | None]] = {}  # (part, batch) -> first task, its rows
+        self.kept = 0  # batches whose first-pass output was their output
 
     def _data(self, w: Window) -> PartitionData:
         if hasattr(self.cols, "slice"):
@@ -345,12 +363,28 @@ class LocalBackend:
         out = []
         for t in tasks:
             w = t.window(self.plan)
-            out.append(summarize(self.plan, self._data(w), w, t, self.input_row))
+            part = self._data(w)
+            candidate = candidate_table(self.plan, part, w)
+            s = summarize(self.plan, part, w, t, self.input_row, candidate)
+            out.append(s)
+            if (t.part, t.batch) not in self.first:
+                rows = None
+                if self.speculate and s.error is None and s.stall is None:
+                    try:
+                        rows = emit(self.plan, part, w, t, Selection(t.lo, t.lo - 1, 0), self.input_row, candidate)
+                    except DataError:
+                        rows = None  # the true entry may never reach the row that failed
+                self.first[(t.part, t.batch)] = (t, rows)
         return out
 
     def outputs(self, tasks: Iterable[tuple[Task, Selection]]) -> list[tuple[int, list[Any]]]:
         out = []
         for t, entry in tasks:
+            first, rows = self.first[(t.part, t.batch)]
+            if rows is not None and speculation_holds(self.plan, first, t, entry):
+                self.kept += 1
+                out += rows
+                continue
             w = t.window(self.plan)
             out += emit(self.plan, self._data(w), w, t, entry, self.input_row)
         return out

@@ -16,7 +16,6 @@ integers) and round-trips through ``to_bytes``/``from_bytes``, never pickle.
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcep.compile.plan import Plan
-from sparkcep.data import LazyColumns, measure_types, output_table, sort_and_partition
+from sparkcep.data import (
+    LazyColumns,
+    measure_types,
+    output_table,
+    sort_and_partition,
+    table_from_ipc,
+    table_to_ipc,
+)
 from sparkcep.errors import DataError, QueryError
 from sparkcep.runtime.engine import Selection, candidate_finder, measure_rows, select_matches
 from sparkcep.runtime.fast import KernelMatcher
@@ -53,12 +59,9 @@ class KeyState:
     timer: int = 0  # the event-time timer (ms) a stream registered for this key, 0: none
 
     def to_bytes(self) -> bytes:
-        sink = io.BytesIO()
-        with pa.ipc.new_stream(sink, self.rows.schema) as w:
-            w.write_table(self.rows)
         meta = json.dumps([self.base, self.selection.pos, self.selection.covered, self.selection.number,
                            self.released, self.late, self.reported, self.run, self.timer]).encode()
-        return _MAGIC + len(meta).to_bytes(4, "big") + meta + sink.getvalue()
+        return _MAGIC + len(meta).to_bytes(4, "big") + meta + table_to_ipc(self.rows)
 
     @staticmethod
     def from_bytes(data: bytes) -> KeyState:
@@ -67,7 +70,7 @@ class KeyState:
         k = len(_MAGIC)
         size = int.from_bytes(data[k:k + 4], "big")
         base, pos, covered, number, released, late, reported, run, timer = json.loads(data[k + 4:k + 4 + size])
-        rows = pa.ipc.open_stream(data[k + 4 + size:]).read_all()
+        rows = table_from_ipc(data[k + 4 + size:])
         return KeyState(rows, base, Selection(pos, covered, number), released, late, reported, run, timer)
 
 

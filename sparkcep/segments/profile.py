@@ -47,7 +47,8 @@ CASES = [
 
 def measure(sizes=(2000, 6000), windows=(8, 24), repeat: int = 2) -> dict[str, float]:
     """Weights in ns per unit of work, from least squares through the origin."""
-    from sparkcep.api import compile_query, run_plan
+    from sparkcep.query import compile_query
+    from sparkcep.runtime.local import run_plan
 
     rng = np.random.default_rng(0)
     out: dict[str, float] = {}

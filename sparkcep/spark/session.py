@@ -4,6 +4,7 @@ is missing. A cluster is a ``master`` URL away."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,17 @@ def _quiet_environment() -> None:
         os.environ["SPARK_CONF_DIR"] = conf
 
 
+def _local_cores(master: str) -> int | None:
+    """The cores a ``local``, ``local[N]``, ``local[*]`` or ``local[N, F]`` master runs on;
+    None for a cluster."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return None
+    if m.group(1) in (None,):
+        return 1
+    return (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
+
+
 def get_session(master: str | None = None, app_name: str = "sparkcep", config: dict[str, str] | None = None):
     """The active SparkSession, or a new one on ``master`` (default ``local[*]``)."""
     if java_version() is None:
@@ -86,11 +98,11 @@ def get_session(master: str | None = None, app_name: str = "sparkcep", config: d
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SPARKCEP_MASTER", "local[*]"))
+    master = master or os.environ.get("SPARKCEP_MASTER", "local[*]")
+    builder = SparkSession.builder.appName(app_name).master(master)
     settings = {
         "spark.ui.showConsoleProgress": "false",
         "spark.ui.enabled": "false",
-        "spark.sql.shuffle.partitions": str(max(2, (os.cpu_count() or 2) * 2)),
         "spark.sql.adaptive.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
@@ -99,6 +111,12 @@ def get_session(master: str | None = None, app_name: str = "sparkcep", config: d
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
     }
+    local_cores = _local_cores(master)
+    if local_cores is not None:
+        # Local mode: a few shuffle partitions per core, not Spark's 200. On a cluster the
+        # driver's cores say nothing about the executors': Spark's default stands, and
+        # adaptive execution coalesces small partitions.
+        settings["spark.sql.shuffle.partitions"] = str(max(2, 2 * local_cores))
     settings.update(config or {})
     for key, value in settings.items():
         builder = builder.config(key, value)

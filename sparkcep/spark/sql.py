@@ -10,6 +10,7 @@ import itertools
 import re
 
 from sparkcep.errors import QueryError, Span
+from sparkcep.options import check_options
 
 _counter = itertools.count(1)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -110,8 +111,9 @@ def shift_error(e: QueryError, text: str, offset: int) -> QueryError:
 
 def sql(spark, statement: str, **options):
     """Run a SELECT statement whose FROM clause holds one MATCH_RECOGNIZE."""
-    from sparkcep.api import match_recognize
+    from sparkcep.spark.batch import match_recognize_spark
 
+    check_options(options)
     select_list, source, clause, offset, alias, rest = split_statement(statement)
     if source.startswith("(") and source.endswith(")"):
         src = _on_spark(lambda: spark.sql(source[1:-1]), statement, source)
@@ -121,13 +123,17 @@ def sql(spark, statement: str, **options):
         raise QueryError("NOT_SUPPORTED", f"the source of MATCH_RECOGNIZE must be a table, a view or a (subquery), not {source!r}",
                          Span(*_position(statement, statement.find(source))), statement)
     try:
-        result = match_recognize(src, clause, **options)
+        result = match_recognize_spark(src, clause, **options)
     except QueryError as e:
         raise shift_error(e, statement, offset) from None
     view = f"sparkcep_match_{next(_counter)}"
     result.createOrReplaceTempView(view)
     outer = f"SELECT {select_list} FROM {view}" + (f" AS {alias}" if alias else "") + (f" {rest}" if rest else "")
-    return _on_spark(lambda: spark.sql(outer), statement, select_list)
+    try:
+        # Spark analyses the statement here, inlining the view's plan: the view can go.
+        return _on_spark(lambda: spark.sql(outer), statement, select_list)
+    finally:
+        spark.catalog.dropTempView(view)
 
 
 def _on_spark(run, statement: str, part: str):

@@ -75,7 +75,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     from sparkcep.analysis.analyzer import find_in_pattern
     from sparkcep.language import ast
     from sparkcep.runtime.incremental import IncrementalMatcher
-    from sparkcep.spark.batch import compile_for
+    from sparkcep.spark.frames import compile_for
 
     if not getattr(df, "isStreaming", False):
         raise SparkCepError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
@@ -204,9 +204,9 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
 def _plan_for(clause: str, mode: str, arrow_schema: pa.Schema):
     """The plan of ``clause`` for rows of ``arrow_schema`` (on the driver and the workers)."""
     from sparkcep.analysis.analyzer import analyze
-    from sparkcep.api import plan_query
     from sparkcep.data import schema_of
     from sparkcep.language.parser import parse
+    from sparkcep.query import plan_query
 
     return plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode))
 
@@ -219,9 +219,9 @@ class _Finisher:
 
     def __call__(self, batches):
         from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
-        from sparkcep.spark.batch import _errors_to_driver
+        from sparkcep.spark.wire import errors_to_driver
 
-        with _errors_to_driver():
+        with errors_to_driver():
             arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema))
             matcher = IncrementalMatcher(_plan_for(self.clause, self.mode, arrow_schema), arrow_schema)
             for batch in batches:
@@ -358,9 +358,9 @@ class _MatchProcessor(_processor_base()):
 
     # ------------------------------------------------------------ Spark's calls
     def handleInputRows(self, key, rows, timerValues) -> Iterator:
-        from sparkcep.spark.batch import _errors_to_driver
+        from sparkcep.spark.wire import errors_to_driver
 
-        with _errors_to_driver():
+        with errors_to_driver():
             st = self._load()
             watermark = self._watermark(timerValues)
             for pdf in rows:  # the query's input columns (not the synthetic key and event time)
@@ -395,9 +395,9 @@ class _MatchProcessor(_processor_base()):
         return dict(zip(names, key, strict=False))
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
-        from sparkcep.spark.batch import _errors_to_driver
+        from sparkcep.spark.wire import errors_to_driver
 
-        with _errors_to_driver():
+        with errors_to_driver():
             yield from self._step(key, self._load(), timerValues, from_timer=True)
 
     def close(self) -> None:

@@ -104,12 +104,18 @@ def test_sql_statement(spark, stream):
             MEASURES FIRST(tradeId) AS first_trade, COUNT(*) AS length
             PATTERN (A B C)
             DEFINE A AS price < 70, B AS price > A.price, C AS price < B.price AND price < A.price
-        ) AS m WHERE m.first_trade > 100 ORDER BY m.first_trade""").toPandas()
+        ) AS m WHERE m.first_trade > 100 ORDER BY m.first_trade""")
+    # The statement's intermediate view is gone once Spark has analysed it; the result stays.
+    assert not [t.name for t in spark.catalog.listTables() if t.name.startswith("sparkcep_match_")]
+    out = out.toPandas()
     local = sparkcep.match_recognize(stream, rip.query("Q7"))
     assert out.first_trade.tolist() == [t for t in local.first_trade.tolist() if t > 100]
     with pytest.raises(sparkcep.QueryError) as e:
         sparkcep.sql(spark, "SELECT *\nFROM trades MATCH_RECOGNIZE (\n  ORDER BY timestamp\n  PATTERN (A) DEFINE A AS pricee > 1)")
     assert (e.value.line, e.value.column) == (4, 27)
+    with pytest.raises(sparkcep.SparkCepError, match="unknown option"):
+        sparkcep.sql(spark, "SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY timestamp PATTERN (A) DEFINE A AS true)",
+                     strateggy="runs")
 
 
 def test_arrow_types_round_trip(spark):
@@ -155,6 +161,25 @@ def test_event_selection_on_spark(spark, selection):
     with pytest.raises(sparkcep.SparkCepError, match="not supported"):
         sparkcep.match_recognize(df, clause, strategy="runs")
     assert ("sequential" if strict else "partition") in sparkcep.explain(df, clause)
+
+
+def test_whole_partition_queries_have_a_row_bound(spark):
+    # EVENT SELECTION needs whole partitions: one task would hold them, so a bound applies,
+    # on the driver before any work (no PARTITION BY) and in the task (one key too big).
+    pdf = pd.DataFrame({"ts": range(40), "k": [0] * 30 + [1] * 10, "v": [(i * 7) % 11 for i in range(40)]})
+    df = spark.createDataFrame(pdf)
+    skip = "EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A B) DEFINE A AS v < 3, B AS v > A.v"
+    spark.conf.set("spark.sparkcep.maxTaskRows", "20")
+    try:
+        with pytest.raises(sparkcep.SparkCepError, match="40 rows would all go to one task") as e:
+            sparkcep.match_recognize(df, f"ORDER BY ts {skip}")
+        assert "spark.sparkcep.maxTaskRows" in str(e.value)
+        with pytest.raises(DataError, match="one key holds 30 rows") as e, collect_errors():
+            sparkcep.match_recognize(df, f"PARTITION BY k ORDER BY ts {skip}").collect()
+        assert e.value.key == {"k": 0, "ts": 0}
+    finally:
+        spark.conf.unset("spark.sparkcep.maxTaskRows")
+    assert sparkcep.match_recognize(df, f"PARTITION BY k ORDER BY ts {skip}").count() > 0
 
 
 def test_one_row_per_match_ships_only_the_columns_it_reads(spark):
@@ -211,3 +236,50 @@ def test_run_strategy_reads_ordered_files_without_sorting(spark, tmp_path):
             assert run.stats["batches"] > 1 and run.stats["ranged"] > 0, run.describe()  # the long last match
     finally:
         spark.conf.set("spark.sql.files.maxPartitionBytes", before)
+
+
+def test_ordered_input_plan_has_no_sort_or_exchange(spark, tmp_path):
+    # Input in ORDER BY order: the plan reads it where it lies (no sort, no shuffle); each
+    # batch's first pass emits its rows too, kept where the true entry allows. Shuffled
+    # rows take the range sort.
+    from sparkcep.spark.batch import SparkRun, match_recognize_spark
+
+    pdf = pd.DataFrame({"ts": range(3000), "v": [(i * 7) % 101 for i in range(3000)]})
+    clause = "ORDER BY ts MEASURES FIRST(ts) AS s, COUNT(*) AS c PATTERN (A B+) DEFINE A AS v > 90, B AS v < PREV(v)"
+    want = sorted(map(tuple, sparkcep.match_recognize(pdf, clause).itertuples(index=False)))
+    path = tmp_path / "ordered.parquet"
+    pq.write_table(pa.Table.from_pandas(pdf, preserve_index=False), path, row_group_size=500)
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4k")
+    try:
+        for df, ordered in ((spark.read.parquet(str(path)), True), (spark.createDataFrame(pdf.sample(frac=1)), False)):
+            run = SparkRun("runs", "requested")
+            with collect_errors():
+                result = match_recognize_spark(df, clause, strategy="runs", batch=500, shared=20, run=run)
+                got = sorted(map(tuple, result.collect()))
+            assert got == want and len(want) > 20
+            plan = result._jdf.queryExecution().executedPlan().toString()
+            if ordered:
+                assert "Exchange" not in plan and "Sort " not in plan and "Sort [" not in plan, plan
+            else:
+                assert "rangepartitioning" in plan, plan
+            # Most batches keep their first-pass rows (one here begins inside a match).
+            assert run.stats["batches"] > 1 and 0 < run.stats["kept"] <= run.stats["batches"], run.describe()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
+
+
+def test_seam_where_candidate_chains_disagree_for_several_matches(spark):
+    # PATTERN (A A) over runs of ones: a batch that begins free pairs rows (lo, lo+1), ...
+    # while the true chain, entered at lo+1, pairs (lo+1, lo+2), ... — they disagree until
+    # a zero ends the run. Skewed and tiny partitions: batches of 1 to 40 rows.
+    v = []
+    for length in (7, 13, 5, 21, 9, 3, 17, 1, 11):
+        v += [1] * length + [0]
+    # Shuffled: the range sort cuts partitions of about ``batch`` rows (in-order input would
+    # keep its own partitions).
+    pdf = pd.DataFrame({"ts": range(len(v)), "v": v}).sample(frac=1, random_state=5)
+    clause = ("ORDER BY ts MEASURES FIRST(ts) AS s, MATCH_NUMBER() AS m ALL ROWS PER MATCH WITH UNMATCHED ROWS "
+              "PATTERN (A A) DEFINE A AS v = 1")
+    for batch in (1, 4, 10, 40):
+        assert_same(spark, pdf, clause, batch=batch, shared=2, strategies=("runs", "rr"))

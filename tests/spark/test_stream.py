@@ -210,7 +210,7 @@ def test_late_rows_can_stop_the_query(spark, tmp_path):
         try:
             _run(spark, QUERIES[0], str(src), str(tmp_path / "ckpt"), str(tmp_path / "out"), late="error")
         except Exception as exc:  # the query's failure, as the CLI reads it
-            from sparkcep.spark.batch import _reraise
+            from sparkcep.spark.wire import reraise as _reraise
 
             _reraise(exc)
     assert e.value.column == "ts" and e.value.key["k"] == "a"

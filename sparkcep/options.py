@@ -1,0 +1,15 @@
+"""The options match_recognize, explain, sase and sql take, checked once for all of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparkcep.errors import SparkCepError
+
+OPTIONS = {"mode", "strategy", "batch", "shared", "plan", "sharing"}
+
+
+def check_options(options: dict[str, Any]) -> None:
+    unknown = set(options) - OPTIONS
+    if unknown:
+        raise SparkCepError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(OPTIONS))})")

@@ -1,0 +1,137 @@
+"""The local driver: a plan over an Arrow table on this machine, partition by partition,
+on the fastest matcher that can run it (column scan, compiled kernel, Pike VM or NFA^b).
+Every other backend (Spark tasks, the run strategy's batches) ends up here or in the same
+matchers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcep.compile.plan import Plan
+from sparkcep.data import (
+    LazyColumns,
+    measure_array,
+    measure_types,
+    output_table,
+    referenced_columns,
+    sort_and_partition,
+)
+from sparkcep.errors import DataError
+from sparkcep.runtime import columnar as columnar_measures
+from sparkcep.runtime.engine import output_rows
+from sparkcep.runtime.fast import KernelMatcher
+from sparkcep.runtime.nfab import NFAbMatcher
+from sparkcep.runtime.vm import Matcher, PartitionData
+
+
+def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None,
+             use_kernel: bool | None = None, stats: dict | None = None) -> pa.Table:
+    """Run a plan over a table; ``matcher_factory`` builds the matcher (tests pass the
+    reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
+    sequential engine for each partition (tests pass the run strategy here); ``stats``, if
+    given, receives which matcher ran and the most partial matches alive at once."""
+    if getattr(plan, "root", False) is not False:  # a segment query (segments.run.SegmentPlan)
+        from sparkcep.segments.run import run_segments
+
+        if stats is not None:
+            stats["matcher"], stats["peak_threads"] = "segments", None
+        return run_segments(plan, table, stats)
+    q = plan.query
+    parts = sort_and_partition(table, q)
+    order_np = parts.order
+    sorted_idx = pa.array(order_np)
+    used = referenced_columns(q)
+    arrays = [(table.column(i) if parts.identity else table.column(i).take(sorted_idx)) if i in used else None
+              for i in range(table.num_columns)]
+    if q.within is not None:
+        nulls = pc.is_null(arrays[q.order_by[0].index]).to_numpy(zero_copy_only=False).nonzero()[0]
+        if len(nulls):
+            raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL",
+                            column=q.order_by[0].column, row=int(order_np[nulls[0]]))
+    columns = LazyColumns(arrays)
+    order_index = q.order_by[0].index if q.order_by else None
+
+    if matcher_factory is Matcher and (q.gapped or (q.event_selection == "STRICT" and q.partition_by)):
+        # The Pike VM knows contiguous rows of one partition only (strict contiguity without
+        # PARTITION BY is exactly that).
+        matcher_factory = NFAbMatcher
+    matcher = matcher_factory(plan)
+    if use_kernel is None:
+        use_kernel = matcher_factory is Matcher
+    adjacent = _strict_adjacency(table, q, order_np) if q.event_selection == "STRICT" else None
+    kernel = KernelMatcher.for_plan(plan) if use_kernel else None
+    types = measure_types(q, table.schema)
+    columnar = kernel is not None and partition_runner is None and columnar_measures.supported(plan)
+    row_chunks: list[np.ndarray] = []
+    measure_chunks: list[list[pa.Array]] = [[] for _ in plan.measures]
+    for start, end in parts.bounds:
+        part = PartitionData(columns.slice(start, end - start), end - start, order_index)
+        if adjacent is not None:
+            part.cache["adjacent"] = adjacent[start:end]
+        # Input row of each partition row: only error messages and the Python path read it.
+        row_ids = order_np[start:end]
+        if columnar:
+            spans = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
+            if spans is not None:
+                rows, arrays_out = columnar_measures.measure_columns(plan, part, spans, types)
+                row_chunks.append(order_np[start + rows])
+                for j, a in enumerate(arrays_out):
+                    measure_chunks[j].append(a)
+                continue
+        rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
+                else output_rows(plan, matcher, part, row_ids, kernel))
+        positions: list[int] = []
+        values: list[list[Any]] = [[] for _ in plan.measures]
+        for pos, vals in rows:
+            positions.append(row_ids[pos])
+            for j, v in enumerate(vals):
+                values[j].append(v)
+        row_chunks.append(np.array(positions, dtype=np.int64))
+        for j, m in enumerate(plan.measures):
+            measure_chunks[j].append(measure_array(m.name, values[j], types[j]))
+
+    if stats is not None:
+        if isinstance(matcher, NFAbMatcher):
+            stats["matcher"], stats["peak_threads"] = type(matcher).__name__, matcher.peak_runs
+        elif kernel is None:
+            stats["matcher"], stats["peak_threads"] = "python", None
+        elif kernel.scanned:
+            stats["matcher"], stats["peak_threads"] = "column scan", 0
+        else:
+            stats["matcher"], stats["peak_threads"] = "kernel", kernel.peak_threads
+    out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
+    measures = [_join(chunks, t) for chunks, t in zip(measure_chunks, types, strict=True)]
+    return output_table(plan, table, out_rows, measures, types)
+
+
+def _strict_adjacency(table: pa.Table, q, order_np: np.ndarray) -> np.ndarray:
+    """STRICT CONTIGUITY: per row in partition order, whether the row before it in its
+    partition is also the row before it in the whole input order (ORDER BY, then input
+    position); a match may only continue across such rows."""
+    from dataclasses import replace
+
+    n = table.num_rows
+    if not q.partition_by:
+        return np.ones(n, dtype=bool)
+    rank = np.empty(n, dtype=np.int64)
+    rank[sort_and_partition(table, replace(q, partition_by=())).order] = np.arange(n, dtype=np.int64)
+    ranks = rank[order_np]
+    out = np.zeros(n, dtype=bool)
+    out[1:] = ranks[1:] == ranks[:-1] + 1
+    return out
+
+
+def _join(chunks: list[pa.Array], arrow_type) -> pa.Array:
+    if not chunks:
+        return pa.array([], type=arrow_type if arrow_type is not None else pa.null())
+    if arrow_type is None:  # values decided the type: unify chunks that came out differently
+        kinds = {c.type for c in chunks if c.type != pa.null()}
+        arrow_type = kinds.pop() if len(kinds) == 1 else None
+        if arrow_type is None:
+            return pa.array([v for c in chunks for v in c.to_pylist()])
+        chunks = [c.cast(arrow_type) for c in chunks]
+    return pa.concat_arrays([c.cast(arrow_type) if c.type != arrow_type else c for c in chunks])

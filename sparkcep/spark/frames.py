@@ -1,0 +1,81 @@
+"""Spark DataFrame plumbing the strategies share: the internal columns, the plan of a
+DataFrame's schema, the sort order of a query, shuffle widths, cached data's release."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcep.analysis.analyzer import analyze
+from sparkcep.compile.plan import Plan
+from sparkcep.data import output_schema, schema_of
+from sparkcep.language.parser import parse
+from sparkcep.query import plan_query
+
+# Input position: monotonically_increasing_id() of the user's DataFrame, the tie-break of
+# ORDER BY (the order toPandas() gives).
+ROW = "__sparkcep_row__"
+# monotonically_increasing_id() of the sorted (or as-read) rows: unique, increasing in the
+# rows' order and by one within a Spark partition; a partition is named by its first value.
+POS = "__sparkcep_pos__"
+GIDX = "__sparkcep_gidx__"  # a row's place in the sorted input (0, 1, 2, ...)
+WIN = "__sparkcep_win__"  # the batch task a row is read by
+BUCKET = "__sparkcep_bucket__"
+# Arrow batches from Spark carry timestamps in UTC (the session time zone sparkcep sets).
+TZ = "UTC"
+
+
+def compile_for(df, clause: str, mode: str = "sql", how: str | None = None,
+                sharing: bool = True) -> tuple[Plan, pa.Schema, Any]:
+    """The plan for a Spark DataFrame, its Arrow input schema and the Spark output schema."""
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    arrow_schema = to_arrow_schema(df.schema, timezone=TZ)
+    plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode), how, sharing)
+    out = output_schema(plan.query, arrow_schema)
+    return plan, arrow_schema, from_arrow_schema(out)
+
+
+def arrow_of(spark_schema) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(spark_schema, timezone=TZ)
+
+
+def sort_columns(plan: Plan):
+    """PARTITION BY, ORDER BY (with its NULL order), then input position: a total order."""
+    from pyspark.sql import functions as F
+
+    q = plan.query
+    cols = [F.col(k.column).asc_nulls_last() for k in q.partition_by]
+    for k in q.order_by:
+        c = F.col(k.column)
+        if k.descending:
+            cols.append(c.desc_nulls_first() if k.nulls_first else c.desc_nulls_last())
+        else:
+            cols.append(c.asc_nulls_first() if k.nulls_first else c.asc_nulls_last())
+    cols.append(F.col(ROW).asc())
+    return cols
+
+
+# Rows one task may hold when a query needs whole partitions (EVENT SELECTION, negation,
+# segment queries): Spark hands a key group to one Python worker as one table.
+MAX_TASK_ROWS_CONF = "spark.sparkcep.maxTaskRows"
+DEFAULT_MAX_TASK_ROWS = 10_000_000
+
+
+def max_task_rows(spark) -> int:
+    return int(spark.conf.get(MAX_TASK_ROWS_CONF, str(DEFAULT_MAX_TASK_ROWS)))
+
+
+def slots(df, tasks: int) -> int:
+    """Shuffle partitions for ``tasks`` tasks: one per task up to a few per core (an explicit
+    count, so adaptive execution does not merge them into one task)."""
+    return max(1, min(tasks, 4 * df.sparkSession.sparkContext.defaultParallelism))
+
+
+def unpersist(df) -> None:
+    with contextlib.suppress(Exception):  # the session may be gone at exit
+        df.unpersist()

@@ -1,0 +1,301 @@
+"""The run strategy without PARTITION BY (RIP's RB+ and RB): batches are Spark partitions
+of the rows in ORDER BY order. Input already in that order is matched where it lies; other
+input takes one range sort. A small job collects each partition's row count, first rows and
+last rows; a batch task reads its partition with the last rows of the one before (what PREV
+looks back at) and the first rows of the ones after (the shared part), so no row is copied
+to other tasks. Only follow-up tasks that need more than that read their rows through the
+range join of ``spark.windows``."""
+
+from __future__ import annotations
+
+import functools
+
+import pyarrow as pa
+from pyspark import cloudpickle
+
+from sparkcep.compile.plan import Plan
+from sparkcep.data import already_ordered, table_from_ipc, table_to_ipc
+from sparkcep.parallel.run_batches import Summary, Task, speculation_holds
+from sparkcep.runtime.engine import Selection
+from sparkcep.spark.frames import GIDX, POS, WIN, arrow_of, sort_columns, unpersist
+from sparkcep.spark.seams import drive, run_batch, summary_from_json
+from sparkcep.spark.windows import Part, WindowBackend
+from sparkcep.spark.wire import collect_arrow, errors_to_driver
+
+SUMMARY = "__sparkcep_summary__"
+SPECULATED = "__sparkcep_speculated__"
+
+
+def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
+    from pyspark.sql import functions as F
+
+    # Event logs usually stand in ORDER BY order already: checked per input partition (and
+    # across their boundaries) in the job that collects the edges, and then not sorted.
+    # Cached, so that every job sees the same partitions (a source's split may depend on
+    # the plan reading it).
+    as_read = base.withColumn(POS, F.monotonically_increasing_id()).persist()
+    try:
+        backend = SortedBackend(plan, as_read, arrow_schema, spark_schema, run, check_order=True)
+    except BaseException:
+        as_read.unpersist()
+        raise
+    run.rows, run.partitions = backend.n, 1 if backend.n else 0
+    if backend.in_order:
+        run.reason += "; input already in ORDER BY order: not sorted"
+        return drive(plan, backend, [backend.n], run, as_read, backend.layout())
+    as_read.unpersist()
+    cols = sort_columns(plan)
+    k = max(1, -(-backend.n // run.batch))
+    ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
+               .withColumn(POS, F.monotonically_increasing_id()).persist())
+    try:
+        backend = SortedBackend(plan, ordered, arrow_schema, spark_schema, run)
+    except BaseException:
+        ordered.unpersist()
+        raise
+    return drive(plan, backend, [backend.n], run, ordered, backend.layout())
+
+
+class SortedBackend:
+    """Batch tasks over ordered Spark partitions, each partition one batch (run_batches.Backend)."""
+
+    def __init__(self, plan: Plan, ordered, arrow_schema: pa.Schema, spark_schema, run, check_order: bool = False):
+        self.plan, self.ordered, self.arrow_schema, self.spark_schema = plan, ordered, arrow_schema, spark_schema
+        order_by = plan.query.order_by
+        self.batch = run.batch
+        self.names = [f.name for f in arrow_schema]
+        # Rows after a partition's end its tasks read in the first pass, and rows before it.
+        self.ahead = max(run.shared, 1) + plan.lookahead
+        self.behind = plan.lookbehind
+        ahead, behind, names = self.ahead, self.behind, self.names
+
+        def edges(batches):
+            table = _partition_table(batches)
+            if table is None:
+                return  # an empty partition
+            pid = table.column(POS)[0].as_py()
+            data = table.select(names)
+            in_order = (not check_order) or already_ordered(data, order_by)
+            yield pa.RecordBatch.from_pydict({
+                "pid": [pid], "n": [table.num_rows], "head": [table_to_ipc(data.slice(0, max(ahead, 1)))],
+                "tail": [table_to_ipc(data.slice(max(table.num_rows - max(behind, 1), 0)))], "in_order": [in_order]})
+
+        got = collect_arrow(ordered.mapInArrow(
+            edges, "pid long, n long, head binary, tail binary, in_order boolean")).to_pylist()
+        got.sort(key=lambda r: r["pid"])
+        self.in_order = all(r["in_order"] for r in got)
+        self.pids = [r["pid"] for r in got]
+        counts = [r["n"] for r in got]
+        heads = [table_from_ipc(r["head"]) for r in got]
+        tails = [table_from_ipc(r["tail"]) for r in got]
+        if check_order and self.in_order:
+            # Across partitions: each one's last row sorts before (or ties with) the next's first.
+            self.in_order = all(already_ordered(pa.concat_tables([tails[i].slice(tails[i].num_rows - 1),
+                                                                  heads[i + 1].slice(0, 1)]), order_by)
+                                for i in range(len(got) - 1))
+        heads = [h.slice(0, ahead) for h in heads]
+        tails = [t.slice(t.num_rows - min(behind, t.num_rows)) for t in tails]
+        self.bounds: list[tuple[int, int]] = []
+        lo = 0
+        for c in counts:
+            self.bounds.append((lo, lo + c))
+            lo += c
+        self.n = lo
+        # Per batch: (rows before it, rows after it) as Arrow IPC, read from its neighbours.
+        self.context: list[tuple[bytes, bytes]] = []
+        for b in range(len(got)):
+            before = _take_rows([tails[j] for j in range(b - 1, -1, -1)], behind, True, heads[b].schema)
+            after = _take_rows([heads[j] for j in range(b + 1, len(got))], ahead, False, heads[b].schema)
+            self.context.append((table_to_ipc(before), table_to_ipc(after)))
+        self.ranged = 0  # tasks whose rows came through the range join
+        # The first pass also emits each batch's rows as if it began free (cached): a batch
+        # whose true entry allows it (speculation_holds) takes them, and its rows go to
+        # Python once. first: batch -> its first-pass task; kept: batches that took them.
+        self.first: dict[int, Task] = {}
+        self.speculated: set[int] = set()
+        self.spec = None
+        self.held: list = []  # DataFrames cached for the result (released with it)
+        self.kept = 0
+
+    def layout(self) -> dict[int, list[tuple[int, int]]]:
+        """The batches of the one partition: the Spark partitions' row ranges."""
+        return {0: self.bounds} if self.bounds else {}
+
+    def _local(self, t: Task) -> bool:
+        """Whether the task's window lies within its partition and the neighbours' rows."""
+        w = t.window(self.plan)
+        lo, hi = self.bounds[t.batch]
+        return w.start >= lo - self.behind and w.end <= hi + self.ahead and t.entry >= lo
+
+    def _run(self, tasks: list[tuple[Task, Selection | None]], out_arrow: pa.Schema | None, speculate: bool = False):
+        """The local tasks as one mapInArrow over their partitions: summaries (with
+        ``speculate``, also each batch's rows as if it began free), or output rows."""
+        from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
+
+        by_pid = {self.pids[t.batch]: (t, entry, self.context[t.batch], self.bounds[t.batch]) for t, entry in tasks}
+        if out_arrow is not None:
+            schema = self.spark_schema
+        elif speculate:
+            schema = StructType([StructField(f.name, f.dataType, True) for f in self.spark_schema.fields]
+                                + [StructField(WIN, LongType()), StructField(SUMMARY, StringType()),
+                                   StructField(SPECULATED, BooleanType())])
+        else:
+            schema = StructType([StructField(WIN, LongType()), StructField(SUMMARY, StringType())])
+        payload = cloudpickle.dumps((self.plan, by_pid, self.names, self.n, out_arrow,
+                                     arrow_of(schema) if speculate else None))
+
+        def task(batches):
+            with errors_to_driver():
+                yield from _sorted_task(cloudpickle.loads(payload), batches)
+
+        return self._of([t for t, _ in tasks]).mapInArrow(task, schema)
+
+    def summaries(self, tasks: list[Task]) -> list[Summary]:
+        from pyspark.sql import functions as F
+
+        local = [t for t in tasks if self._local(t)]
+        far = [t for t in tasks if not self._local(t)]
+        out: list[Summary] = []
+        if local:
+            if not self.first:  # the first pass
+                self.first = {t.batch: t for t in tasks}
+                self.spec = self._run([(t, None) for t in local], None, speculate=True).persist()
+                self.held.append(self.spec)
+                got = collect_arrow(self.spec.where(F.col(SUMMARY).isNotNull()).select(WIN, SUMMARY, SPECULATED))
+                self.speculated = {b for b, ok in zip(got.column(WIN).to_pylist(), got.column(SPECULATED).to_pylist(),
+                                                      strict=True) if ok}
+            else:
+                got = collect_arrow(self._run([(t, None) for t in local], None))
+            by_batch = {t.batch: t for t in local}
+            out += [summary_from_json(by_batch[b], x)
+                    for b, x in zip(got.column(WIN).to_pylist(), got.column(SUMMARY).to_pylist(), strict=True)]
+        if far:
+            self.ranged += len(far)
+            out += self._ranged().summaries(far)
+        return out
+
+    def outputs(self, tasks: list[tuple[Task, Selection]]):
+        from pyspark.sql import functions as F
+
+        kept = [t.batch for t, e in tasks
+                if t.batch in self.speculated and speculation_holds(self.plan, self.first[t.batch], t, e)]
+        self.kept = len(kept)
+        tasks = [(t, e) for t, e in tasks if t.batch not in set(kept)]
+        local = [(t, e) for t, e in tasks if self._local(t)]
+        far = [(t, e) for t, e in tasks if not self._local(t)]
+        parts = []
+        if kept:
+            parts.append(self.spec.where(F.col(SUMMARY).isNull() & F.col(WIN).isin(kept))
+                         .select(*self.spark_schema.names))
+        elif self.spec is not None:
+            unpersist(self.spec)
+        if local:
+            parts.append(self._run(local, arrow_of(self.spark_schema)))
+        if far:
+            self.ranged += len(far)
+            parts.append(self._ranged().outputs(far))
+        if not parts:
+            return self.ordered.sparkSession.createDataFrame([], self.spark_schema)
+        return functools.reduce(lambda a, b: a.unionByName(b), parts)
+
+    def _of(self, tasks: list[Task]):
+        """The rows of the partitions these tasks run in (neighbouring partitions' row ids
+        merged into ranges; the filter is a balanced tree, so many batches stay shallow)."""
+        from pyspark.sql import functions as F
+
+        batches = sorted({t.batch for t in tasks})
+        if len(batches) == len(self.pids):
+            return self.ordered
+        ranges: list[list[int]] = []
+        for b in batches:
+            lo, hi = self.bounds[b]
+            first, last = self.pids[b], self.pids[b] + hi - lo - 1
+            if ranges and ranges[-1][1] + 1 == first:
+                ranges[-1][1] = last
+            else:
+                ranges.append([first, last])
+        pos = F.col(POS)
+        return self.ordered.where(_balanced([pos.between(a, z) for a, z in ranges], lambda x, y: x | y))
+
+    def _ranged(self) -> WindowBackend:
+        """Tasks reaching past the neighbours' rows: windows of global rows by range join.
+        A row's global index is its row id shifted by its partition's (partition i holds
+        row ids from pids[i]; a binary search as a balanced CASE tree finds i)."""
+        from pyspark.sql import functions as F
+
+        pos = F.col(POS)
+
+        def shift(i: int, j: int):
+            if j - i == 1:
+                return F.lit(self.bounds[i][0] - self.pids[i])
+            mid = (i + j) // 2
+            return F.when(pos < F.lit(self.pids[mid]), shift(i, mid)).otherwise(shift(mid, j))
+
+        with_gidx = self.ordered.withColumn(GIDX, pos + shift(0, len(self.pids)))
+        return WindowBackend(self.plan, with_gidx, [Part(0, self.n)], self.arrow_schema, self.spark_schema,
+                             self.batch)
+
+
+def _balanced(items: list, join):
+    """``join`` over the items as a balanced tree (depth log n, not n)."""
+    while len(items) > 1:
+        items = [join(items[i], items[i + 1]) if i + 1 < len(items) else items[i] for i in range(0, len(items), 2)]
+    return items[0]
+
+
+def _partition_table(batches) -> pa.Table | None:
+    batches = list(batches)
+    if not batches:
+        return None
+    table = pa.Table.from_batches(batches)
+    return table if table.num_rows else None
+
+
+def _take_rows(tables: list[pa.Table], rows: int, from_end: bool, schema: pa.Schema) -> pa.Table:
+    """Up to ``rows`` rows from consecutive neighbours (nearest first)."""
+    got: list[pa.Table] = []
+    have = 0
+    for t in tables:
+        if have >= rows:
+            break
+        take = min(rows - have, t.num_rows)
+        got.append(t.slice(t.num_rows - take) if from_end else t.slice(0, take))
+        have += take
+    if from_end:
+        got.reverse()
+    return pa.concat_tables(got) if got else schema.empty_table()
+
+
+def _sorted_task(payload, batches):
+    """One partition's batch task: its summary (``out_arrow`` None; with ``spec``, the
+    schema holding both, its rows as if it began free too) or its output rows."""
+    p, tasks, names, n, out_arrow, spec = payload
+    table = _partition_table(batches)
+    if table is None:
+        return
+    pid = table.column(POS)[0].as_py()
+    if pid not in tasks:
+        return
+    task, entry, (before_b, after_b), (lo, _) = tasks[pid]
+    before, after = table_from_ipc(before_b), table_from_ipc(after_b)
+    rows = pa.concat_tables([before, table.select(names), after])
+    w = task.window(p)
+    t = rows.slice(w.start - (lo - before.num_rows), w.end - w.start)
+    outputs = pa.schema(list(spec)[:-3]) if spec is not None else None
+    text, rows = run_batch(p, t, names, w, task, entry, n, out_arrow, outputs)
+    if out_arrow is not None:
+        yield from rows.to_batches()
+    elif spec is None:
+        yield pa.RecordBatch.from_pydict({WIN: [task.batch], SUMMARY: [text]})
+    else:
+        # One schema for both kinds of row: a summary row has no output values, an output
+        # row no summary.
+        if rows is not None and rows.num_rows:
+            k = rows.num_rows
+            yield from (rows.append_column(WIN, pa.array([task.batch] * k, pa.int64()))
+                        .append_column(SUMMARY, pa.nulls(k, pa.string()))
+                        .append_column(SPECULATED, pa.nulls(k, pa.bool_())).cast(spec).to_batches())
+        head = {f.name: pa.nulls(1, f.type) for f in outputs}
+        head.update({WIN: pa.array([task.batch], pa.int64()), SUMMARY: pa.array([text]),
+                     SPECULATED: pa.array([rows is not None])})
+        yield from pa.table(head).cast(spec).to_batches()

@@ -1,0 +1,110 @@
+"""The run strategies' seams on Spark. A batch task, as a worker runs it, selects matches in
+its window and reports a summary (as JSON, for the driver's stitching) or emits the batch's
+output rows from its true entry state (measures and unmatched rows made in the task); the
+driver runs the shared loop of ``parallel.run_batches`` over a backend of such tasks."""
+
+from __future__ import annotations
+
+import json
+import weakref
+
+import pyarrow as pa
+
+from sparkcep.compile.plan import Plan
+from sparkcep.data import LazyColumns, output_table, referenced_columns
+from sparkcep.errors import DataError
+from sparkcep.parallel.run_batches import (
+    RunStats,
+    Summary,
+    Task,
+    Window,
+    candidate_table,
+    emit,
+    run_partitions,
+    summarize,
+    window_data,
+)
+from sparkcep.runtime.engine import Selection
+from sparkcep.spark.frames import unpersist
+from sparkcep.spark.wire import keyed
+
+
+def drive(plan: Plan, backend, sizes: list[int], run, cached, bounds: dict | None = None):
+    """The shared driver loop over ``backend``'s tasks; ``run`` (a SparkRun) receives the
+    loop's counts. The result is lazy and reads ``cached``: it stays cached until the
+    result is garbage (and is released at once on an error)."""
+    try:
+        stats = RunStats()
+        result = run_partitions(plan, sizes, backend, run.batch, run.shared, stats, bounds=bounds)
+        run.stats.update(batches=stats.batches, passes=stats.passes, follow_up_tasks=stats.follow_up_starts,
+                         matches=stats.matches)
+        for name in ("ranged", "kept"):
+            if hasattr(backend, name):
+                run.stats[name] = getattr(backend, name)
+        held = [cached, *getattr(backend, "held", [])]
+    except BaseException:
+        for df in [cached, *getattr(backend, "held", [])]:
+            unpersist(df)
+        raise
+    weakref.finalize(result, _release, held)
+    return result
+
+
+def _release(frames: list) -> None:
+    for df in frames:
+        unpersist(df)
+
+
+def run_batch(p: Plan, t: pa.Table, names: list[str], w: Window, task: Task, entry: Selection | None, n: int,
+              out_arrow: pa.Schema | None, speculate: pa.Schema | None = None) -> tuple[str | None, pa.Table | None]:
+    """``t`` holds the window's rows in order (the input columns ``names``; only the ones
+    the query reads need be there for a summary). ``entry`` None: (the summary as JSON,
+    None), and with ``speculate`` (the output schema) also the output rows as if the batch
+    began free (None when the selection stalled or failed: see speculation_holds); else
+    (None, the output rows from ``entry`` in ``out_arrow``)."""
+    used = referenced_columns(p.query)
+    cols = LazyColumns([t.column(c) if i in used else None for i, c in enumerate(names)])
+    order0 = p.query.order_by[0].index if p.query.order_by else None
+    part = window_data(cols, order0, w, n)
+    local = lambda r: r - w.start  # noqa: E731 - window rows are numbered from its start
+    try:
+        candidate = candidate_table(p, part, w)
+        if entry is not None:
+            return None, _output(p, t, names, w, emit(p, part, w, task, entry, local, candidate), out_arrow)
+        summary = summarize(p, part, w, task, local, candidate)
+    except DataError as e:
+        raise keyed(e, p, t, getattr(e, "position", None) if e.row is None else e.row) from None
+    rows = None
+    if speculate is not None and summary.error is None and summary.stall is None:
+        try:
+            free = Selection(task.lo, task.lo - 1, 0)
+            rows = _output(p, t, names, w, emit(p, part, w, task, free, local, candidate), speculate)
+        except DataError:
+            rows = None  # the true entry may never reach the row that failed
+    return _summary_to_json(summary, p, t), rows
+
+
+def _output(p: Plan, t: pa.Table, names: list[str], w: Window, out: list, out_arrow: pa.Schema) -> pa.Table:
+    rows = [g - w.start for g, _ in out]
+    measures = [list(col) for col in zip(*[v for _, v in out], strict=True)] if out else [[] for _ in p.measures]
+    return output_table(p, t.select(names), rows, measures).cast(out_arrow)
+
+
+def _summary_to_json(s: Summary, p: Plan, t: pa.Table) -> str:
+    error = None
+    if s.error is not None:
+        at, e = s.error
+        e = keyed(e, p, t, e.row)
+        error = {"at": at, "message": e.message, "column": e.column, "key": e.key}
+    return json.dumps({"chain": s.chain, "count_after": s.count_after, "last_after": s.last_after,
+                       "exit": s.exit, "stall": s.stall, "error": error}, default=str)
+
+
+def summary_from_json(task: Task, text: str) -> Summary:
+    d = json.loads(text)
+    error = None
+    if d["error"] is not None:
+        e = d["error"]
+        error = (e["at"], DataError(e["message"], column=e["column"], key=e["key"]))
+    return Summary(task, tuple(tuple(c) for c in d["chain"]), d["count_after"], d["last_after"], d["exit"],
+                   d["stall"], error)

@@ -1,0 +1,83 @@
+"""What crosses between Spark's Python workers and the driver: a sparkcep error raised in a
+task travels as tagged JSON (Spark wraps worker exceptions in its own types and keeps only
+their text) and is raised again on the driver as the DataError it was; a row of a Spark
+DataFrame has no input position, so errors name it by its key values."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import pyarrow as pa
+
+from sparkcep.compile.plan import Plan
+from sparkcep.errors import DataError, InternalError, QueryError, SparkCepError, internal_errors
+
+_ERROR_TAG = "SPARKCEP_ERROR:"
+
+
+@contextlib.contextmanager
+def errors_to_driver():
+    """Inside a task: sparkcep errors travel to the driver as tagged JSON."""
+    try:
+        yield
+    except Exception as e:  # noqa: BLE001 - every failure in a task travels typed
+        if not isinstance(e, SparkCepError):
+            e = InternalError.wrapping(e, "a Spark task")
+        info = {
+            "type": "InternalError" if isinstance(e, InternalError) else "DataError",
+            "message": getattr(e, "message", str(e)),
+            "column": getattr(e, "column", None),
+            "row": getattr(e, "row", None),
+            "key": getattr(e, "key", None),
+        }
+        raise RuntimeError(_ERROR_TAG + json.dumps(info, default=str)) from None
+
+
+def reraise(exc: Exception) -> None:
+    """Raise the sparkcep error a Spark exception carries, or ``exc`` itself."""
+    text = str(exc)
+    at = text.find(_ERROR_TAG)
+    if at < 0:
+        raise exc
+    blob = text[at + len(_ERROR_TAG) :].split("\n", 1)[0]
+    try:
+        info = json.loads(blob)
+    except ValueError:
+        raise exc from None
+    if info.get("type") == "InternalError":
+        raise InternalError(info["message"]) from None
+    raise DataError(info["message"], column=info.get("column"), row=info.get("row"), key=info.get("key")) from None
+
+
+@contextlib.contextmanager
+def collect_errors():
+    """Around Spark actions on a sparkcep result: errors raised in workers come back as the
+    DataError they were."""
+    with internal_errors("a Spark job"):
+        try:
+            yield
+        except SparkCepError:
+            raise
+        except Exception as e:  # noqa: BLE001 - Spark wraps worker errors in its own types
+            reraise(e)
+            raise
+
+
+def collect_arrow(df) -> pa.Table:
+    """``df.toArrow()`` with worker errors raised as sparkcep errors."""
+    try:
+        return df.toArrow()
+    except Exception as e:  # noqa: BLE001 - Spark wraps worker errors in its own types
+        reraise(e)
+        raise
+
+
+def keyed(e: DataError, p: Plan, t: pa.Table, index: int | None) -> DataError:
+    """``e`` with its row named by PARTITION BY and ORDER BY values (``index`` is the row's
+    place in ``t``)."""
+    if index is None or not 0 <= index < t.num_rows or isinstance(e, QueryError):
+        return e
+    names = [k.column for k in p.query.partition_by] + [k.column for k in p.query.order_by]
+    key = {n: t.column(n)[index].as_py() for n in dict.fromkeys(names) if n in t.schema.names}
+    return DataError(e.message, column=e.column, key=key)
