@@ -88,6 +88,7 @@ def worker(master: str, spec: str) -> list[dict]:
     job = json.loads(spec)
     spark = get_session(master)
     tmp = pathlib.Path(job["tmp"])
+    tag = "".join(ch for ch in master if ch.isalnum())  # Hadoop paths read [] as a glob
     results = []
 
     def timed(fn) -> float:
@@ -104,7 +105,7 @@ def worker(master: str, spec: str) -> list[dict]:
         for files in job["sizes"]:
             for name, strategy, kind in CASES:
                 run = SparkRun(strategy, "bench")
-                target = str(tmp / f"out_{master}_{strategy}_{kind}")
+                target = str(tmp / f"out_{tag}_{strategy}_{kind}")
 
                 def go(strategy=strategy, kind=kind, run=run, target=target, files=files):
                     df = spark.read.parquet(files[kind])
@@ -119,7 +120,7 @@ def worker(master: str, spec: str) -> list[dict]:
                                 "seconds": seconds, "matches": matches, "detail": run.describe()})
                 print(f"  {master:9} {files['rows']:>11,} {name:>22}: {seconds:7.1f} s  {matches:8,d} matches  "
                       f"{files['rows'] / seconds:12,.0f} events/s", flush=True)
-    results += _stages(spark, master, small, tmp)
+    results += _stages(spark, master, small, tmp / tag)
     spark.stop()
     return results
 
@@ -149,7 +150,7 @@ def _stages(spark, master: str, files: dict, tmp: pathlib.Path) -> list[dict]:
     # Writing Parquet: the output of a query is small (one row per match); the write of all
     # rows bounds it.
     t0 = time.perf_counter()
-    spark.read.parquet(files["ordered"]).write.mode("overwrite").parquet(str(tmp / f"copy_{master}"))
+    spark.read.parquet(files["ordered"]).write.mode("overwrite").parquet(str(tmp / "copy"))
     write = time.perf_counter() - t0 - read
     from sparkcep.spark.batch import match_recognize_spark
 

@@ -53,13 +53,23 @@ def test_first_pass_output_is_kept_only_where_the_entry_allows():
 
     table = pa.table({"ts": list(range(12)), "v": [1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0]})
     clause = "ORDER BY ts MEASURES FIRST(ts) AS t0{} PATTERN (A B) DEFINE A AS v = 1, B AS v = 2"
-    for numbered, expected_kept in ((False, 4), (True, 1)):
-        # MATCH_NUMBER read by a measure: only the first batch (no match before it) keeps
-        # its first-pass rows; the others are numbered on from their true entry.
-        plan = compile_query(clause.format(", MATCH_NUMBER() AS k" if numbered else ""), table)
+    for measure, expected_kept in (("", 4), (", MATCH_NUMBER() AS k", 4), (", MATCH_NUMBER() * 10 AS k", 1)):
+        # MATCH_NUMBER() as a measure is moved on by the matches before the batch; read
+        # inside an expression, only the first batch (no match before it) keeps its
+        # first-pass rows, the others are numbered on from their true entry.
+        plan = compile_query(clause.format(measure), table)
         kept: list[int] = []
         assert _run(plan, table, runs(3, 1, kept=kept)) == _run(plan, table)
         assert kept == [expected_kept]
+    # Matches of three rows over batches of two: most batches are entered past their first
+    # row (the match before ends inside them); the first pass's rows from the entry on are
+    # kept, numbered on.
+    table = pa.table({"ts": list(range(12)), "v": [1, 2, 3, 0] * 3})
+    plan = compile_query("ORDER BY ts MEASURES FIRST(ts) AS t0, MATCH_NUMBER() AS k ALL ROWS PER MATCH "
+                         "WITH UNMATCHED ROWS PATTERN (A B C) DEFINE A AS v = 1, B AS v = 2, C AS v = 3", table)
+    kept = []
+    assert _run(plan, table, runs(2, 2, kept=kept)) == _run(plan, table)
+    assert kept == [6]
 
 
 def test_unbounded_pattern_needs_follow_up_passes():

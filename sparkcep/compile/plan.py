@@ -76,7 +76,9 @@ class Plan:
     lookbehind: int
     lookahead: int
     define_match_number: bool = False  # a DEFINE condition reads MATCH_NUMBER()
-    measure_match_number: bool = False  # a measure reads MATCH_NUMBER()
+    # A measure reads MATCH_NUMBER() inside an expression (not as the measure itself).
+    measure_match_number: bool = False
+    match_number_measures: tuple[int, ...] = ()  # measures that are MATCH_NUMBER() itself
 
     @property
     def partition_by(self) -> tuple[SortKey, ...]:
@@ -223,5 +225,7 @@ def build_plan(q: AnalyzedQuery) -> Plan:
         lookbehind=max([0] + [-x for x in physical]),
         lookahead=max([0] + physical),
         define_match_number=any(isinstance(x, BMatchNumber) for c in q.defines.values() for x in nodes(c)),
-        measure_match_number=any(isinstance(x, BMatchNumber) for m in q.measures for x in nodes(m.expr)),
+        measure_match_number=any(isinstance(x, BMatchNumber) for m in q.measures if not isinstance(m.expr, BMatchNumber)
+                                 for x in nodes(m.expr)),
+        match_number_measures=tuple(i for i, m in enumerate(q.measures) if isinstance(m.expr, BMatchNumber)),
     )

@@ -221,13 +221,44 @@ def emit(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selectio
     return measure_window(plan, part, w, items, input_row)
 
 
-def speculation_holds(plan: Plan, first: Task, task: Task, entry: Selection) -> bool:
-    """Whether a batch's output emitted in its first pass as if it began free (entry row
-    ``first.lo``, nothing covered, no match before it) is its true output: the same task,
-    entered at its first row, no earlier match reaching into it, and the match numbers
-    either unread or starting from zero."""
-    return (task == first and entry.pos == first.lo and entry.covered < first.lo
-            and (entry.number == 0 or not plan.measure_match_number))
+def speculation_from(plan: Plan, first: Summary, task: Task, entry: Selection) -> tuple[int, int] | None:
+    """Where a batch's first-pass output — emitted as if it began free, from the selection
+    ``first`` summarizes — is its true output: (first row, match-number offset), or None.
+
+    The task must be the first pass's (not re-run). The true selection enters at
+    ``entry``; the first pass's chain reaches that row (none of its matches skips over it,
+    and it lies within the summarized zone), so from there on both select the same matches.
+    Rows of the first pass's earlier matches must all lie before it (nothing they cover
+    reaches it), and nothing the true selection covered reaches it either. The output rows
+    from that row on are then the true ones, with MATCH_NUMBER() moved on by the offset —
+    possible when match numbers are unread, or read only as whole measures
+    (``number_measures``)."""
+    t, e = first.task, entry.pos
+    if replace(task, entry=t.entry) != t or first.error is not None or first.stall is not None:
+        return None
+    if e < t.entry or e >= t.hi or (e > t.zone_end and e != t.entry):
+        return None
+    before = [(s, r, last) for s, r, last in first.chain if s < e]
+    if any(r > e for _, r, _ in before) or any(last >= e for _, _, last in before) or entry.covered >= e:
+        return None
+    offset = entry.number - len(before)
+    if offset and plan.measure_match_number:
+        return None
+    return e, offset
+
+
+def number_measures(plan: Plan, rows: list[tuple[int, list[Any]]], offset: int) -> list[tuple[int, list[Any]]]:
+    """First-pass output rows with the MATCH_NUMBER() measures moved on by ``offset``."""
+    if not offset or not plan.match_number_measures:
+        return rows
+    out = []
+    for pos, values in rows:
+        values = list(values)
+        for j in plan.match_number_measures:
+            if values[j] is not None:
+                values[j] += offset
+        out.append((pos, values))
+    return out
 
 
 class Backend(Protocol):
@@ -338,8 +369,8 @@ def run_partitions(plan: Plan, sizes: Sequence[int], backend: Backend, batch: in
 class LocalBackend:
     """Runs the batch tasks in this process over full partition columns (tests, and the
     reference for other backends). Like the Spark backend, a batch's first pass also emits
-    its output as if the batch began free, kept when the true entry allows
-    (``speculation_holds``); ``speculate=False`` always emits again."""
+    its output as if the batch began free, kept from where the true selection joins it
+    (``speculation_from``); ``speculate=False`` always emits again."""
 
     def __init__(self, plan: Plan, cols: Sequence[Sequence[Any] | None], order0_index: int | None, n: int,
                  input_row: Callable[[int], int] = lambda r: r, speculate: bool = True):
@@ -349,7 +380,7 @@ class LocalBackend:
         self.n = n
         self.input_row = input_row
         self.speculate = speculate
-        self.first: dict[tuple[int, int], tuple[Task, list | None]] = {}  # (part, batch) -> first task, its rows
+        self.first: dict[tuple[int, int], tuple[Summary, list | None]] = {}  # (part, batch) -> first pass, its rows
         self.kept = 0  # batches whose first-pass output was their output
 
     def _data(self, w: Window) -> PartitionData:
@@ -374,16 +405,17 @@ class LocalBackend:
                         rows = emit(self.plan, part, w, t, Selection(t.lo, t.lo - 1, 0), self.input_row, candidate)
                     except DataError:
                         rows = None  # the true entry may never reach the row that failed
-                self.first[(t.part, t.batch)] = (t, rows)
+                self.first[(t.part, t.batch)] = (s, rows)
         return out
 
     def outputs(self, tasks: Iterable[tuple[Task, Selection]]) -> list[tuple[int, list[Any]]]:
         out = []
         for t, entry in tasks:
             first, rows = self.first[(t.part, t.batch)]
-            if rows is not None and speculation_holds(self.plan, first, t, entry):
+            keep = speculation_from(self.plan, first, t, entry) if rows is not None else None
+            if keep is not None:
                 self.kept += 1
-                out += rows
+                out += number_measures(self.plan, [(g, v) for g, v in rows if g >= keep[0]], keep[1])
                 continue
             w = t.window(self.plan)
             out += emit(self.plan, self._data(w), w, t, entry, self.input_row)

@@ -15,10 +15,10 @@ from pyspark import cloudpickle
 
 from sparkcep.compile.plan import Plan
 from sparkcep.data import already_ordered, table_from_ipc, table_to_ipc
-from sparkcep.parallel.run_batches import Summary, Task, speculation_holds
+from sparkcep.parallel.run_batches import Summary, Task, speculation_from
 from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import GIDX, POS, WIN, arrow_of, sort_columns, unpersist
-from sparkcep.spark.seams import drive, run_batch, summary_from_json
+from sparkcep.spark.seams import AT, drive, run_batch, summary_from_json
 from sparkcep.spark.windows import Part, WindowBackend
 from sparkcep.spark.wire import collect_arrow, errors_to_driver
 
@@ -109,9 +109,10 @@ class SortedBackend:
             self.context.append((table_to_ipc(before), table_to_ipc(after)))
         self.ranged = 0  # tasks whose rows came through the range join
         # The first pass also emits each batch's rows as if it began free (cached): a batch
-        # whose true entry allows it (speculation_holds) takes them, and its rows go to
-        # Python once. first: batch -> its first-pass task; kept: batches that took them.
-        self.first: dict[int, Task] = {}
+        # keeps them from the row where its true selection joins the first pass's
+        # (speculation_from), and its rows go to Python once. first: batch -> its first-pass
+        # summary; kept: batches that took them.
+        self.first: dict[int, Summary] = {}
         self.speculated: set[int] = set()
         self.spec = None
         self.held: list = []  # DataFrames cached for the result (released with it)
@@ -137,8 +138,8 @@ class SortedBackend:
             schema = self.spark_schema
         elif speculate:
             schema = StructType([StructField(f.name, f.dataType, True) for f in self.spark_schema.fields]
-                                + [StructField(WIN, LongType()), StructField(SUMMARY, StringType()),
-                                   StructField(SPECULATED, BooleanType())])
+                                + [StructField(AT, LongType()), StructField(WIN, LongType()),
+                                   StructField(SUMMARY, StringType()), StructField(SPECULATED, BooleanType())])
         else:
             schema = StructType([StructField(WIN, LongType()), StructField(SUMMARY, StringType())])
         payload = cloudpickle.dumps((self.plan, by_pid, self.names, self.n, out_arrow,
@@ -157,8 +158,8 @@ class SortedBackend:
         far = [t for t in tasks if not self._local(t)]
         out: list[Summary] = []
         if local:
-            if not self.first:  # the first pass
-                self.first = {t.batch: t for t in tasks}
+            first_pass = not self.first
+            if first_pass:
                 self.spec = self._run([(t, None) for t in local], None, speculate=True).persist()
                 self.held.append(self.spec)
                 got = collect_arrow(self.spec.where(F.col(SUMMARY).isNotNull()).select(WIN, SUMMARY, SPECULATED))
@@ -167,26 +168,26 @@ class SortedBackend:
             else:
                 got = collect_arrow(self._run([(t, None) for t in local], None))
             by_batch = {t.batch: t for t in local}
-            out += [summary_from_json(by_batch[b], x)
-                    for b, x in zip(got.column(WIN).to_pylist(), got.column(SUMMARY).to_pylist(), strict=True)]
+            got = [summary_from_json(by_batch[b], x)
+                   for b, x in zip(got.column(WIN).to_pylist(), got.column(SUMMARY).to_pylist(), strict=True)]
+            if first_pass:
+                self.first = {s.task.batch: s for s in got}
+            out += got
         if far:
             self.ranged += len(far)
             out += self._ranged().summaries(far)
         return out
 
     def outputs(self, tasks: list[tuple[Task, Selection]]):
-        from pyspark.sql import functions as F
-
-        kept = [t.batch for t, e in tasks
-                if t.batch in self.speculated and speculation_holds(self.plan, self.first[t.batch], t, e)]
+        kept = {t.batch: at for t, e in tasks if t.batch in self.speculated
+                and (at := speculation_from(self.plan, self.first[t.batch], t, e)) is not None}
         self.kept = len(kept)
-        tasks = [(t, e) for t, e in tasks if t.batch not in set(kept)]
+        tasks = [(t, e) for t, e in tasks if t.batch not in kept]
         local = [(t, e) for t, e in tasks if self._local(t)]
         far = [(t, e) for t, e in tasks if not self._local(t)]
         parts = []
         if kept:
-            parts.append(self.spec.where(F.col(SUMMARY).isNull() & F.col(WIN).isin(kept))
-                         .select(*self.spark_schema.names))
+            parts.append(self._kept(kept))
         elif self.spec is not None:
             unpersist(self.spec)
         if local:
@@ -197,6 +198,25 @@ class SortedBackend:
         if not parts:
             return self.ordered.sparkSession.createDataFrame([], self.spark_schema)
         return functools.reduce(lambda a, b: a.unionByName(b), parts)
+
+    def _kept(self, kept: dict[int, tuple[int, int]]):
+        """The cached first-pass rows of the batches that keep them, from the row where the
+        true selection joins (batch -> (row, match-number offset), a broadcast join on
+        batch); MATCH_NUMBER() measures moved on by the offset."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        table = self.ordered.sparkSession.createDataFrame(
+            [(b, at, offset) for b, (at, offset) in kept.items()],
+            StructType([StructField("__sparkcep_b__", LongType()), StructField("__sparkcep_from__", LongType()),
+                        StructField("__sparkcep_offset__", LongType())]))
+        rows = (self.spec.where(F.col(SUMMARY).isNull())
+                .join(F.broadcast(table), F.col(WIN) == F.col("__sparkcep_b__"))
+                .where(F.col(AT) >= F.col("__sparkcep_from__")))
+        numbered = {self.plan.measures[j].name for j in self.plan.match_number_measures}
+        shift = F.col("__sparkcep_offset__")
+        return rows.select(*[(F.col(n) + shift).cast(self.spark_schema[n].dataType).alias(n) if n in numbered
+                             else F.col(n) for n in self.spark_schema.names])
 
     def _of(self, tasks: list[Task]):
         """The rows of the partitions these tasks run in (neighbouring partitions' row ids
@@ -281,7 +301,7 @@ def _sorted_task(payload, batches):
     rows = pa.concat_tables([before, table.select(names), after])
     w = task.window(p)
     t = rows.slice(w.start - (lo - before.num_rows), w.end - w.start)
-    outputs = pa.schema(list(spec)[:-3]) if spec is not None else None
+    outputs = pa.schema(list(spec)[:-4]) if spec is not None else None
     text, rows = run_batch(p, t, names, w, task, entry, n, out_arrow, outputs)
     if out_arrow is not None:
         yield from rows.to_batches()
@@ -296,6 +316,7 @@ def _sorted_task(payload, batches):
                         .append_column(SUMMARY, pa.nulls(k, pa.string()))
                         .append_column(SPECULATED, pa.nulls(k, pa.bool_())).cast(spec).to_batches())
         head = {f.name: pa.nulls(1, f.type) for f in outputs}
+        head[AT] = pa.nulls(1, pa.int64())
         head.update({WIN: pa.array([task.batch], pa.int64()), SUMMARY: pa.array([text]),
                      SPECULATED: pa.array([rows is not None])})
         yield from pa.table(head).cast(spec).to_batches()

@@ -28,6 +28,8 @@ from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import unpersist
 from sparkcep.spark.wire import keyed
 
+AT = "__sparkcep_at__"  # an output row's position in its partition (first-pass rows)
+
 
 def drive(plan: Plan, backend, sizes: list[int], run, cached, bounds: dict | None = None):
     """The shared driver loop over ``backend``'s tasks; ``run`` (a SparkRun) receives the
@@ -60,8 +62,9 @@ def run_batch(p: Plan, t: pa.Table, names: list[str], w: Window, task: Task, ent
     """``t`` holds the window's rows in order (the input columns ``names``; only the ones
     the query reads need be there for a summary). ``entry`` None: (the summary as JSON,
     None), and with ``speculate`` (the output schema) also the output rows as if the batch
-    began free (None when the selection stalled or failed: see speculation_holds); else
-    (None, the output rows from ``entry`` in ``out_arrow``)."""
+    began free, with their rows' positions in column AT (None when the selection stalled or
+    failed: see speculation_from); else (None, the output rows from ``entry`` in
+    ``out_arrow``)."""
     used = referenced_columns(p.query)
     cols = LazyColumns([t.column(c) if i in used else None for i, c in enumerate(names)])
     order0 = p.query.order_by[0].index if p.query.order_by else None
@@ -77,8 +80,8 @@ def run_batch(p: Plan, t: pa.Table, names: list[str], w: Window, task: Task, ent
     rows = None
     if speculate is not None and summary.error is None and summary.stall is None:
         try:
-            free = Selection(task.lo, task.lo - 1, 0)
-            rows = _output(p, t, names, w, emit(p, part, w, task, free, local, candidate), speculate)
+            out = emit(p, part, w, task, Selection(task.lo, task.lo - 1, 0), local, candidate)
+            rows = _output(p, t, names, w, out, speculate).append_column(AT, pa.array([g for g, _ in out], pa.int64()))
         except DataError:
             rows = None  # the true entry may never reach the row that failed
     return _summary_to_json(summary, p, t), rows
