@@ -101,9 +101,9 @@ def worker(master: str, spec: str) -> list[dict]:
     for _name, strategy, kind in CASES:
         warm = spark.read.parquet(small[kind]).limit(50_000)
         match_recognize_spark(warm, _query(kind == "keyed"), strategy=strategy, batch=10_000).count()
-    if not job["stages_only"]:
-        for files in job["sizes"]:
-            for name, strategy, kind in CASES:
+    for files in job["sizes"]:
+        # With stages_only (local[1]): only the run strategy over ordered input, for the model.
+        for name, strategy, kind in CASES[:1] if job["stages_only"] else CASES:
                 run = SparkRun(strategy, "bench")
                 target = str(tmp / f"out_{tag}_{strategy}_{kind}")
 
@@ -171,28 +171,32 @@ CORES_PER_NODE = 16
 NODE_BYTES_PER_SECOND = 1.25e9
 
 
-def model(stages: dict[str, dict], engine: dict[str, float], rows: int) -> dict:
-    """Seconds per million rows per core of each stage, from local[1] (one core does all
-    of it), and the wall time it predicts for ``c`` cores over ``n`` events:
+def model(stages: dict[str, dict], engine: dict[str, float], rows: int, runs_one_core: float) -> dict:
+    """Seconds per million rows of each stage on one core (local[1]), and the wall time
+    the run strategy's one-core time predicts for ``c`` cores over ``n`` events:
 
-        T(c) = fixed + max(n · (read + to Python + match [+ sort]) / c,
+        T(c) = fixed + max(n · work / c  [+ n · sort / c],
                            n · bytes per event / (nodes · node bandwidth))
 
-    Only the fixed part (the driver's jobs and the seam stitching, O(batches)) is serial.
-    The network term is RIP's bound (its Section 5): with ordered input on a distributed
-    file system every event crosses the network once as file bytes (if not read locally);
+    where work = (runs on local[1] − fixed) / rows: read, two hand-offs to Python (the
+    edges job and the batch tasks), the cache of the rows as read, matching, output. Only
+    the fixed part (the driver's jobs and the seam stitching, O(batches)) is serial. The
+    network term is RIP's bound (its Section 5): with ordered input on a distributed file
+    system every event crosses the network once as file bytes (if not read locally);
     unsorted input also crosses it once more in the range sort's shuffle."""
     one = stages["local[1]"]
     per_m = {k: v / rows * 1e6 for k, v in one.items() if k not in ("fixed per call", "write")}
     per_m["match"] = engine["match"] / rows * 1e6
     fixed = one["fixed per call"]
+    work = (runs_one_core - fixed) / rows * 1e6
+    per_m["other (cache, edges job, output)"] = max(0.0, work - per_m["read"] - 2 * per_m["to Python"]
+                                                    - per_m["match"])
     file_bytes, shuffle_bytes = engine["file_bytes_per_event"], engine["arrow_bytes_per_event"]
 
     def predict(c: int, n: int, unsorted: bool = False) -> float:
-        work = per_m["read"] + per_m["to Python"] + per_m["match"] + (per_m["sort"] if unsorted else 0.0)
         nodes = max(1, c // CORES_PER_NODE)
         wire = n * (file_bytes + (shuffle_bytes if unsorted else 0.0)) / (nodes * NODE_BYTES_PER_SECOND)
-        return fixed + max(n / 1e6 * work / c, wire)
+        return fixed + max(n / 1e6 * (work + (per_m["sort"] if unsorted else 0.0)) / c, wire)
 
     return {"per_million_rows_one_core": per_m, "fixed_seconds": fixed, "predict": predict,
             "bytes_per_event": {"file": file_bytes, "shuffle": shuffle_bytes}}
@@ -229,14 +233,18 @@ def main() -> None:
 
     ratios = {}
     for r in results:
-        if r["kind"] == "case":
+        if r["kind"] == "case" and r["master"] == "local[2]":
             base = engine[r["rows"]]["keyed" if r["case"] == "partition" else "ordered"]
             r["ratio_to_engine"] = r["seconds"] / base
             ratios[f"{r['case']} @ {r['rows']:,}"] = r["ratio_to_engine"]
     stages = {r["master"]: r["seconds"] for r in results if r["kind"] == "stages"}
     small = sizes[0]["rows"]
-    m = model(stages, engine[small], small)
-    runs2 = next(r["seconds"] for r in results if r["kind"] == "case" and r["case"] == "runs" and r["rows"] == small)
+    def runs_seconds(master: str) -> float:
+        return next(r["seconds"] for r in results if r["kind"] == "case" and r["case"] == "runs"
+                    and r["rows"] == small and r["master"] == master)
+
+    m = model(stages, engine[small], small, runs_seconds("local[1]"))
+    runs2 = runs_seconds("local[2]")
     validation = {"predicted_local2_seconds": m["predict"](2, small), "measured_local2_seconds": runs2}
     projection = {c: {"seconds_100M": m["predict"](c, 100_000_000),
                       "events_per_second": 100_000_000 / m["predict"](c, 100_000_000),
@@ -269,7 +277,7 @@ def _plot(results, engine, m, projection, path: pathlib.Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.2))
-    cases = [r for r in results if r["kind"] == "case"]
+    cases = [r for r in results if r["kind"] == "case" and r["master"] == "local[2]"]
     sizes = sorted({r["rows"] for r in cases})
     names = [n for n, _, _ in CASES]
     width = 0.8 / len(sizes)
@@ -288,7 +296,7 @@ def _plot(results, engine, m, projection, path: pathlib.Path) -> None:
     b.bar(list(per), list(per.values()), color="tab:blue")
     b.set_ylabel("seconds per million rows, one core")
     b.set_title(f"Stage costs (fixed per call: {m['fixed_seconds']:.1f} s)")
-    b.tick_params(axis="x", labelsize=8)
+    b.tick_params(axis="x", labelsize=7, labelrotation=15)
     cores = list(projection)
     c.loglog(cores, [projection[k]["events_per_second"] for k in cores], "o-", label="ordered input (model)")
     c.loglog(cores, [projection[k]["events_per_second_unsorted"] for k in cores], "s--", label="unsorted input (model)")

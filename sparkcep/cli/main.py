@@ -397,6 +397,7 @@ BENCHMARKS = {
     "peers": "benchmarks.peers",
     "matchregex": "benchmarks.matchregex",
     "spark": "benchmarks.spark_strategies",
+    "scale": "benchmarks.spark_scale",
     "batches": "benchmarks.rip_batches",
     "sase": "benchmarks.sase",
     "trex": "benchmarks.trex",
@@ -406,7 +407,7 @@ BENCHMARKS = {
 
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, batches, sase, trex or stream"),
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex or stream"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:
     """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""
