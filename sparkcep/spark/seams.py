@@ -43,12 +43,10 @@ def drive(plan: Plan, backend, sizes: list[int], run, cached, bounds: dict | Non
         for name in ("ranged", "kept"):
             if hasattr(backend, name):
                 run.stats[name] = getattr(backend, name)
-        held = [cached, *getattr(backend, "held", [])]
     except BaseException:
-        for df in [cached, *getattr(backend, "held", [])]:
-            unpersist(df)
+        _release([cached, *getattr(backend, "held", [])])
         raise
-    weakref.finalize(result, _release, held)
+    weakref.finalize(result, _release, [cached, *getattr(backend, "held", [])])
     return result
 
 
