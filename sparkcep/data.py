@@ -139,8 +139,9 @@ def table_from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-def python_values(col: pa.ChunkedArray) -> list[Any]:
-    """Column values as Python objects (NULL → None) for the row evaluator."""
+def _as_read(col):
+    """A column as expressions read it: dictionaries decoded, nanoseconds at microsecond
+    precision."""
     t = col.type
     if pa.types.is_dictionary(t):
         col = col.cast(t.value_type)
@@ -149,7 +150,12 @@ def python_values(col: pa.ChunkedArray) -> list[Any]:
         col = col.cast(pa.timestamp("us", t.tz), safe=False)
     if pa.types.is_duration(t) and t.unit == "ns":
         col = col.cast(pa.duration("us"), safe=False)
-    return col.to_pylist()
+    return col
+
+
+def python_values(col: pa.ChunkedArray) -> list[Any]:
+    """Column values as Python objects (NULL → None) for the row evaluator."""
+    return _as_read(col).to_pylist()
 
 
 def _sort_columns(table: pa.Table, key: SortKey, descending: bool, nulls_first: bool, tag: str
@@ -230,18 +236,11 @@ def _key_changes(table: pa.Table, keys: tuple[SortKey, ...], order: np.ndarray) 
     change = np.zeros(max(n - 1, 0), dtype=bool)
     idx = pa.array(order)
     for k in keys:
-        col = table.column(k.index)
-        t = col.type
-        if pa.types.is_dictionary(t):
-            col, t = col.cast(t.value_type), t.value_type
-        if pa.types.is_timestamp(t) and t.unit == "ns":
-            col = col.cast(pa.timestamp("us", t.tz), safe=False)
-        if pa.types.is_duration(t) and t.unit == "ns":
-            col = col.cast(pa.duration("us"), safe=False)
-        col = col.take(idx).combine_chunks() if isinstance(col, pa.ChunkedArray) else col.take(idx)
+        col = _as_read(table.column(k.index)).take(idx)
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         plain = ~pc.is_null(col).to_numpy(zero_copy_only=False)
         change |= plain[1:] != plain[:-1]
-        if pa.types.is_floating(t):
+        if pa.types.is_floating(col.type):
             nan = pc.fill_null(pc.is_nan(col), False).to_numpy(zero_copy_only=False)
             change |= nan[1:] != nan[:-1]
             plain &= ~nan

@@ -70,10 +70,11 @@ def max_task_rows(spark) -> int:
     return int(spark.conf.get(MAX_TASK_ROWS_CONF, str(DEFAULT_MAX_TASK_ROWS)))
 
 
-def slots(df, tasks: int) -> int:
-    """Shuffle partitions for ``tasks`` tasks: one per task up to a few per core (an explicit
-    count, so adaptive execution does not merge them into one task)."""
-    return max(1, min(tasks, 4 * df.sparkSession.sparkContext.defaultParallelism))
+def slots(df, tasks: int | None = None) -> int:
+    """Shuffle partitions for ``tasks`` tasks (None: many): one per task up to a few per
+    core (an explicit count, so adaptive execution does not merge them into one task)."""
+    most = 4 * df.sparkSession.sparkContext.defaultParallelism
+    return max(1, most if tasks is None else min(tasks, most))
 
 
 def unpersist(df) -> None:

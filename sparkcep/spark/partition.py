@@ -35,7 +35,7 @@ def by_groups(plan: Plan, base, spark_schema, single: bool):
         return grouped.applyInArrow(drop_and_run, spark_schema)
     keys = [k.column for k in plan.query.partition_by]
     # An explicit repartition keeps adaptive execution from merging all groups into one task.
-    return base.repartition(slots(base, 1 << 30), *keys).groupBy(*keys).applyInArrow(task, spark_schema)
+    return base.repartition(slots(base), *keys).groupBy(*keys).applyInArrow(task, spark_schema)
 
 
 def _group_task(p: Plan, limit: int, table: pa.Table, spark_schema) -> pa.Table:

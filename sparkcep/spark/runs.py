@@ -34,11 +34,7 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
     # Cached, so that every job sees the same partitions (a source's split may depend on
     # the plan reading it).
     as_read = base.withColumn(POS, F.monotonically_increasing_id()).persist()
-    try:
-        backend = SortedBackend(plan, as_read, arrow_schema, spark_schema, run, check_order=True)
-    except BaseException:
-        as_read.unpersist()
-        raise
+    backend = _backend(plan, as_read, arrow_schema, spark_schema, run, check_order=True)
     run.rows, run.partitions = backend.n, 1 if backend.n else 0
     if backend.in_order:
         run.reason += "; input already in ORDER BY order: not sorted"
@@ -48,12 +44,18 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
     k = max(1, -(-backend.n // run.batch))
     ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
                .withColumn(POS, F.monotonically_increasing_id()).persist())
-    try:
-        backend = SortedBackend(plan, ordered, arrow_schema, spark_schema, run)
-    except BaseException:
-        ordered.unpersist()
-        raise
+    backend = _backend(plan, ordered, arrow_schema, spark_schema, run)
     return drive(plan, backend, [backend.n], run, ordered, backend.layout())
+
+
+def _backend(plan: Plan, cached, arrow_schema: pa.Schema, spark_schema, run, check_order: bool = False):
+    """The backend over ``cached`` rows (its edges job runs here); the rows are released
+    if that job fails."""
+    try:
+        return SortedBackend(plan, cached, arrow_schema, spark_schema, run, check_order)
+    except BaseException:
+        cached.unpersist()
+        raise
 
 
 class SortedBackend:

@@ -80,7 +80,7 @@ def _local_cores(master: str) -> int | None:
     m = re.fullmatch(r"local(?:\[(\*|\d+)(?:\s*,\s*\d+)?\])?", master.strip())
     if m is None:
         return None
-    if m.group(1) in (None,):
+    if m.group(1) is None:
         return 1
     return (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
 
