@@ -1,7 +1,7 @@
 """sparkcep: complex event processing for Python — SQL:2016 MATCH_RECOGNIZE over pandas,
 Arrow and Spark tables."""
 
-from sparkcep.api import explain, match_recognize, sase
+from sparkcep.api import explain, match_recognize, sase, snoop
 from sparkcep.errors import (
     DataError,
     ExecutionError,
@@ -52,6 +52,7 @@ __all__ = [
     "register_aggregate",
     "register_function",
     "sase",
+    "snoop",
     "sql",
     "stream",
     "unregister_function",

@@ -14,7 +14,7 @@ from sparkcep.options import check_options
 from sparkcep.query import compile_query, plan_query
 from sparkcep.runtime.local import run_plan
 
-__all__ = ["compile_query", "explain", "match_recognize", "plan_query", "run_local", "run_plan", "sase"]
+__all__ = ["compile_query", "explain", "match_recognize", "plan_query", "run_local", "run_plan", "sase", "snoop"]
 
 
 
@@ -28,6 +28,32 @@ def sase(data: Any, query: str, *, order_by: str = "time", type_column: str | No
     from sparkcep.language.sase import parse_sase
 
     return match_recognize(data, parse_sase(query, order_by, type_column), **options)
+
+
+@guarded
+def snoop(data: Any, query: str, *, order_by: str | None = None, partition_by: Any = (),
+          type_column: str | None = None, strategy: str = "auto", **options: Any) -> Any:
+    """Run an Extended SNOOP query (``SELECT * FROM SEQ(E1; E2) WHERE ... PICK ... WITHIN ...
+    RETURN ... CONSUMING ...``) over ``data`` in stream order (``order_by``, default the input
+    order), per ``partition_by`` key. ``type_column``: a variable then matches only events
+    whose type is its name (``SEQ(A; B; C)``). Strategies: "tasks" (the task engine's worker
+    processes), "sequential" (the same engine in this process), "reference" (brute force, for
+    small inputs), "auto" (tasks when a predicate calls a function registered with
+    cost="expensive"). Task-engine options: ``workers`` (default: the cores), ``pm``
+    ("tree", "tree+hash", "graph"), ``queue`` ("priority", "fifo"), ``block`` (raw events
+    per synchronization block), ``window`` (counter window: at most this many events from one
+    event of a match to the next), ``chunk`` (tasks per message), ``stats`` (a TaskStats)."""
+    from sparkcep.tasks.run import snoop_table
+
+    if is_spark_dataframe(data):
+        table, kind = data.toArrow(), "spark"
+    else:
+        table, kind = to_arrow(data)
+    result = snoop_table(table, query, order_by=order_by, partition_by=partition_by, type_column=type_column,
+                         strategy=strategy, **options)
+    if kind == "spark":
+        return data.sparkSession.createDataFrame(result.to_pandas())
+    return result.to_pandas() if kind == "pandas" else result
 
 
 def is_spark_dataframe(data: Any) -> bool:

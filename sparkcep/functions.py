@@ -30,6 +30,9 @@ class ScalarFunction:
     result: Callable[[list[Type]], Type | str]
     null_on_null: bool = True  # NULL in any argument gives NULL without calling impl
     user_defined: bool = False
+    # "expensive": a call costs long enough (milliseconds) that queries calling it run on the
+    # task engine's parallel workers under strategy "auto".
+    cost: str = "cheap"
 
 
 def _double(types: list[Type]) -> Type | str:
@@ -459,20 +462,30 @@ _USER: dict[str, ScalarFunction] = {}
 _version = 0  # bumped whenever the user registry changes (compiled plans depend on it)
 
 
+def is_expensive(name: str) -> bool:
+    f = _USER.get(name.upper())
+    return f is not None and f.cost == "expensive"
+
+
 def registry_version() -> int:
     return _version
 
 
 def register_function(name: str, fn: Callable[..., Any], returns: Any, *, deterministic: bool = True,
-                      null_on_null: bool = True) -> None:
+                      null_on_null: bool = True, cost: str = "cheap") -> None:
     """Make ``fn`` callable from DEFINE and MEASURES as ``name(...)``.
 
     ``returns`` is the result type: "boolean", "bigint", "double", "varchar", "timestamp",
     "array", "any" or the Python types bool/int/float/str/list. Functions must be
     deterministic and free of side effects: the engine may call them in any order, more than
     once, and on different workers. With ``null_on_null`` (the default) a NULL argument gives
-    NULL without calling ``fn``.
+    NULL without calling ``fn``. ``cost="expensive"`` marks a function whose calls take
+    milliseconds (image or text comparison, a model): a SNOOP query calling it runs on the
+    task engine's worker processes under strategy "auto". Arguments may be any column
+    values, binary payloads (bytes) and lists included.
     """
+    if cost not in ("cheap", "expensive"):
+        raise SparkCepError(f"register_function: cost must be 'cheap' or 'expensive', not {cost!r}")
     if not callable(fn):
         raise SparkCepError(f"register_function: {fn!r} is not callable")
     if not deterministic:
@@ -491,7 +504,7 @@ def register_function(name: str, fn: Callable[..., Any], returns: Any, *, determ
         raise SparkCepError(f"register_function: unknown return type {returns!r}") from None
     global _version
     with _lock:
-        _USER[key] = ScalarFunction(key, fn, 0, None, lambda _types, t=rtype: t, null_on_null, True)
+        _USER[key] = ScalarFunction(key, fn, 0, None, lambda _types, t=rtype: t, null_on_null, True, cost)
         _version += 1
 
 

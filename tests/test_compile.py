@@ -101,6 +101,7 @@ _FORBIDDEN = {
     "compile": {"runtime", "parallel", "spark", "cli", "api"},
     "runtime": {"parallel", "spark", "cli", "api"},
     "parallel": {"spark", "cli", "api"},
+    "tasks": {"spark", "cli", "api"},
     "segments": {"parallel", "spark", "cli", "api"},
     "query": {"runtime", "parallel", "spark", "cli", "api"},
     "data": {"runtime", "parallel", "spark", "cli", "api"},

@@ -7,6 +7,7 @@ import datetime as dt
 import functools
 import math
 from importlib import resources
+from typing import Any
 
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import (
@@ -56,7 +57,7 @@ MAX_BIGINT = 2**63 - 1
 def _lark() -> Lark:
     grammar = resources.files("sparkcep.language").joinpath("match_recognize.lark").read_text()
     return Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True, maybe_placeholders=False,
-                cache=True)  # lark keeps the built tables in a temp file keyed by the grammar
+                start=["start", "expr", "outputs"], cache=True)  # lark keeps the built tables in a temp file keyed by the grammar
 
 
 def _span_of(item) -> Span:
@@ -388,6 +389,13 @@ class _ToAst(Transformer):
         items = _plain(ch)
         return ast.Measure(items[0], items[1], span=_meta_span(meta))
 
+    def output(self, meta, ch):
+        items = _plain(ch)
+        return ast.Measure(items[0], items[1] if len(items) > 1 else None, span=_meta_span(meta))
+
+    def outputs(self, meta, ch):
+        return tuple(_plain(ch))
+
     def measures_clause(self, meta, ch):
         return ("measures", tuple(_plain(ch)))
 
@@ -606,35 +614,82 @@ def parse(text: str | ast.Query) -> ast.Query:
     return _parse_text(text)
 
 
-@functools.lru_cache(maxsize=256)
-def _parse_text(text: str) -> ast.Query:
-    # The tree is immutable, so a query run again (a loop, a benchmark, every Spark task)
-    # is parsed once.
+def _parse_rule(text: str, rule: str, source: str, fragment: bool = True) -> Any:
+    """Parse ``text`` from grammar rule ``rule``; errors point into ``source`` (the same
+    positions: another front end passes its own text with everything but a fragment blanked)."""
     try:
-        tree = _lark().parse(text)
-        _check_depth(tree, text)
-        query = _ToAst().transform(tree)
+        tree = _lark().parse(text, start=rule)
+        _check_depth(tree, source)
+        return _ToAst().transform(tree)
     except UnexpectedEOF as e:
-        lines = text.splitlines() or [""]
-        span = Span(len(lines), len(lines[-1]) + 1)
-        raise QueryError("SYNTAX", f"unexpected end of text; expected {_describe_expected(e.expected)}", span, text) from None
+        raise QueryError("SYNTAX", f"unexpected end of text; expected {_describe_expected(e.expected)}",
+                         _end_span(text, fragment), source) from None
     except UnexpectedToken as e:
         tok = e.token
         if tok.type == "$END":
-            lines = text.splitlines() or [""]
-            span = Span(len(lines), len(lines[-1]) + 1)
+            span = _end_span(text, fragment)
             what = "end of text"
         else:
             span = _span_of(tok)
             what = repr(tok.value)
-        raise QueryError("SYNTAX", f"unexpected {what}; expected {_describe_expected(e.expected)}", span, text) from None
+        raise QueryError("SYNTAX", f"unexpected {what}; expected {_describe_expected(e.expected)}", span, source) from None
     except UnexpectedCharacters as e:
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
-        raise QueryError("SYNTAX", f"unexpected character {ch!r}", Span(e.line, e.column), text) from None
+        raise QueryError("SYNTAX", f"unexpected character {ch!r}", Span(e.line, e.column), source) from None
     except UnexpectedInput as e:  # pragma: no cover - other lark input errors
-        raise QueryError("SYNTAX", str(e).splitlines()[0], Span(e.line, e.column), text) from None
+        raise QueryError("SYNTAX", str(e).splitlines()[0], Span(e.line, e.column), source) from None
     except VisitError as e:
         if isinstance(e.orig_exc, QueryError):
-            raise e.orig_exc.with_text(text) from None
+            raise e.orig_exc.with_text(source) from None
         raise
+
+
+def _end_span(text: str, fragment: bool) -> Span:
+    # A fragment ends where its last character does; the blanks after it are not its text.
+    lines = (text.rstrip() if fragment else text).splitlines() or [""]
+    return Span(len(lines), len(lines[-1]) + 1)
+
+
+def _blank_outside(text: str, start: int, end: int) -> str:
+    """``text`` with every character outside [start, end) but line breaks made a space, so
+    positions in the fragment keep their line and column."""
+    def blank(part: str) -> str:
+        return "".join(c if c == "\n" else " " for c in part)
+
+    return blank(text[:start]) + text[start:end] + blank(text[end:])
+
+
+def parse_outputs(text: str, start: int, end: int) -> tuple[ast.Measure, ...]:
+    """A comma-separated list of ``expr [AS name]`` at text[start:end] (name may be None)."""
+    return _parse_rule(_blank_outside(text, start, end), "outputs", text)
+
+
+def parse_conjuncts(text: str, start: int, end: int) -> list[ast.Expr]:
+    """The conditions at text[start:end]: expressions joined by AND or written one per line
+    (a line that begins where the expression before it is complete starts the next one)."""
+    out: list[ast.Expr] = []
+    while text[start:end].strip():
+        try:
+            _lark().parse(_blank_outside(text, start, end), start="expr")
+            stop = end
+        except UnexpectedToken as e:
+            tok = e.token
+            line_start = text.rfind("\n", 0, tok.start_pos) + 1 if tok.type != "$END" else -1
+            if tok.type == "$END" or text[line_start:tok.start_pos].strip() or tok.start_pos <= start:
+                _parse_rule(_blank_outside(text, start, end), "expr", text)  # raises the positioned error
+                raise
+            stop = tok.start_pos
+        except UnexpectedInput:
+            _parse_rule(_blank_outside(text, start, end), "expr", text)
+            raise
+        out.append(_parse_rule(_blank_outside(text, start, stop), "expr", text))
+        start = stop
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_text(text: str) -> ast.Query:
+    # The tree is immutable, so a query run again (a loop, a benchmark, every Spark task)
+    # is parsed once.
+    query = _parse_rule(text, "start", text, fragment=False)
     return ast.Query(**{**query.__dict__, "text": text})

@@ -91,6 +91,10 @@ class _Context:
         return agg.result(state)
 
 
+# Other engines evaluate conditions over a labelled set of rows the same way (the task engine).
+ConditionContext = _Context
+
+
 class ReferenceMatcher:
     def __init__(self, plan: Plan):
         self.plan = plan

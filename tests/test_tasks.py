@@ -1,0 +1,255 @@
+"""The task engine against the brute-force SNOOP reference: random patterns (SEQ, OR, ALL,
+ANY, NOT), predicates, windows, PICK and CONSUMING on small streams, under every PM
+structure, queue, block size, chunk size and worker count; delays shuffle completion order;
+a killed worker is replaced."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkcep
+from sparkcep.tasks.engine import TaskOptions, TaskStats, run_tasks, sorted_data
+from sparkcep.tasks.query import compile_snoop
+from sparkcep.tasks.reference import SnoopReference
+
+TYPES = ["A", "B", "C", "D"]
+
+
+@st.composite
+def patterns(draw, names: list[str], depth: int = 0):
+    """A pattern over exactly ``names`` (each once), with NOT items only inside SEQ."""
+    if len(names) == 1 or depth > 2 or draw(st.integers(0, 3)) == 0 and len(names) == 1:
+        return names[0] if len(names) == 1 else "SEQ(" + "; ".join(names) + ")"
+    kind = draw(st.sampled_from(["SEQ", "SEQ", "OR", "ALL", "ANY"]))
+    cuts = sorted(draw(st.sets(st.integers(1, len(names) - 1), max_size=len(names) - 1)))
+    groups = [names[a:b] for a, b in zip([0, *cuts], [*cuts, len(names)], strict=True)]
+    if len(groups) == 1:
+        groups = [names[:1], names[1:]]
+    items = [draw(patterns(g, depth + 1)) for g in groups]
+    if kind == "SEQ":
+        return "SEQ(" + "; ".join(items) + ")"
+    if kind == "ANY":
+        k = draw(st.integers(1, len(items)))
+        return f"ANY({k}, " + ", ".join(items) + ")"
+    return f"{kind}(" + ", ".join(items) + ")"
+
+
+def _predicate(draw, names: list[str]) -> str:
+    v = draw(st.sampled_from(names))
+    w = draw(st.sampled_from(names))
+    k = draw(st.integers(-1, 4))
+    return draw(st.sampled_from([
+        "TRUE",
+        "1 = 1",
+        f"{v}.x > {k}",
+        f"{v}.t = '{draw(st.sampled_from(TYPES))}'",
+        f"{v}.x < {w}.x",
+        f"{v}.x + {w}.x <> {k}",
+        f"{v}.y IS NULL OR {v}.y > {w}.y",
+        f"abs({v}.x - {w}.x) <= {k}",
+        f"coalesce({v}.n, {k}) = {k}",
+    ]))
+
+
+@st.composite
+def snoop_queries(draw):
+    n = draw(st.integers(1, 4))
+    names = [f"E{i}" for i in range(1, n + 1)]
+    pattern = draw(patterns(names))
+    preds = [_predicate(draw, names) for _ in range(draw(st.integers(0, 2)))]
+    negated = None
+    if pattern.startswith("SEQ(") and n >= 2 and draw(st.booleans()):
+        # NOT(X) after the SEQ's first item (the generator's SEQ lists items at top level).
+        items = _split_top(pattern[4:-1], ";")
+        if len(items) >= 2:
+            at = draw(st.integers(1, len(items) - 1))
+            items.insert(at, "NOT(N)")
+            pattern = "SEQ(" + "; ".join(items) + ")"
+            negated = "N"
+            before = [v for v in names if v in "; ".join(items[:at])]
+            after_item = items[at + 1]
+            readable = before + ([after_item] if after_item in names else [])
+            preds.append(draw(st.sampled_from([
+                "N.t = 'D'", "N.x > 2", f"N.x = {draw(st.sampled_from(readable))}.x", "N.x IS NULL"])))
+    joiner = draw(st.sampled_from(["\n  ", " AND "]))
+    # {extra}: where a test may add a predicate of its own.
+    picks = []
+    if n >= 2 and draw(st.booleans()):
+        # Mostly X before Y in the pattern's order, where PICK has alternatives to choose from.
+        x, y = sorted(draw(st.permutations(names))[:2], key=lambda v: (draw(st.integers(0, 4)) == 0, v))
+        kind = draw(st.sampled_from(["first", "last", "each"]))
+        picks.append(f" PICK {kind} {x} within {draw(st.integers(1, 9))} events from {y}")
+    if joiner == " AND ":
+        preds = [f"({p})" for p in preds]
+    where = (" WHERE FILTER {extra}" + joiner.join(preds) if preds or picks or draw(st.booleans())
+             else " {extra}")
+    within = f" WITHIN {draw(st.integers(0, 6))} EVENTS" if draw(st.integers(0, 3)) == 0 else ""
+    consuming = draw(st.lists(st.sampled_from(names), unique=True, max_size=n)) if draw(st.booleans()) else []
+    returning = draw(st.sampled_from(["", " RETURN " + ", ".join(f"{v}.x" for v in names[:2])]))
+    text = ("SELECT * FROM " + pattern + where + "".join(picks) + within + returning
+            + (" CONSUMING " + ", ".join(consuming) if consuming else ""))
+    return text, negated
+
+
+def _split_top(text: str, sep: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == sep and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur.strip())
+    return out
+
+
+@st.composite
+def streams(draw):
+    n = draw(st.integers(0, 11))
+    nulls = draw(st.booleans())
+    return pa.table({
+        "g": pa.array([draw(st.integers(0, 1)) for _ in range(n)], pa.int64()),
+        "t": pa.array([draw(st.sampled_from(TYPES)) for _ in range(n)], pa.string()),
+        "x": pa.array([None if nulls and draw(st.integers(0, 3)) == 0 else draw(st.integers(0, 4))
+                       for _ in range(n)], pa.int64()),
+        "y": pa.array([draw(st.one_of(st.none(), st.floats(0, 2))) for _ in range(n)], pa.float64()),
+        "n": pa.array([None] * n, pa.int64()),  # an all-NULL column
+    })
+
+
+def reference_fired(tq, table, window):
+    part, bounds, _ = sorted_data(tq, table)
+    ref = SnoopReference(tq, part, window)
+    return [ref.run(s, e) for s, e in bounds]
+
+
+def engine_table(tq, table, **opts):
+    return run_tasks(tq, table, TaskOptions(**opts).check())
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(query=snoop_queries(), table=streams(), window=st.one_of(st.none(), st.integers(1, 4)),
+       pm=st.sampled_from(["tree", "tree+hash", "graph"]), queue=st.sampled_from(["fifo", "priority"]),
+       block=st.integers(1, 10), chunk=st.one_of(st.none(), st.integers(1, 3)), keyed=st.booleans())
+def test_engine_equals_reference(query, table, window, pm, queue, block, chunk, keyed):
+    text = query[0].format(extra="")
+    tq = compile_snoop(text, table, partition_by=("g",) if keyed else ())
+    expected = sparkcep.snoop(table, text, partition_by=("g",) if keyed else (), strategy="reference",
+                              window=window)
+    got = engine_table(tq, table, workers=0, pm=pm, queue=queue, block=block, window=window, chunk=chunk)
+    assert got.to_pylist() == expected.to_pylist(), text
+
+
+def _delayed(a):
+    # Workers finish in a shuffled order: some calls sleep a little.
+    if a is not None and a % 3 == 0:
+        time.sleep(random.random() * 0.002)
+    return a
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(query=snoop_queries(), table=streams(), pm=st.sampled_from(["tree", "tree+hash", "graph"]),
+       queue=st.sampled_from(["fifo", "priority"]), block=st.integers(1, 10))
+def test_worker_processes_equal_reference_with_delays(query, table, pm, queue, block):
+    text = query[0]
+    sparkcep.register_function("jitter", _delayed, "bigint", cost="expensive")
+    try:
+        jitter = "(jitter(E1.x) IS NULL OR TRUE)"
+        if " WHERE FILTER {extra}" in text:
+            delayed = text.format(extra=jitter + " AND " if not text.endswith("{extra}") and
+                                  text.split("{extra}")[1].strip()[:4].upper() not in ("PICK", "WITH", "RETU", "CONS")
+                                  else jitter + " ")
+        else:
+            delayed = text.format(extra="WHERE FILTER " + jitter + " ")
+        expected = sparkcep.snoop(table, delayed, strategy="reference")
+        got = sparkcep.snoop(table, delayed, strategy="tasks", workers=2, pm=pm, queue=queue, block=block, chunk=1)
+        assert got.to_pylist() == expected.to_pylist(), delayed
+    finally:
+        sparkcep.unregister_function("jitter")
+
+
+def _slow_eq(a, b):
+    time.sleep(0.02)
+    return a == b
+
+
+def test_a_killed_worker_is_replaced_and_the_result_is_unchanged():
+    sparkcep.register_function("slow_eq", _slow_eq, "boolean", cost="expensive")
+    try:
+        rng = random.Random(3)
+        table = pa.table({"t": [rng.choice("ABC") for _ in range(40)], "x": [rng.randint(0, 3) for _ in range(40)]})
+        query = "SELECT * FROM SEQ(A; B; C) WHERE slow_eq(A.x, B.x) RETURN A.x, B.x, C.x CONSUMING A, B, C"
+        expected = sparkcep.snoop(table, query, type_column="t", strategy="sequential", window=5)
+        stats = TaskStats()
+        tq = compile_snoop(query, table, type_column="t")
+        from sparkcep.tasks import workers as workers_mod
+
+        killed = []
+        real_submit = workers_mod.WorkerPool.submit
+
+        def submit(self, worker, chunk, wire):
+            real_submit(self, worker, chunk, wire)
+            if not killed and len(chunk) and self.restarts == 0:
+                killed.append(worker.process.pid)
+                # Kill it while it works on this chunk.
+                threading.Timer(0.005, os.kill, (worker.process.pid, signal.SIGKILL)).start()
+
+        workers_mod.WorkerPool.submit = submit
+        try:
+            got = run_tasks(tq, table, TaskOptions(workers=2, chunk=2, window=5).check(), stats)
+        finally:
+            workers_mod.WorkerPool.submit = real_submit
+        assert killed and stats.restarts >= 1
+        assert got.to_pylist() == expected.to_pylist()
+        assert len(expected) > 0
+    finally:
+        sparkcep.unregister_function("slow_eq")
+
+
+def test_options_are_checked():
+    table = pa.table({"x": [1]})
+    for bad in ({"pm": "heap"}, {"queue": "lifo"}, {"block": 0}, {"window": 0}, {"workers": -2},
+                {"strategy": "runs"}, {"chunk": 0}):
+        with pytest.raises(sparkcep.SparkCepError):
+            sparkcep.snoop(table, "SELECT * FROM E1", **bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 7)), max_size=40),
+       kind=st.sampled_from(["tree", "tree+hash", "graph"]))
+def test_structures_drop_exactly_the_partial_matches_holding_a_consumed_event(ops, kind):
+    """Each structure, after any mix of new partial matches and consumptions, keeps exactly
+    the partial matches that hold no consumed event (the merger would discard the others)."""
+    from sparkcep.tasks.partial import STRUCTURES
+
+    s = STRUCTURES[kind]()
+    made = [s.root]
+    consumed: set[int] = set()
+    for grow, row in ops:
+        if grow and row not in consumed:  # the raw event list offers valid events only
+            parents = [p for p in made if s.is_alive(p) and p.last < row]
+            if parents:
+                parent = parents[row % len(parents)]
+                child = parent.extend(len(parent.rows), row)
+                s.add(child)
+                made.append(child)
+        elif row not in consumed:
+            consumed.add(row)
+            s.consume(row)
+        if row % 3 == 0:
+            s.clean()
+    live = {id(p) for p in s.live()}
+    for p in made:
+        clean = not (set(p.rows) & consumed)
+        assert (id(p) in live) == clean, (p.rows, consumed)
