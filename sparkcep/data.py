@@ -97,6 +97,10 @@ def sql_type(t: pa.DataType) -> Type | None:
         return Type.INTERVAL
     if pa.types.is_null(t):
         return Type.NULL
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return Type.BINARY
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return Type.ARRAY
     return None
 
 

@@ -102,7 +102,7 @@ class Analyzer:
         if col.type is None:
             raise DataError(
                 f"column type {col.arrow_type} is not supported in expressions, PARTITION BY or ORDER BY "
-                "(supported: integers, floating point, boolean, string, timestamp, date, duration)",
+                "(supported: integers, floating point, boolean, string, timestamp, date, duration, binary, list)",
                 column=col.name,
             )
         return idx, col
@@ -227,8 +227,9 @@ class Analyzer:
 
     def sort_key(self, name: ast.Name, descending: bool, nulls_first: bool) -> SortKey:
         idx, col = self.column(name)
-        if col.type is Type.ARRAY:
-            raise self.error("TYPE_MISMATCH", f"column {col.name!r} holds arrays, which cannot be sorted or partitioned", name)
+        if col.type in (Type.ARRAY, Type.BINARY):
+            what = "arrays" if col.type is Type.ARRAY else "binary values"
+            raise self.error("TYPE_MISMATCH", f"column {col.name!r} holds {what}, which cannot be sorted or partitioned", name)
         return SortKey(col.name, idx, descending, nulls_first)
 
     def check_output_names(self, measures: list[MeasureDef]) -> None:

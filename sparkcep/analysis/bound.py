@@ -21,6 +21,7 @@ class Type(enum.Enum):
     DATE = "date"
     INTERVAL = "interval"
     ARRAY = "array"
+    BINARY = "varbinary"  # bytes: payloads such as images, passed to functions, compared
     NULL = "null"  # the type of the NULL literal: fits anywhere
     ANY = "any"  # a registered function's untyped result
 

@@ -675,9 +675,17 @@ def parse_conjuncts(text: str, start: int, end: int) -> list[ast.Expr]:
         except UnexpectedToken as e:
             tok = e.token
             line_start = text.rfind("\n", 0, tok.start_pos) + 1 if tok.type != "$END" else -1
-            if tok.type == "$END" or text[line_start:tok.start_pos].strip() or tok.start_pos <= start:
+            if tok.type == "$END" or tok.start_pos <= start:
                 _parse_rule(_blank_outside(text, start, end), "expr", text)  # raises the positioned error
                 raise
+            if text[line_start:tok.start_pos].strip():
+                try:  # a complete condition before the token: two conditions on one line
+                    _lark().parse(_blank_outside(text, start, tok.start_pos), start="expr")
+                except UnexpectedInput:
+                    _parse_rule(_blank_outside(text, start, end), "expr", text)
+                    raise
+                raise QueryError("SYNTAX", f"unexpected {tok.value!r} after a complete condition; join "
+                                 "conditions with AND or write each on its own line", _span_of(tok), text) from None
             stop = tok.start_pos
         except UnexpectedInput:
             _parse_rule(_blank_outside(text, start, end), "expr", text)

@@ -8,9 +8,21 @@ variable.
 
 from __future__ import annotations
 
+from sparkcep.compile.expressions import EvaluationError
 from sparkcep.runtime.reference import ConditionContext
 from sparkcep.runtime.vm import PartitionData
 from sparkcep.tasks.query import TaskQuery
+
+
+def holds(tq: TaskQuery, part: PartitionData, i: int, labels: tuple[int, ...], rows: tuple[int, ...] | list[int]
+          ) -> bool:
+    ctx = ConditionContext(tq.plan, part, 0, tuple((lab, False) for lab in labels), list(rows))
+    try:
+        return tq.conditions[i](ctx) is True
+    except EvaluationError as e:
+        if e.position is None:
+            e.position = rows[-1]
+        raise
 
 
 class Evaluator:
@@ -22,10 +34,10 @@ class Evaluator:
         self.evaluations = 0
 
     def condition(self, i: int, labels: tuple[int, ...], rows: tuple[int, ...]) -> bool:
-        """Predicate ``i`` with ``labels[j]`` bound to ``rows[j]``."""
+        """Predicate ``i`` with ``labels[j]`` bound to ``rows[j]``; an error names the row
+        bound last (the event the task was about)."""
         self.evaluations += 1
-        ctx = ConditionContext(self.plan, self.part, 0, tuple((lab, False) for lab in labels), list(rows))
-        return self.tq.conditions[i](ctx) is True
+        return holds(self.tq, self.part, i, labels, rows)
 
     def task(self, variables: tuple[int, ...], rows: tuple[int, ...], var: int, row: int) -> bool:
         t = self.transitions[(frozenset(variables), var)]

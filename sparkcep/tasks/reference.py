@@ -10,7 +10,8 @@
 2. Selection: candidates in the order of ``fm_key``; a candidate fires unless one of its
    events was consumed by a match fired before it, or PICK first/last prefers another
    candidate that differs from it in the picked variable only, by an earlier (first) or a
-   later (last) event that is not consumed. Firing consumes the CONSUMING variables' events.
+   later (last) event that is not consumed, or one of those fired already (one match per
+   set of alternatives). Firing consumes the CONSUMING variables' events.
 
 Exponential in the number of variables: for tests on small inputs.
 """
@@ -19,8 +20,8 @@ from __future__ import annotations
 
 from itertools import combinations, product
 
-from sparkcep.runtime.reference import ConditionContext
 from sparkcep.runtime.vm import PartitionData
+from sparkcep.tasks.evaluate import holds
 from sparkcep.tasks.query import _V, TaskQuery, fm_key
 
 
@@ -60,9 +61,7 @@ class SnoopReference:
 
     def _holds(self, i: int, binding: dict[int, int]) -> bool:
         items = sorted(binding.items(), key=lambda kv: kv[1])
-        ctx = ConditionContext(self.tq.plan, self.part, 0, tuple((v, False) for v, _ in items),
-                               [r for _, r in items])
-        return self.tq.conditions[i](ctx) is True
+        return holds(self.tq, self.part, i, tuple(v for v, _ in items), [r for _, r in items])
 
     def _absent(self, node, binding: dict[int, int]) -> bool:
         """No NOT item of ``node`` (and nested SEQs) finds an event between its neighbours."""
@@ -119,21 +118,28 @@ class SnoopReference:
 
         cands = sorted(self.candidates(start, end), key=key)
         consumed: set[int] = set()
+        fired_bindings: list[dict[int, int]] = []
         fired = []
         for b in cands:
             if any(r in consumed for r in b.values()):
                 continue
-            if not self._picked(b, cands, consumed):
+            if not self._picked(b, cands, consumed, fired_bindings):
                 continue
             items = sorted(b.items(), key=lambda kv: kv[1])
             fired.append((tuple(v for v, _ in items), tuple(r for _, r in items)))
+            fired_bindings.append(b)
             consumed |= {r for v, r in b.items() if v in self.tq.consuming}
         return fired
 
-    def _picked(self, b: dict[int, int], cands: list[dict[int, int]], consumed: set[int]) -> bool:
+    def _picked(self, b: dict[int, int], cands: list[dict[int, int]], consumed: set[int],
+                fired: list[dict[int, int]]) -> bool:
         for rule in self.tq.picks:
             if rule.kind == "EACH" or rule.var not in b or rule.source not in b:
                 continue
+            # One match per set of alternatives (the same events but for X).
+            for other in fired:
+                if set(other) == set(b) and all(other[v] == b[v] for v in b if v != rule.var):
+                    return False
             for other in cands:
                 if set(other) != set(b) or other[rule.var] == b[rule.var] or other[rule.var] in consumed:
                     continue
