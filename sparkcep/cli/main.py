@@ -32,6 +32,19 @@ class Strategy(StrEnum):
     partition = "partition"
     runs = "runs"
     rr = "rr"
+    tasks = "tasks"  # SNOOP queries: the task engine's worker processes
+    reference = "reference"  # SNOOP queries: the brute-force reference
+
+
+class Structure(StrEnum):
+    tree = "tree"
+    tree_hash = "tree+hash"
+    graph = "graph"
+
+
+class Queue(StrEnum):
+    priority = "priority"
+    fifo = "fifo"
 
 
 class Mode(StrEnum):
@@ -89,7 +102,7 @@ def write_output(df, path: str, fmt: str) -> None:
 
 @app.command()
 def run(
-    query: pathlib.Path = typer.Option(..., "--query", "-q", help="file with the text inside MATCH_RECOGNIZE ( ... ), a whole SELECT over the view 'input', or a SASE+ query (PATTERN SEQ(...))"),
+    query: pathlib.Path = typer.Option(..., "--query", "-q", help="file with the text inside MATCH_RECOGNIZE ( ... ), a whole SELECT over the view 'input', a SASE+ query (PATTERN SEQ(...)) or an Extended SNOOP query (a .snoop file, SELECT * FROM SEQ(...) ...)"),
     input: str = typer.Option(..., "--input", "-i", help="Parquet, CSV or JSON-lines file or folder"),
     output: str = typer.Option(..., "--output", "-o", help="where to write the matches"),
     format: Format = typer.Option(Format.parquet, "--format", "-f", help="output format"),
@@ -100,10 +113,18 @@ def run(
     shared: int | None = typer.Option(None, "--shared", help="rows a batch reads past its end (runs)"),
     mode: Mode = typer.Option(Mode.sql, "--mode"),
     show: int = typer.Option(10, "--show", help="print this many matches"),
-    order_by: str = typer.Option("time", "--order-by", help="SASE+ queries: the column that orders events"),
-    type_column: str = typer.Option("event_type", "--type-column", help="SASE+ queries: the event type column ('' for none)"),
+    order_by: str | None = typer.Option(None, "--order-by", help="SASE+ and SNOOP queries: the column that orders "
+                                        "events (SASE+ default: time; SNOOP default: the input order)"),
+    type_column: str | None = typer.Option(None, "--type-column", help="SASE+ and SNOOP queries: the event type "
+                                           "column (SASE+ default: event_type; '' for none)"),
+    partition_by: list[str] = typer.Option([], "--partition-by", help="SNOOP queries: match within each key"),
+    workers: int | None = typer.Option(None, "--workers", help="SNOOP queries: task worker processes (default: cores)"),
+    block: int = typer.Option(1024, "--block", help="SNOOP queries: raw events per synchronization block"),
+    window: int | None = typer.Option(None, "--window", help="SNOOP queries: counter window (events between neighbours)"),
+    pm: Structure = typer.Option(Structure.tree_hash, "--pm", help="SNOOP queries: partial-match structure"),
+    queue: Queue = typer.Option(Queue.priority, "--queue", help="SNOOP queries: task queue"),
 ) -> None:
-    """Run a MATCH_RECOGNIZE job on Spark and write its matches."""
+    """Run a MATCH_RECOGNIZE, SASE+ or Extended SNOOP job and write its matches."""
     import sparkcep
     from sparkcep.cli.progress import spark_progress
     from sparkcep.spark.batch import SparkRun, collect_errors
@@ -112,6 +133,10 @@ def run(
     if not query.exists():
         _fail(f"query file {str(query)!r} does not exist")
     text = query.read_text()
+    if is_snoop(query, text):
+        _run_snoop(text, input, output, format, input_format, strategy, order_by, type_column, partition_by,
+                   dict(workers=workers, block=block, window=window, pm=pm.value, queue=queue.value), show)
+        return
     try:
         t0 = time.perf_counter()
         spark = get_session(master)
@@ -125,7 +150,7 @@ def run(
             else:
                 from sparkcep.spark.batch import match_recognize_spark
 
-                clause = _clause(text, order_by, type_column)
+                clause = _clause(text, order_by or "time", "event_type" if type_column is None else type_column)
                 result = match_recognize_spark(df, clause, strategy=strategy.value, batch=batch, shared=shared,
                                                mode=mode.value, run=run_info)
             result = result.persist()
@@ -274,6 +299,86 @@ def _follow(q, totals: dict, metrics) -> None:
         live.update(line())
     if q.exception() is not None:
         raise q.exception()
+
+
+def is_snoop(path: pathlib.Path, text: str) -> bool:
+    """An Extended SNOOP query: a .snoop file, or SELECT * FROM followed by a pattern
+    rather than a table with MATCH_RECOGNIZE."""
+    if path.suffix.lower() == ".snoop":
+        return True
+    return bool(re.match(r"\s*(--[^\n]*\n\s*)*SELECT\s+\*\s+FROM\s+(SEQ|OR|ALL|ANY)\s*\(", text, re.IGNORECASE)) \
+        and "MATCH_RECOGNIZE" not in text.upper()
+
+
+def _read_local(path: str, fmt: str):
+    """An Arrow table from a Parquet, CSV or JSON-lines file or folder (SNOOP runs here)."""
+    import pyarrow.dataset as ds
+    import pyarrow.json as pajson
+
+    if not pathlib.Path(path).exists():
+        raise SparkCepError(f"input {path!r} does not exist")
+    try:
+        if fmt == "json" and pathlib.Path(path).is_file():
+            return pajson.read_json(path)
+        files = ds.dataset(path, format=fmt)
+        return files.to_table()
+    except Exception as e:  # noqa: BLE001 - Arrow raises its own types
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SparkCepError(f"cannot read {path!r} as {fmt}: {first}") from None
+
+
+def _write_local(table, path: str, fmt: str) -> None:
+    import pyarrow.csv as pacsv
+
+    out = pathlib.Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if fmt == "parquet":
+        _write_parquet(table, out)
+    elif fmt == "csv":
+        pacsv.write_csv(table, out)
+    else:
+        table.to_pandas().to_json(out, orient="records", lines=True, date_format="iso")
+
+
+def _run_snoop(text, input, output, format, input_format, strategy, order_by, type_column, partition_by,
+               options, show) -> None:
+    """An Extended SNOOP job: read the input, run the task engine with a progress bar over
+    the events, write the matches."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    import sparkcep
+    from sparkcep.tasks.engine import TaskStats
+
+    if strategy.value not in ("auto", "tasks", "sequential", "reference"):
+        _fail(f"strategy {strategy.value!r} runs MATCH_RECOGNIZE queries; a SNOOP query runs with auto, tasks, "
+              "sequential or reference")
+    stats = TaskStats()
+    try:
+        t0 = time.perf_counter()
+        table = _read_local(input, _format_of(input, input_format))
+        with Progress(TextColumn("[bold]matching"), BarColumn(), MofNCompleteColumn(), TextColumn("events"),
+                      TimeElapsedColumn(), console=console) as bar:
+            task = bar.add_task("matching", total=table.num_rows)
+            result = sparkcep.snoop(table, text, order_by=order_by, partition_by=tuple(partition_by),
+                                    type_column=type_column or None, strategy=strategy.value, stats=stats,
+                                    progress=lambda done: bar.update(task, completed=done), **options)
+        _write_local(result, output, format.value)
+        elapsed = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001 - one clear line, never a traceback
+        _fail(str(as_sparkcep_error(e, text)))
+        return
+    if show and result.num_rows:
+        console.print(_table(result.slice(0, show).to_pandas(), f"first {min(show, result.num_rows)} of "
+                             f"{result.num_rows:,} output rows"))
+    summary = Table(title="sparkcep run (Extended SNOOP, task engine)", show_header=False)
+    for k, v in [("input", f"{input} ({table.num_rows:,} events)"),
+                 ("output", f"{output} ({format.value}, {result.num_rows:,} rows)"),
+                 ("strategy", strategy.value), ("tasks", f"{stats.tasks:,} ({stats.true_tasks:,} true, "
+                                                         f"{stats.dropped:,} dropped as consumed)"),
+                 ("matches", f"{stats.fired:,} fired of {stats.final_matches:,} final matches found"),
+                 ("time", f"{elapsed:.2f} s ({table.num_rows / max(elapsed, 1e-9):,.0f} events/s)")]:
+        summary.add_row(k, v)
+    console.print(summary)
 
 
 def _clause(text: str, order_by: str, type_column: str):

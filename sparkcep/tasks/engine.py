@@ -94,15 +94,18 @@ class Coordinator:
     """Runs one partition (stream positions [start, end)) to its fired matches."""
 
     def __init__(self, tq: TaskQuery, part: PartitionData, opts: TaskOptions, evaluator: Evaluator,
-                 pool: WorkerPool | None, stats: TaskStats):
+                 pool: WorkerPool | None, stats: TaskStats, progress=None):
         self.tq = tq
         self.order = part.order0
         self.opts = opts
         self.evaluator = evaluator
         self.pool = pool
         self.stats = stats
+        self.progress = progress  # called with the events done so far, per block
+        self.done = 0
         self.queue = QUEUES[opts.queue]()
         self.pending: Counter[int] = Counter()  # outstanding tasks per event
+        self._local: dict[tuple[int, int], bool] = {}  # (variable, event) -> its local predicates hold
         self._pending_heap: list[int] = []
 
     # ------------------------------------------------------------ windows
@@ -144,6 +147,8 @@ class Coordinator:
                 pm.expired = True
                 break
             for t in transitions:
+                if self.tq.local[t.var] and not self._local_ok(t.var, row):
+                    continue
                 if t.picks and not self._pick_window(pm, t.var, row, t):
                     continue
                 self.queue.put(Task(t, pm, row))
@@ -151,6 +156,14 @@ class Coordinator:
                 heapq.heappush(self._pending_heap, row)
                 self.stats.tasks += 1
         pm.last_combined = max(pm.last_combined, until - 1)
+
+    def _local_ok(self, var: int, row: int) -> bool:
+        key = (var, row)
+        ok = self._local.get(key)
+        if ok is None:
+            ev = self.evaluator
+            ok = self._local[key] = all(ev.condition(i, (var,), (row,)) for i in self.tq.local[var])
+        return ok
 
     def _finish(self, row: int) -> None:
         self.pending[row] -= 1
@@ -227,6 +240,7 @@ class Coordinator:
     # ------------------------------------------------------------ one partition
     def run(self, start: int, end: int) -> list[PartialMatch]:
         self.events = RawEventList(start, end)
+        self._local.clear()
         self.structure = STRUCTURES[self.opts.pm]()
         self.merger = Merger(self.tq, self.events.is_valid, self._consume)
         for sync in range(start, end, self.opts.block):
@@ -238,6 +252,9 @@ class Coordinator:
             self.drain(until)
             self.merger.fire(until)
             self.structure.clean()
+            if self.progress is not None:
+                self.progress(self.done + until - start)
+        self.done += end - start
         self.stats.fired += len(self.merger.fired)
         return self.merger.fired
 
@@ -275,11 +292,9 @@ def run_tasks(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStat
     pool = WorkerPool(evaluator, n_workers) if n_workers > 0 and table.num_rows else None
     fired = []
     try:
-        coordinator = Coordinator(tq, part, opts, evaluator, pool, stats)
+        coordinator = Coordinator(tq, part, opts, evaluator, pool, stats, progress)
         for start, end in bounds:
             fired.append([(m.variables, m.rows) for m in coordinator.run(start, end)])
-            if progress is not None:
-                progress(end)
     except DataError as e:
         raise at_input_row(e, order_np) from None
     finally:

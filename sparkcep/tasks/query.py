@@ -42,6 +42,9 @@ class Predicate:
     variables: frozenset[int]  # positive variables it reads
     negated: int | None  # the negated variable it reads (absence test), if any
     span: Span
+    # Reads one variable and calls no expensive function: decided once per event by the
+    # coordinator (an event type test), so no task is made for an event that fails it.
+    local: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class Window:
 @dataclass(frozen=True)
 class Transition:
     var: int
-    predicates: tuple[int, ...]  # predicates completed by binding var in this state
+    predicates: tuple[int, ...]  # predicates completed by binding var in this state (not local)
     absences: tuple[Absence, ...]
     picks: tuple[PickRule, ...]  # PICK windows completed here
 
@@ -99,6 +102,10 @@ class TaskQuery:
         self.consuming = consuming
         self.type_column = type_column
         self.conditions = tuple(plan.conditions[p.label] for p in predicates)
+        # Per variable, its local predicates (see Predicate.local).
+        self.local: tuple[tuple[int, ...], ...] = tuple(
+            tuple(i for i, p in enumerate(predicates) if p.local and p.variables == {v})
+            for v in range(len(variables)))
         self.transitions: dict[frozenset[int], tuple[Transition, ...]] = {}
         self.finals: set[frozenset[int]] = set()
         self._build_states()
@@ -132,8 +139,8 @@ class TaskQuery:
     def _transition(self, state: frozenset[int], v: int) -> Transition:
         after = state | {v}
         preds = tuple(i for i, p in enumerate(self.predicates)
-                      if p.negated is None and (v in p.variables or not p.variables and not state)
-                      and p.variables <= after)
+                      if p.negated is None and not p.local
+                      and (v in p.variables or not p.variables and not state) and p.variables <= after)
         absences = tuple(a for a in self.absences if v in a.after and not (state & a.after))
         picks = tuple(r for r in self.picks if v in (r.var, r.source) and {r.var, r.source} <= after)
         return Transition(v, preds, absences, picks)
@@ -357,7 +364,8 @@ class _Builder:
             raise AssertionError("pattern variables were renumbered")
         predicates = tuple(Predicate(n_pos + len(self.negated) + i,
                                      frozenset(v for v in r if v < n_pos),
-                                     next((v for v in r if v >= n_pos), None), e.span)
+                                     next((v for v in r if v >= n_pos), None), e.span,
+                                     len(r) == 1 and min(r) < n_pos and not _calls_expensive(e))
                            for i, (r, e) in enumerate(zip(reads, predicates_ast, strict=True)))
         picks = tuple(self._pick(p) for p in q.picks)
         consuming = frozenset(self.var_id(n, s, "CONSUMING") for n, s in q.consuming)
@@ -453,6 +461,22 @@ class _Builder:
         if p.within.events:
             return PickRule(p.kind, x, y, int(p.within.amount), True)
         return PickRule(p.kind, x, y, self._delta(p.within), False)
+
+
+def _calls_expensive(e: ast.Node) -> bool:
+    """Whether ``e`` calls a function registered with cost="expensive"."""
+    stack: list[Any] = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.Call) and functions.is_expensive(x.name.text):
+            return True
+        for name in getattr(x, "__dataclass_fields__", ()):
+            child = getattr(x, name)
+            if isinstance(child, ast.Node):
+                stack.append(child)
+            elif isinstance(child, tuple):
+                stack.extend(c for c in child if isinstance(c, ast.Node))
+    return False
 
 
 def _conjuncts(e: ast.Expr) -> list[ast.Expr]:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pyarrow as pa
 
-from sparkcep import functions
 from sparkcep.errors import DataError, SparkCepError
-from sparkcep.language import ast
 from sparkcep.tasks.engine import (
     TaskOptions,
     TaskStats,
@@ -17,7 +13,7 @@ from sparkcep.tasks.engine import (
     run_tasks,
     sorted_data,
 )
-from sparkcep.tasks.query import TaskQuery, compile_snoop
+from sparkcep.tasks.query import TaskQuery, _calls_expensive, compile_snoop
 from sparkcep.tasks.reference import SnoopReference
 
 STRATEGIES = ("auto", "tasks", "sequential", "reference")
@@ -25,25 +21,15 @@ STRATEGIES = ("auto", "tasks", "sequential", "reference")
 
 def calls_expensive(tq: TaskQuery) -> bool:
     """Whether a predicate calls a function registered with cost="expensive"."""
-    stack: list[Any] = list(tq.snoop.predicates)
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.Call) and functions.is_expensive(x.name.text):
-            return True
-        for name in getattr(x, "__dataclass_fields__", ()):
-            child = getattr(x, name)
-            if isinstance(child, ast.Node):
-                stack.append(child)
-            elif isinstance(child, tuple):
-                stack.extend(c for c in child if isinstance(c, ast.Node))
-    return False
+    return any(_calls_expensive(e) for e in tq.snoop.predicates)
 
 
 def snoop_table(table: pa.Table, query: str, *, order_by: str | None = None,
                 partition_by: str | tuple[str, ...] | list[str] = (), type_column: str | None = None,
                 strategy: str = "auto", workers: int | None = None, pm: str = "tree+hash",
                 queue: str = "priority", block: int = 1024, window: int | None = None,
-                chunk: int | None = None, stats: TaskStats | None = None) -> pa.Table:
+                chunk: int | None = None, stats: TaskStats | None = None, progress=None) -> pa.Table:
+    """``progress(events_done)``, if given, is called as blocks of events finish."""
     if strategy not in STRATEGIES:
         raise SparkCepError(f"strategy must be one of {', '.join(STRATEGIES)} for a SNOOP query, not {strategy!r}")
     if isinstance(partition_by, str):
@@ -65,4 +51,4 @@ def snoop_table(table: pa.Table, query: str, *, order_by: str | None = None,
         except DataError as e:
             raise at_input_row(e, order_np) from None
         return matches_table(tq, table, part, order_np, fired)
-    return run_tasks(tq, table, opts, stats)
+    return run_tasks(tq, table, opts, stats, progress)
