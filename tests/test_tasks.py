@@ -253,3 +253,94 @@ def test_structures_drop_exactly_the_partial_matches_holding_a_consumed_event(op
     for p in made:
         clean = not (set(p.rows) & consumed)
         assert (id(p) in live) == clean, (p.rows, consumed)
+
+
+# ------------------------------------------------------------------ an oracle written blind
+def _pattern_text(p) -> str:
+    if isinstance(p, str):
+        return p
+    if p[0] == "NOT":
+        return f"NOT({p[1]})"
+    if p[0] == "SEQ":
+        return "SEQ(" + "; ".join(_pattern_text(x) for x in p[1:]) + ")"
+    if p[0] == "ANY":
+        return f"ANY({p[1]}, " + ", ".join(_pattern_text(x) for x in p[2:]) + ")"
+    return f"{p[0]}(" + ", ".join(_pattern_text(x) for x in p[1:]) + ")"
+
+
+@st.composite
+def oracle_patterns(draw, names: list[str], depth: int = 0):
+    if len(names) == 1:
+        return names[0]
+    kind = draw(st.sampled_from(["SEQ", "SEQ", "OR", "ALL", "ANY"]))
+    cuts = sorted(draw(st.sets(st.integers(1, len(names) - 1), min_size=1, max_size=len(names) - 1)))
+    groups = [names[a:b] for a, b in zip([0, *cuts], [*cuts, len(names)], strict=True)]
+    items = [draw(oracle_patterns(g, depth + 1)) for g in groups]
+    if kind == "ANY":
+        return ("ANY", draw(st.integers(1, len(items))), *items)
+    return (kind, *items)
+
+
+def _sql_gt(a, b):
+    return None if a is None or b is None else a > b
+
+
+@st.composite
+def oracle_cases(draw):
+    n = draw(st.integers(1, 4))
+    names = [f"E{i}" for i in range(1, n + 1)]
+    pattern = draw(oracle_patterns(names))
+    constraints = []
+    for _ in range(draw(st.integers(0, 2))):
+        v, w = draw(st.sampled_from(names)), draw(st.sampled_from(names))
+        k, typ = draw(st.integers(0, 4)), draw(st.sampled_from(TYPES))
+        constraints.append(draw(st.sampled_from([
+            ("TRUE", (), lambda b: True),
+            (f"{v}.x > {k}", (v,), lambda b, v=v, k=k: _sql_gt(b[v]["x"], k)),
+            (f"{v}.t = '{typ}'", (v,), lambda b, v=v, t=typ: b[v]["t"] == t),
+            (f"{v}.x < {w}.x", tuple({v, w}), lambda b, v=v, w=w: _sql_gt(b[w]["x"], b[v]["x"])),
+        ])))
+    if isinstance(pattern, tuple) and pattern[0] == "SEQ" and draw(st.booleans()):
+        at = draw(st.integers(2, len(pattern) - 1))
+        before = [x for x in names if x in _pattern_text(pattern[1:at])]
+        pattern = (*pattern[:at], ("NOT", "N"), *pattern[at:])
+        u = draw(st.sampled_from(before))
+        constraints.append(draw(st.sampled_from([
+            ("N.t = 'D'", ("N",), lambda b: b["N"]["t"] == "D"),
+            (f"N.x = {u}.x", ("N", u), lambda b, u=u: None if b["N"]["x"] is None or b[u]["x"] is None
+             else b["N"]["x"] == b[u]["x"]),
+        ])))
+    picks = []
+    if n >= 2 and draw(st.integers(0, 3)):
+        x, y = sorted(draw(st.permutations(names))[:2])
+        picks.append((draw(st.sampled_from(["first", "last", "first", "last", "each"])), x, y,
+                      draw(st.integers(1, 8))))
+    within = draw(st.one_of(st.none(), st.none(), st.integers(0, 6)))
+    consuming = draw(st.lists(st.sampled_from(names), unique=True)) if draw(st.booleans()) else []
+    text = "SELECT * FROM " + _pattern_text(pattern)
+    if constraints or picks:
+        text += " WHERE FILTER " + "\n  ".join(c[0] for c in constraints)
+        text += "".join(f"\n PICK {k} {x} within {d} events from {y}" for k, x, y, d in picks)
+    if within is not None:
+        text += f" WITHIN {within} EVENTS"
+    text += " RETURN " + ", ".join(f"{v}.r AS {v}" for v in names)
+    if consuming:
+        text += " CONSUMING " + ", ".join(consuming)
+    return text, pattern, [(vs, fn) for _, vs, fn in constraints], picks, within, consuming
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=oracle_cases(), table=streams(), window=st.one_of(st.none(), st.integers(1, 4)),
+       pm=st.sampled_from(["tree", "tree+hash", "graph"]), queue=st.sampled_from(["fifo", "priority"]),
+       block=st.integers(1, 6))
+def test_engine_equals_an_oracle_written_from_the_readme_alone(case, table, window, pm, queue, block):
+    from tests.snoop_oracle import oracle
+
+    text, pattern, constraints, picks, within, consuming = case
+    table = table.append_column("r", pa.array(range(table.num_rows), pa.int64()))
+    events = table.to_pylist()
+    expected = oracle(events, pattern, constraints, picks=picks, within=within, window=window, consuming=consuming)
+    got = sparkcep.snoop(table, text, strategy="sequential", window=window, pm=pm, queue=queue, block=block)
+    names = [c for c in got.column_names if c.startswith("E")]
+    rows = [{v: r[v] for v in names if r[v] is not None} for r in got.to_pylist()]
+    assert rows == expected, text
