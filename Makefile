@@ -32,6 +32,8 @@ bench: install
 	$(BIN)/python -m benchmarks.sase
 	$(BIN)/python -m benchmarks.trex
 	$(BIN)/python -m benchmarks.stream
+	$(BIN)/python -m benchmarks.thesis
+	$(BIN)/python -m benchmarks.rip_sb
 
 lint: install
 	$(BIN)/ruff check sparkcep tests examples

@@ -42,17 +42,21 @@ def snoop(data: Any, query: str, *, order_by: str | None = None, partition_by: A
     cost="expensive"). Task-engine options: ``workers`` (default: the cores), ``pm``
     ("tree", "tree+hash", "graph"), ``queue`` ("priority", "fifo"), ``block`` (raw events
     per synchronization block), ``window`` (counter window: at most this many events from one
-    event of a match to the next), ``chunk`` (tasks per message), ``stats`` (a TaskStats)."""
+    event of a match to the next), ``chunk`` (tasks per message), ``stats`` (a TaskStats).
+    A Spark DataFrame (``order_by`` required) runs with strategy "tasks" (the coordinator on
+    the driver, each round of tasks evaluated by Spark tasks) or "partition" (one coordinator
+    per ``partition_by`` key group, in parallel; the default when there is a key)."""
     from sparkcep.tasks.run import snoop_table
 
     if is_spark_dataframe(data):
-        table, kind = data.toArrow(), "spark"
-    else:
-        table, kind = to_arrow(data)
+        from sparkcep.spark.snoop import snoop_spark
+
+        keys = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
+        return snoop_spark(data, query, order_by=order_by, partition_by=keys, type_column=type_column,
+                           strategy=strategy, **options)
+    table, kind = to_arrow(data)
     result = snoop_table(table, query, order_by=order_by, partition_by=partition_by, type_column=type_column,
                          strategy=strategy, **options)
-    if kind == "spark":
-        return data.sparkSession.createDataFrame(result.to_pandas())
     return result.to_pandas() if kind == "pandas" else result
 
 
@@ -93,7 +97,9 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     the same kind. Options: ``mode="sql"`` (SQL:2016, the default) or ``mode="matchregex"``
     (a match is reported as soon as one completes; the longest of those ending there wins).
     Spark only: ``strategy`` ("auto", "sequential", "partition", "runs", "rr"), ``batch``
-    (rows per batch for runs/rr) and ``shared`` (rows a batch reads past its end).
+    (rows per batch for runs/rr) and ``shared`` (rows a batch reads past its end). pandas and
+    Arrow data: ``strategy="sb"`` / ``"sb+"`` run RIP's state-based baselines (one process
+    per pattern variable; exact, not fast).
     """
     check_options(options)
     if is_spark_dataframe(data):
@@ -101,10 +107,26 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
 
         return match_recognize_spark(data, clause, **options)
     strategy = options.get("strategy", "auto")
+    if strategy in ("sb", "sb+"):
+        return _run_state_based(data, clause, strategy == "sb+", options)
     if strategy not in ("auto", "sequential"):
-        raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially")
+        raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
+                            "(or with RIP's state-based baselines 'sb' and 'sb+')")
     return run_local(data, clause, options.get("mode", "sql"), how=options.get("plan"),
                      sharing=options.get("sharing", True))
+
+
+def _run_state_based(data: Any, clause: str, replicate_first: bool, options: dict) -> Any:
+    """RIP's SB / SB+ baselines: one process per pattern variable (SB+: two for the first)."""
+    from sparkcep.parallel.state_based import StateBasedMatcher
+
+    table, kind = to_arrow(data)
+    plan = compile_query(clause, table, options.get("mode", "sql"))
+    if hasattr(plan, "root"):
+        raise SparkCepError("strategies 'sb' and 'sb+' run automaton queries, not segment queries")
+    matcher = StateBasedMatcher(plan, replicate_first)
+    result = run_plan(plan, table, lambda p: matcher, use_kernel=False)
+    return result.to_pandas() if kind == "pandas" else result
 
 
 def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None, how: str | None = None,

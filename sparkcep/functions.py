@@ -462,6 +462,21 @@ _USER: dict[str, ScalarFunction] = {}
 _version = 0  # bumped whenever the user registry changes (compiled plans depend on it)
 
 
+def user_functions() -> dict[str, ScalarFunction]:
+    """The registered scalar functions (to ship to another process with cloudpickle)."""
+    return dict(_USER)
+
+
+def install_user_functions(registered: dict[str, ScalarFunction]) -> None:
+    """Register functions shipped from the driver (a Spark worker compiling a query)."""
+    global _version
+    with _lock:
+        changed = {k: f for k, f in registered.items() if _USER.get(k) is not f}
+        if changed:
+            _USER.update(changed)
+            _version += 1
+
+
 def is_expensive(name: str) -> bool:
     f = _USER.get(name.upper())
     return f is not None and f.cost == "expensive"

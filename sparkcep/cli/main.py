@@ -505,6 +505,8 @@ BENCHMARKS = {
     "scale": "benchmarks.spark_scale",
     "batches": "benchmarks.rip_batches",
     "sase": "benchmarks.sase",
+    "thesis": "benchmarks.thesis",
+    "rip-sb": "benchmarks.rip_sb",
     "trex": "benchmarks.trex",
     "stream": "benchmarks.stream",
 }
@@ -512,7 +514,7 @@ BENCHMARKS = {
 
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex or stream"),
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex, stream, thesis or rip-sb"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:
     """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""

@@ -420,3 +420,68 @@ class LocalBackend:
             w = t.window(self.plan)
             out += emit(self.plan, self._data(w), w, t, entry, self.input_row)
         return out
+
+
+_FORKED: LocalBackend | None = None  # the backend a forked pool worker serves
+
+
+def _summarize_forked(t: Task) -> tuple[Summary, list | None]:
+    b = _FORKED
+    s = LocalBackend.summaries(b, [t])[0]
+    return s, b.first[(t.part, t.batch)][1]
+
+
+def _emit_forked(item: tuple[Task, Selection]) -> list[tuple[int, list[Any]]]:
+    b, (t, entry) = _FORKED, item
+    w = t.window(b.plan)
+    return emit(b.plan, b._data(w), w, t, entry, b.input_row)
+
+
+class ProcessBackend(LocalBackend):
+    """LocalBackend with the batch tasks spread over ``workers`` forked processes: RIP's
+    RB+ on one machine (the state-based baselines' comparison)."""
+
+    def __init__(self, *args, workers: int = 2, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.workers = workers
+        self._pool = None
+
+    def _map(self, fn, items: list) -> list:
+        global _FORKED
+        if self._pool is None:
+            import multiprocessing
+
+            _FORKED = self  # inherited by the forked workers
+            self._pool = multiprocessing.get_context("fork").Pool(self.workers)
+        return self._pool.map(fn, items, chunksize=1)
+
+    def summaries(self, tasks: Iterable[Task]) -> list[Summary]:
+        tasks = list(tasks)
+        out = []
+        for t, (s, rows) in zip(tasks, self._map(_summarize_forked, tasks), strict=True):
+            self.first.setdefault((t.part, t.batch), (s, rows))
+            out.append(s)
+        return out
+
+    def outputs(self, tasks: Iterable[tuple[Task, Selection]]) -> list[tuple[int, list[Any]]]:
+        # First passes live here: keep what can be kept, emit the rest in the workers.
+        tasks = list(tasks)
+        results: list[list] = [[] for _ in tasks]
+        rest = []
+        for i, (t, entry) in enumerate(tasks):
+            first, rows = self.first[(t.part, t.batch)]
+            keep = speculation_from(self.plan, first, t, entry) if rows is not None else None
+            if keep is not None:
+                self.kept += 1
+                results[i] = number_measures(self.plan, [(g, v) for g, v in rows if g >= keep[0]], keep[1])
+            else:
+                rest.append(i)
+        for i, rows in zip(rest, self._map(_emit_forked, [tasks[i] for i in rest]), strict=True):
+            results[i] = rows
+        return [row for rows in results for row in rows]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool.join()
+            self._pool = None

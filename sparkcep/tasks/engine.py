@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import heapq
 import os
+import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -80,7 +81,8 @@ class TaskOptions:
 
 @dataclass
 class TaskStats:
-    tasks: int = 0
+    tasks: int = 0  # made for workers
+    decided: int = 0  # transitions with nothing to evaluate, taken by the coordinator
     true_tasks: int = 0
     dropped: int = 0  # invalid when taken (a consumed event)
     blocks: int = 0
@@ -88,6 +90,9 @@ class TaskStats:
     restarts: int = 0
     final_matches: int = 0
     fired: int = 0
+    # Per fired match, seconds from the release of its last event (its block's start) to
+    # its firing: the latency the thesis measures.
+    latencies: list = field(default_factory=list)
 
 
 class Coordinator:
@@ -151,6 +156,12 @@ class Coordinator:
                     continue
                 if t.picks and not self._pick_window(pm, t.var, row, t):
                     continue
+                if not t.predicates and not t.absences:
+                    # Nothing left to evaluate (the event's type test passed above): the
+                    # coordinator takes the transition itself, no worker round trip.
+                    self.stats.decided += 1
+                    self._advance(Task(t, pm, row), until)
+                    continue
                 self.queue.put(Task(t, pm, row))
                 self.pending[row] += 1
                 heapq.heappush(self._pending_heap, row)
@@ -179,8 +190,11 @@ class Coordinator:
     # ------------------------------------------------------------ results
     def _result(self, task: Task, ok: bool, until: int) -> None:
         self._finish(task.row)
-        if not ok:
-            return
+        if ok:
+            self._advance(task, until)
+
+    def _advance(self, task: Task, until: int) -> None:
+        """A true task: the partial match it makes, its tasks (Algorithm 4.4), the merger."""
         pm = task.pm
         if not self.structure.is_alive(pm) or not self.events.is_valid(task.row):
             return  # consumed meanwhile: whatever it leads to would be discarded
@@ -235,7 +249,7 @@ class Coordinator:
             for chunk, oks in answers:
                 for task, ok in zip(chunk, oks, strict=True):
                     self._result(task, ok, until)
-            self.merger.fire(self._earliest_pending(until))
+            self._fire(self._earliest_pending(until))
 
     # ------------------------------------------------------------ one partition
     def run(self, start: int, end: int) -> list[PartialMatch]:
@@ -247,16 +261,24 @@ class Coordinator:
             until = min(end, sync + self.opts.block)
             self.events.set_synchronization_point(until)
             self.stats.blocks += 1
+            self._released = time.perf_counter()
             for pm in self.structure.live():
                 self.combine(pm, until)
             self.drain(until)
-            self.merger.fire(until)
+            self._fire(until)
             self.structure.clean()
             if self.progress is not None:
                 self.progress(self.done + until - start)
         self.done += end - start
         self.stats.fired += len(self.merger.fired)
         return self.merger.fired
+
+    def _fire(self, limit: int) -> None:
+        before = len(self.merger.fired)
+        self.merger.fire(limit)
+        if len(self.merger.fired) > before:
+            waited = time.perf_counter() - self._released
+            self.stats.latencies.extend([waited] * (len(self.merger.fired) - before))
 
     def _consume(self, row: int) -> None:
         self.events.consume(row)
@@ -283,13 +305,17 @@ def sorted_data(tq: TaskQuery, table: pa.Table):
 
 
 def run_tasks(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStats | None = None,
-              progress=None) -> pa.Table:
-    """Every partition through the coordinator; the output table as match_recognize builds it."""
+              progress=None, pool_factory=None) -> pa.Table:
+    """Every partition through the coordinator; the output table as match_recognize builds it.
+    ``pool_factory(evaluator)`` makes the workers (default: forked processes; Spark passes
+    its own)."""
     stats = stats if stats is not None else TaskStats()
     part, bounds, order_np = sorted_data(tq, table)
     evaluator = Evaluator(tq, part)
     n_workers = opts.worker_count
-    pool = WorkerPool(evaluator, n_workers) if n_workers > 0 and table.num_rows else None
+    pool = None
+    if n_workers > 0 and table.num_rows:
+        pool = pool_factory(evaluator) if pool_factory is not None else WorkerPool(evaluator, n_workers)
     fired = []
     try:
         coordinator = Coordinator(tq, part, opts, evaluator, pool, stats, progress)

@@ -1,0 +1,72 @@
+"""RIP's state-based baselines SB and SB+ return exactly the sequential engine's rows: RIP's
+queries and random sequences of quantified variables, every skip mode, PARTITION BY."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkcep
+from sparkcep.workloads import rip
+from sparkcep.workloads.stock import stock_trades
+
+
+@pytest.mark.parametrize("name", ["Q1", "Q4", "Q7", "Q2", "Q8"])
+def test_rip_queries(name):
+    data = pa.Table.from_pandas(stock_trades(1500, seed=5), preserve_index=False)
+    clause = rip.query(name, maxlength=40)
+    expected = sparkcep.match_recognize(data, clause).to_pylist()
+    for strategy in ("sb", "sb+"):
+        assert sparkcep.match_recognize(data, clause, strategy=strategy).to_pylist() == expected, strategy
+
+
+@st.composite
+def sequences(draw):
+    n = draw(st.integers(1, 4))
+    names = "ABCD"[:n]
+    quants = [""] + [draw(st.sampled_from(["", "?", "*", "+"])) for _ in range(n - 1)]
+    if draw(st.booleans()):
+        quants[0] = "+"
+    pattern = " ".join(v + q for v, q in zip(names, quants, strict=True))
+    defines = []
+    for v in names:
+        k = draw(st.integers(0, 6))
+        defines.append(draw(st.sampled_from([
+            f"{v} AS {v}.x > {k}", f"{v} AS {v}.x < PREV({v}.x)", f"{v} AS {v}.x >= A.x", f"{v} AS TRUE",
+            f"{v} AS COUNT({v}.*) < 3", f"{v} AS {v}.x <> {k}"])))
+    skip = draw(st.sampled_from(["AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW", "ALL MATCHES"]))
+    rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH"]))
+    keyed = draw(st.booleans())
+    maxlength = draw(st.sampled_from(["", " MAXLENGTH 3"]))
+    return (("PARTITION BY k " if keyed else "") + f"ORDER BY t MEASURES MATCH_NUMBER() AS m, COUNT(*) AS n "
+            f"{rows} {skip} PATTERN ({pattern}){maxlength} DEFINE " + ", ".join(defines))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clause=sequences(), xs=st.lists(st.one_of(st.none(), st.integers(0, 7)), max_size=12),
+       ks=st.lists(st.integers(0, 1), min_size=12, max_size=12), plus=st.booleans())
+def test_state_based_equals_sequential(clause, xs, ks, plus):
+    n = len(xs)
+    t = pa.table({"t": pa.array(range(n), pa.int64()), "k": pa.array(ks[:n], pa.int64()),
+                  "x": pa.array(xs, pa.int64())})
+    expected = sparkcep.match_recognize(t, clause).to_pylist()
+    assert sparkcep.match_recognize(t, clause, strategy="sb+" if plus else "sb").to_pylist() == expected
+
+
+def test_unsupported_patterns_say_so():
+    t = pa.table({"t": [1, 2], "x": [1, 2]})
+    for clause in ["ORDER BY t PATTERN (A | B) DEFINE A AS x > 0",
+                   "ORDER BY t PATTERN (A? B) DEFINE A AS x > 0",
+                   "ORDER BY t PATTERN (A B+?) DEFINE A AS x > 0",
+                   "ORDER BY t EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE A AS x > 0"]:
+        with pytest.raises(sparkcep.SparkCepError, match="state-based"):
+            sparkcep.match_recognize(t, clause, strategy="sb")
+
+
+def test_an_evaluation_error_names_its_row():
+    t = pa.table({"t": [1, 2, 3], "x": [1, 0, 2]})
+    with pytest.raises(sparkcep.DataError) as e:
+        sparkcep.match_recognize(t, "ORDER BY t PATTERN (A B) DEFINE B AS 10 / B.x > 1", strategy="sb")
+    assert e.value.row == 1
