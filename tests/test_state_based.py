@@ -70,3 +70,28 @@ def test_an_evaluation_error_names_its_row():
     with pytest.raises(sparkcep.DataError) as e:
         sparkcep.match_recognize(t, "ORDER BY t PATTERN (A B) DEFINE B AS 10 / B.x > 1", strategy="sb")
     assert e.value.row == 1
+
+
+def test_rb_plus_on_a_process_pool_equals_sequential():
+    """The process-pool backend RIP's comparison runs RB+ with (benchmark rip-sb)."""
+    from sparkcep.api import compile_query, run_plan
+    from sparkcep.parallel.run_batches import ProcessBackend, run_partition
+
+    data = pa.Table.from_pandas(stock_trades(3000, seed=8), preserve_index=False)
+    clause = rip.query("Q4", maxlength=30, skip="AFTER MATCH SKIP TO NEXT ROW")
+    plan = compile_query(clause, data)
+    backends = []
+
+    def runner(plan, part, row_ids):
+        order0 = plan.query.order_by[0].index
+        b = ProcessBackend(plan, part.cols, order0, part.n, lambda r: row_ids[r], workers=2)
+        backends.append(b)
+        return run_partition(plan, part.n, b, 400, None)
+
+    try:
+        got = run_plan(plan, data, partition_runner=runner)
+    finally:
+        for b in backends:
+            b.close()
+    expected = sparkcep.match_recognize(data, clause)
+    assert expected.num_rows > 0 and got.equals(expected)

@@ -94,3 +94,23 @@ def test_run_a_sase_query(workdir):
                 cwd=workdir)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "pattern: A_1 A_I* B" in r.stdout and "skip till next match" in r.stdout
+
+
+def test_run_a_snoop_query(workdir):
+    (workdir / "rise.snoop").write_text(
+        "-- three trades, each dearer, the last one within 60 seconds of the first\n"
+        "SELECT *\nFROM SEQ(A; B; C)\nWHERE FILTER\n  B.price > A.price\n  C.price > B.price\n"
+        "WITHIN 60 seconds\nRETURN A.tradeId AS a, C.tradeId AS c\nCONSUMING A, B, C\n")
+    r = run_cli("run", "-q", "rise.snoop", "-i", "stock.parquet", "-o", "out_snoop.parquet", "--order-by",
+                "timestamp", "--window", "5", "--workers", "2", "--block", "64", cwd=workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Extended SNOOP" in r.stdout and "tasks" in r.stdout
+    got = pq.read_table(workdir / "out_snoop.parquet")
+    expected = sparkcep.snoop(pq.read_table(workdir / "stock.parquet"), (workdir / "rise.snoop").read_text(),
+                              order_by="timestamp", window=5, strategy="sequential")
+    assert expected.num_rows > 0 and got.to_pylist() == expected.to_pylist()
+    (workdir / "bad.snoop").write_text("SELECT * FROM SEQ(A; B) WHERE A.pricee > 1")
+    r = run_cli("run", "-q", "bad.snoop", "-i", "stock.parquet", "-o", "x", cwd=workdir)
+    assert r.returncode == 2 and "no column 'pricee'" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("run", "-q", "rise.snoop", "-i", "stock.parquet", "-o", "x", "--strategy", "runs", cwd=workdir)
+    assert r.returncode == 2 and "SNOOP query runs with" in r.stderr
