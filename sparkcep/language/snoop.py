@@ -252,6 +252,8 @@ def _check_nesting(tree, text: str) -> None:
         if getattr(node, "data", None) in ("p_seq", "p_or", "p_all", "p_any"):
             depth += 1
             if depth > MAX_NESTING:
+                first = node.children[0] if node.children else None
+                where = _span(first) if isinstance(first, Token) else _span(node.meta)
                 raise QueryError("TOO_COMPLEX", f"the pattern nests operators more than {MAX_NESTING} deep",
-                                 _span(node.meta), text)
+                                 where, text)
         stack.extend((c, depth) for c in getattr(node, "children", ()))
