@@ -10,7 +10,7 @@ from sparkcep.data import to_arrow
 from sparkcep.errors import SparkCepError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
-from sparkcep.options import check_options
+from sparkcep.options import TASK_OPTIONS, check_options
 from sparkcep.query import compile_query, plan_query
 from sparkcep.runtime.local import run_plan
 
@@ -99,21 +99,66 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     Spark only: ``strategy`` ("auto", "sequential", "partition", "runs", "rr"), ``batch``
     (rows per batch for runs/rr) and ``shared`` (rows a batch reads past its end). pandas and
     Arrow data: ``strategy="sb"`` / ``"sb+"`` run RIP's state-based baselines (one process
-    per pattern variable; exact, not fast).
+    per pattern variable; exact, not fast); ``strategy="tasks"`` (or "auto" when a DEFINE
+    calls a function registered with cost="expensive") runs ALL MATCHES + SKIP TILL ANY
+    MATCH over a sequence of variables on the task engine's worker processes (options
+    ``workers``, ``pm``, ``queue``, ``block``, ``chunk`` as for sparkcep.snoop).
     """
     check_options(options)
+    task_options = {k: options.pop(k) for k in TASK_OPTIONS & set(options)}
+    strategy = options.get("strategy", "auto")
+    if task_options and strategy not in ("tasks", "auto"):
+        raise SparkCepError(f"options {', '.join(sorted(task_options))} belong to strategy 'tasks'")
     if is_spark_dataframe(data):
         from sparkcep.spark.batch import match_recognize_spark
 
+        if task_options or strategy == "tasks":
+            raise SparkCepError("strategy 'tasks' runs MATCH_RECOGNIZE on pandas and Arrow data (on Spark, "
+                                "sparkcep.snoop runs the task engine)")
         return match_recognize_spark(data, clause, **options)
-    strategy = options.get("strategy", "auto")
     if strategy in ("sb", "sb+"):
         return _run_state_based(data, clause, strategy == "sb+", options)
+    if strategy == "tasks" or (strategy == "auto" and isinstance(clause, str) and _calls_expensive(clause)):
+        done = _run_on_tasks(data, clause, strategy, options, task_options)
+        if done is not None:
+            return done
     if strategy not in ("auto", "sequential"):
         raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
                             "(or with RIP's state-based baselines 'sb' and 'sb+')")
     return run_local(data, clause, options.get("mode", "sql"), how=options.get("plan"),
                      sharing=options.get("sharing", True))
+
+
+def _run_on_tasks(data: Any, clause: str, strategy: str, options: dict, task_options: dict) -> Any:
+    """The task engine for a MATCH_RECOGNIZE query that calls an expensive function (auto) or
+    asks for it (tasks), when its meaning maps onto the engine; None: run it as usual."""
+    from sparkcep.tasks.engine import TaskOptions
+    from sparkcep.tasks.from_sql import calls_expensive, run_sql_on_tasks, task_query_of
+
+    query = parse(clause)
+    names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
+    table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
+    plan = compile_query(clause, table, options.get("mode", "sql"), options.get("plan"), options.get("sharing", True))
+    if strategy == "auto" and (hasattr(plan, "root") or not calls_expensive(plan)):
+        return None
+    tq = None if hasattr(plan, "root") else task_query_of(plan)
+    if tq is None:
+        if strategy == "tasks":
+            raise SparkCepError("strategy 'tasks' runs MATCH_RECOGNIZE queries with ALL MATCHES and EVENT "
+                                "SELECTION SKIP TILL ANY MATCH over a sequence of distinct variables whose DEFINE "
+                                "reads their own row and earlier variables' rows (or any Extended SNOOP query "
+                                "with sparkcep.snoop)")
+        return None
+    opts = TaskOptions(**{"workers": -1, **task_options}).check()
+    result = run_sql_on_tasks(tq, table, opts)
+    return result.to_pandas() if kind == "pandas" else result
+
+
+def _calls_expensive(clause: str) -> bool:
+    """Whether the text names a function registered as expensive (a cheap first look)."""
+    from sparkcep import functions
+
+    return any(functions.is_expensive(n) for n in _names_of_text(clause))
 
 
 def _run_state_based(data: Any, clause: str, replicate_first: bool, options: dict) -> Any:

@@ -7,9 +7,11 @@ from typing import Any
 from sparkcep.errors import SparkCepError
 
 OPTIONS = {"mode", "strategy", "batch", "shared", "plan", "sharing"}
+# The task engine's options (strategy "tasks" on pandas and Arrow data).
+TASK_OPTIONS = {"workers", "pm", "queue", "block", "chunk"}
 
 
 def check_options(options: dict[str, Any]) -> None:
-    unknown = set(options) - OPTIONS
+    unknown = set(options) - OPTIONS - TASK_OPTIONS
     if unknown:
-        raise SparkCepError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(OPTIONS))})")
+        raise SparkCepError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(OPTIONS | TASK_OPTIONS))})")

@@ -344,3 +344,61 @@ def test_engine_equals_an_oracle_written_from_the_readme_alone(case, table, wind
     names = [c for c in got.column_names if c.startswith("E")]
     rows = [{v: r[v] for v in names if r[v] is not None} for r in got.to_pylist()]
     assert rows == expected, text
+
+
+# ------------------------------------------------------------------ MATCH_RECOGNIZE on the task engine
+@st.composite
+def any_match_queries(draw):
+    n = draw(st.integers(1, 4))
+    names = [f"V{i}" for i in range(n)]
+    defines = []
+    for i, v in enumerate(names):
+        earlier = names[:i]
+        k = draw(st.integers(0, 4))
+        options = [f"{v}.x > {k}", f"x <> {k}", f"{v}.t = '{draw(st.sampled_from(TYPES))}'", "TRUE", f"{v}.y IS NULL"]
+        if earlier:
+            u = draw(st.sampled_from(earlier))
+            options += [f"{v}.x >= {u}.x", f"x + {u}.x <> {k}"]
+        if draw(st.integers(0, 3)):
+            defines.append(f"{v} AS " + draw(st.sampled_from(options)))
+    within = f" WITHIN {draw(st.integers(0, 8))}" if draw(st.booleans()) else ""
+    rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH"]))
+    keyed = "PARTITION BY g " if draw(st.booleans()) else ""
+    return (f"{keyed}ORDER BY o MEASURES MATCH_NUMBER() AS m, FIRST(x) AS fx, LAST(x) AS lx, CLASSIFIER() AS c "
+            f"{rows} ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH PATTERN ({' '.join(names)}){within}"
+            + (" DEFINE " + ", ".join(defines) if defines else ""))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clause=any_match_queries(), table=streams(), block=st.integers(1, 6),
+       pm=st.sampled_from(["tree", "tree+hash", "graph"]))
+def test_match_recognize_on_the_task_engine_equals_the_sequential_engine(clause, table, block, pm):
+    table = table.append_column("o", pa.array(range(table.num_rows), pa.int64()))
+    expected = sparkcep.match_recognize(table, clause).to_pylist()
+    got = sparkcep.match_recognize(table, clause, strategy="tasks", workers=0, block=block, pm=pm).to_pylist()
+    assert got == expected, clause
+
+
+def test_an_expensive_function_routes_match_recognize_to_the_task_engine(monkeypatch):
+    from sparkcep.tasks import from_sql
+
+    calls = []
+    real = from_sql.run_sql_on_tasks
+    monkeypatch.setattr(from_sql, "run_sql_on_tasks", lambda *a, **k: calls.append(1) or real(*a, **k))
+    sparkcep.register_function("close_to", lambda a, b: abs(a - b) <= 1, "boolean", cost="expensive")
+    try:
+        t = pa.table({"o": list(range(8)), "x": [1, 5, 2, 6, 3, 9, 2, 1]})
+        q = ("ORDER BY o MEASURES A.x AS a, B.x AS b ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH "
+             "PATTERN (A B) DEFINE B AS close_to(A.x, B.x)")
+        got = sparkcep.match_recognize(t, q, workers=2)
+        assert calls and len(got) > 3
+        assert got.to_pylist() == sparkcep.match_recognize(t, q, strategy="sequential").to_pylist()
+        # A query the engine cannot take runs as usual under auto, and is refused under tasks.
+        q2 = "ORDER BY o MEASURES COUNT(*) AS n PATTERN (A B+) DEFINE B AS close_to(PREV(B.x), B.x)"
+        assert sparkcep.match_recognize(t, q2).num_rows >= 1
+        with pytest.raises(sparkcep.SparkCepError, match="strategy 'tasks'"):
+            sparkcep.match_recognize(t, q2, strategy="tasks")
+        with pytest.raises(sparkcep.SparkCepError, match="belong to strategy 'tasks'"):
+            sparkcep.match_recognize(t, q2, strategy="sequential", workers=2)
+    finally:
+        sparkcep.unregister_function("close_to")

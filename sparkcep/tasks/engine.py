@@ -304,11 +304,11 @@ def sorted_data(tq: TaskQuery, table: pa.Table):
     return part, parts.bounds, order_np
 
 
-def run_tasks(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStats | None = None,
-              progress=None, pool_factory=None) -> pa.Table:
-    """Every partition through the coordinator; the output table as match_recognize builds it.
-    ``pool_factory(evaluator)`` makes the workers (default: forked processes; Spark passes
-    its own)."""
+def run_fired(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStats | None = None,
+              progress=None, pool_factory=None):
+    """Every partition through the coordinator: the sorted data, each position's input row,
+    and per partition the fired matches as (variables, rows). ``pool_factory(evaluator)``
+    makes the workers (default: forked processes; Spark passes its own)."""
     stats = stats if stats is not None else TaskStats()
     part, bounds, order_np = sorted_data(tq, table)
     evaluator = Evaluator(tq, part)
@@ -327,6 +327,13 @@ def run_tasks(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStat
         if pool is not None:
             stats.restarts += pool.restarts
             pool.close()
+    return part, order_np, fired
+
+
+def run_tasks(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStats | None = None,
+              progress=None, pool_factory=None) -> pa.Table:
+    """The output table of a query on the task engine, as match_recognize builds it."""
+    part, order_np, fired = run_fired(tq, table, opts, stats, progress, pool_factory)
     return matches_table(tq, table, part, order_np, fired)
 
 

@@ -87,7 +87,7 @@ class TaskQuery:
     """Everything the task engine, its reference and the workers need (built from text in
     every process that runs it; compiled conditions are closures and do not pickle)."""
 
-    def __init__(self, snoop: SnoopQuery, plan: Plan, pattern: Any, variables: tuple[str, ...],
+    def __init__(self, snoop: SnoopQuery | None, plan: Plan, pattern: Any, variables: tuple[str, ...],
                  negated: tuple[str, ...], predicates: tuple[Predicate, ...], absences: tuple[Absence, ...], picks: tuple[PickRule, ...],
                  within: Window | None, consuming: frozenset[int], type_column: str | None):
         self.snoop = snoop
@@ -112,7 +112,7 @@ class TaskQuery:
 
     @property
     def text(self) -> str:
-        return self.snoop.text
+        return self.snoop.text if self.snoop is not None else self.plan.query.text
 
     # ------------------------------------------------------------ the state model
     def _build_states(self) -> None:
@@ -132,8 +132,8 @@ class TaskQuery:
                     todo.append(nxt)
                     if len(seen) > MAX_STATES:
                         raise QueryError("TOO_COMPLEX", f"the pattern has more than {MAX_STATES} states "
-                                         "(ALL or ANY over too many operands)", self.snoop.pattern.span,
-                                         self.text)
+                                         "(ALL or ANY over too many operands)",
+                                         self.snoop.pattern.span if self.snoop else None, self.text)
             self.transitions[state] = tuple(out)
 
     def _transition(self, state: frozenset[int], v: int) -> Transition:
