@@ -10,7 +10,7 @@ from sparkcep.data import to_arrow
 from sparkcep.errors import SparkCepError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
-from sparkcep.options import TASK_OPTIONS, check_options
+from sparkcep.options import OPTIONS, SNOOP_OPTIONS, TASK_OPTIONS, check_options
 from sparkcep.query import compile_query, plan_query
 from sparkcep.runtime.local import run_plan
 
@@ -48,6 +48,7 @@ def snoop(data: Any, query: str, *, order_by: str | None = None, partition_by: A
     per ``partition_by`` key group, in parallel; the default when there is a key)."""
     from sparkcep.tasks.run import snoop_table
 
+    check_options(options, SNOOP_OPTIONS)
     if is_spark_dataframe(data):
         from sparkcep.spark.snoop import snoop_spark
 
@@ -104,7 +105,7 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     MATCH over a sequence of variables on the task engine's worker processes (options
     ``workers``, ``pm``, ``queue``, ``block``, ``chunk`` as for sparkcep.snoop).
     """
-    check_options(options)
+    check_options(options, OPTIONS | TASK_OPTIONS)
     task_options = {k: options.pop(k) for k in TASK_OPTIONS & set(options)}
     strategy = options.get("strategy", "auto")
     if task_options and strategy not in ("tasks", "auto"):

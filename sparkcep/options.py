@@ -11,7 +11,11 @@ OPTIONS = {"mode", "strategy", "batch", "shared", "plan", "sharing"}
 TASK_OPTIONS = {"workers", "pm", "queue", "block", "chunk"}
 
 
-def check_options(options: dict[str, Any]) -> None:
-    unknown = set(options) - OPTIONS - TASK_OPTIONS
+# sparkcep.snoop's options (beyond order_by, partition_by, type_column, strategy).
+SNOOP_OPTIONS = TASK_OPTIONS | {"window", "stats", "progress"}
+
+
+def check_options(options: dict[str, Any], known: set[str] | frozenset[str] = OPTIONS) -> None:
+    unknown = set(options) - set(known)
     if unknown:
-        raise SparkCepError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(OPTIONS | TASK_OPTIONS))})")
+        raise SparkCepError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")

@@ -308,3 +308,34 @@ def test_untranslatable_queries_say_so():
               "SELECT * FROM SEQ(A; NOT(X); B)", "SELECT * FROM SEQ(A; B) WHERE PICK last A within 2 events from B",
               "SELECT * FROM SEQ(OR(A, B); C) WHERE A.x = B.x", "SELECT * FROM SEQ(A; B) WITHIN 3 EVENTS"]:
         assert to_match_recognize(compile_snoop(q, t)) is None, q
+
+
+def test_comments_and_pick_without_where():
+    t = pa.table({"x": [1, 2, 3]})
+    q = """SELECT * FROM SEQ(A; B)  -- pick the pairs, it's within reach
+WHERE A.x < B.x  -- return consuming (words of the clauses, in a comment)
+PICK last A within 3 events from B
+RETURN A.x, -- the first
+  B.x
+CONSUMING A"""
+    for strategy in STRATEGIES:
+        assert [(r["A_x"], r["B_x"]) for r in run(t, q, strategy)] == [(1, 2), (2, 3)]
+    q2 = "SELECT * FROM SEQ(A; B) PICK first A within 3 events from B RETURN A.x, B.x"
+    assert [(r["A_x"], r["B_x"]) for r in run(t, q2)] == [(1, 2), (1, 3)]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_nan_in_the_order_column_is_never_within(strategy):
+    t = pa.table({"o": [1.0, float("nan"), 2.0], "x": [1, 2, 3]})
+    got = run(t, "SELECT * FROM SEQ(A; B) WITHIN 5 RETURN A.x, B.x", strategy, order_by="o")
+    expected = sparkcep.match_recognize(t, "ORDER BY o MEASURES A.x AS a, B.x AS b ALL MATCHES EVENT SELECTION "
+                                           "SKIP TILL ANY MATCH PATTERN (A B) WITHIN 5").to_pylist()
+    assert sorted((r["A_x"], r["B_x"]) for r in got) == sorted((r["a"], r["b"]) for r in expected)
+
+
+def test_unknown_options_are_named():
+    t = pa.table({"x": [1]})
+    with pytest.raises(sparkcep.SparkCepError, match="unknown option"):
+        sparkcep.snoop(t, "SELECT * FROM E1", worker=2)
+    with pytest.raises(sparkcep.SparkCepError, match="unknown option"):
+        sparkcep.explain(t, "PATTERN (A) DEFINE A AS x > 0", workers=2)

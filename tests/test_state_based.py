@@ -95,3 +95,9 @@ def test_rb_plus_on_a_process_pool_equals_sequential():
             b.close()
     expected = sparkcep.match_recognize(data, clause)
     assert expected.num_rows > 0 and got.equals(expected)
+
+
+def test_match_number_in_define_is_refused():
+    t = pa.table({"t": [1, 2, 3], "x": [1, 2, 3]})
+    with pytest.raises(sparkcep.SparkCepError, match="MATCH_NUMBER"):
+        sparkcep.match_recognize(t, "ORDER BY t PATTERN (A B) DEFINE A AS MATCH_NUMBER() = 1", strategy="sb")

@@ -402,3 +402,23 @@ def test_an_expensive_function_routes_match_recognize_to_the_task_engine(monkeyp
             sparkcep.match_recognize(t, q2, strategy="sequential", workers=2)
     finally:
         sparkcep.unregister_function("close_to")
+
+
+def test_a_worker_that_dies_while_idle_is_replaced():
+    from sparkcep.tasks.engine import sorted_data
+    from sparkcep.tasks.evaluate import Evaluator
+    from sparkcep.tasks.workers import WorkerPool
+
+    table = pa.table({"x": [1, 2, 3]})
+    tq = compile_snoop("SELECT * FROM SEQ(A; B) WHERE A.x < B.x", table)
+    part, _, _ = sorted_data(tq, table)
+    pool = WorkerPool(Evaluator(tq, part), 1)
+    try:
+        w = pool.workers[0]
+        os.kill(w.process.pid, signal.SIGKILL)
+        w.process.join()
+        pool.submit(w, ["chunk"], [((0,), (0,), 1, 1), ((0,), (1,), 1, 0)])
+        assert pool.results() == [(["chunk"], [True, False])]
+        assert pool.restarts == 1
+    finally:
+        pool.close()

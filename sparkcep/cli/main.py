@@ -302,11 +302,10 @@ def _follow(q, totals: dict, metrics) -> None:
 
 
 def is_snoop(path: pathlib.Path, text: str) -> bool:
-    """An Extended SNOOP query: a .snoop file, or SELECT * FROM followed by a pattern
-    rather than a table with MATCH_RECOGNIZE."""
+    """An Extended SNOOP query: a .snoop file, or SELECT * FROM without MATCH_RECOGNIZE."""
     if path.suffix.lower() == ".snoop":
         return True
-    return bool(re.match(r"\s*(--[^\n]*\n\s*)*SELECT\s+\*\s+FROM\s+(SEQ|OR|ALL|ANY)\s*\(", text, re.IGNORECASE)) \
+    return bool(re.match(r"\s*(--[^\n]*\n\s*)*SELECT\s+\*\s+FROM\b", text, re.IGNORECASE)) \
         and "MATCH_RECOGNIZE" not in text.upper()
 
 

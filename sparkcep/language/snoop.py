@@ -172,7 +172,7 @@ class _ToTree(Transformer):
         for c in ch:
             if isinstance(c, Token) and c.type == "PREDICATES":
                 preds = parse_conjuncts(self.text, c.start_pos, c.end_pos)
-        return ("where", (tuple(preds), tuple(c for c in ch if isinstance(c, Pick))))
+        return ("where", tuple(preds))
 
     def within_clause(self, meta, ch):
         return ("within", ch[1])
@@ -186,8 +186,9 @@ class _ToTree(Transformer):
 
     def start(self, meta, ch):
         pattern = ch[2]
-        parts = dict(c for c in ch[3:])
-        preds, picks = parts.get("where", ((), ()))
+        picks = tuple(c for c in ch[3:] if isinstance(c, Pick))
+        parts = dict(c for c in ch[3:] if not isinstance(c, Pick))
+        preds = parts.get("where", ())
         return SnoopQuery(pattern, preds, picks, parts.get("within"), parts.get("return", ()),
                           parts.get("consuming", ()), self.text)
 

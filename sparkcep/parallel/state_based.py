@@ -45,6 +45,8 @@ def steps_of(plan: Plan) -> list[tuple[int, int, int | None]]:
         why = "EVENT SELECTION"
     elif q.has_exclusions or q.segment_query:
         why = "exclusions or segment variables"
+    elif plan.define_match_number:
+        why = "MATCH_NUMBER() in DEFINE (the units find candidates before matches are numbered)"
     node = plan.pattern
     items = node.items if isinstance(node, Concat) else (node,)
     steps = []

@@ -46,6 +46,12 @@ def _evaluator(payload: bytes) -> tuple[Evaluator, Any]:
     return got
 
 
+def _key_at(ev: Evaluator, pos: int) -> dict:
+    q = ev.tq.plan.query
+    cols = ev.part.py()
+    return {k.column: cols[k.index][pos] for k in (*q.partition_by, *q.order_by)}
+
+
 class _Slot:
     def __init__(self):
         self.chunk = None
@@ -85,8 +91,9 @@ class SparkTaskPool:
                     try:
                         yield i, ev.tasks(wire)
                     except EvaluationError as e:
-                        row = int(order_np[e.position]) if e.position is not None else None
-                        raise DataError(e.message, e.column, row=row) from None
+                        # A distributed DataFrame has no row positions: name the row by its keys.
+                        key = _key_at(ev, e.position) if e.position is not None else None
+                        raise DataError(e.message, e.column, key=key) from None
 
         self.jobs += 1
         with collect_errors():
@@ -121,7 +128,10 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
     if strategy == "partition":
         if not partition_by:
             raise SparkCepError("strategy 'partition' runs one coordinator per key group; pass partition_by=")
-        payload = cloudpickle.dumps((query, compile_opts, options, functions.user_functions()))
+        # Each key group's coordinator evaluates in its own Spark task (no workers, no
+        # driver-side stats or progress).
+        engine_opts = {k: v for k, v in options.items() if k in ("pm", "queue", "block", "window", "chunk")}
+        payload = cloudpickle.dumps((query, compile_opts, engine_opts, functions.user_functions()))
         spark_schema = from_arrow_schema(out_schema)
 
         def group(table: pa.Table) -> pa.Table:
@@ -129,11 +139,21 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
                 text, copts, opts, registered = cloudpickle.loads(payload)
                 functions.install_user_functions(registered)
                 opts = {**opts, "workers": 0}
-                return snoop_table(table, text, strategy="sequential", **copts, **opts).cast(out_schema)
+                try:
+                    return snoop_table(table, text, strategy="sequential", **copts, **opts).cast(out_schema)
+                except DataError as e:
+                    if e.row is None:
+                        raise
+                    keys = (*copts["partition_by"], copts["order_by"])
+                    key = {c: table.column(c)[e.row].as_py() for c in keys}
+                    raise DataError(e.message, e.column, key=key) from None
 
         return df.repartition(slots(df), *partition_by).groupBy(*partition_by).applyInArrow(group, spark_schema)
 
+    if "workers" in options:
+        raise SparkCepError("workers= sets local worker processes; on Spark the cluster's task slots evaluate tasks")
     stats = options.pop("stats", None) or TaskStats()
+    progress = options.pop("progress", None)
     with collect_errors():
         table = df.toArrow()
     opts = TaskOptions(**{k: v for k, v in options.items() if k in ("pm", "queue", "block", "window", "chunk")})
@@ -143,6 +163,7 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
     payload = cloudpickle.dumps((uuid.uuid4().hex, query, compile_opts, table_to_ipc(table),
                                  functions.user_functions()))
     tq = compile_snoop(query, table, **compile_opts)
-    result = run_tasks(tq, table, opts, stats, pool_factory=lambda evaluator: SparkTaskPool(spark, payload, slots_))
+    result = run_tasks(tq, table, opts, stats, progress,
+                       pool_factory=lambda evaluator: SparkTaskPool(spark, payload, slots_))
     return spark.createDataFrame(result.cast(out_schema) if result.num_rows else out_schema.empty_table())
 

@@ -9,9 +9,11 @@ merger. The merger fires final matches in sequential order as soon as no outstan
 could still produce an earlier one. The block ends when no task is left; expired partial
 matches are then cleaned up.
 
-Which tasks exist depends on the windows only, never on timing: consumption merely drops
-work whose results the merger would discard. So the fired matches are the same for every
-number of workers, block size, queue and structure — those choose only how fast.
+Which matches fire does not depend on timing: consumption merely drops work (tasks, partial
+matches, events) whose results the merger would discard. So the fired matches are the same
+for every number of workers, block size, queue and structure — those choose only how fast.
+(Which tasks are evaluated does depend on timing: a constraint that fails with an error on a
+combination that consumption makes moot may or may not be reached.)
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ class Coordinator:
             if x >= y:
                 return False
             distance = y - x if rule.events else abs(self.order[y] - self.order[x])
-            if distance > rule.bound:
+            if not distance <= rule.bound:  # NaN is never within
                 return False
         return True
 
@@ -262,6 +264,7 @@ class Coordinator:
             self.events.set_synchronization_point(until)
             self.stats.blocks += 1
             self._released = time.perf_counter()
+            self._local.clear()  # tasks are made only with this block's events now
             for pm in self.structure.live():
                 self.combine(pm, until)
             self.drain(until)
@@ -314,10 +317,11 @@ def run_fired(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStat
     evaluator = Evaluator(tq, part)
     n_workers = opts.worker_count
     pool = None
-    if n_workers > 0 and table.num_rows:
-        pool = pool_factory(evaluator) if pool_factory is not None else WorkerPool(evaluator, n_workers)
     fired = []
     try:
+        if n_workers > 0 and table.num_rows:
+            part.py()  # convert the columns once, before the workers fork with them
+            pool = pool_factory(evaluator) if pool_factory is not None else WorkerPool(evaluator, n_workers)
         coordinator = Coordinator(tq, part, opts, evaluator, pool, stats, progress)
         for start, end in bounds:
             fired.append([(m.variables, m.rows) for m in coordinator.run(start, end)])

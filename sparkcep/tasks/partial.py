@@ -117,7 +117,11 @@ class TreeHashStructure(TreeStructure):
         super()._remove(pm)
         nodes = self.by_row.get(pm.rows[-1])
         if nodes is not None:
-            self.by_row[pm.rows[-1]] = [x for x in nodes if x.alive]
+            alive = [x for x in nodes if x.alive]
+            if alive:
+                self.by_row[pm.rows[-1]] = alive
+            else:
+                del self.by_row[pm.rows[-1]]
 
 
 class _EventNode:

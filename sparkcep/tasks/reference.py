@@ -84,14 +84,14 @@ class SnoopReference:
         w = self.tq.within
         if w is not None:
             span = rows[-1] - rows[0] if w.events else abs(self.order[rows[-1]] - self.order[rows[0]])
-            if span > w.bound:
+            if not span <= w.bound:  # NaN is never within
                 return False
         for rule in self.tq.picks:
             if rule.var in binding and rule.source in binding:
                 x, y = binding[rule.var], binding[rule.source]
                 if x >= y:
                     return False
-                if (y - x if rule.events else abs(self.order[y] - self.order[x])) > rule.bound:
+                if not (y - x if rule.events else abs(self.order[y] - self.order[x])) <= rule.bound:
                     return False
         return True
 

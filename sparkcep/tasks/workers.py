@@ -72,8 +72,14 @@ class WorkerPool:
             raise SparkCepError("strategy='tasks' with workers needs a platform that can fork; use workers=0")
         self._ctx = multiprocessing.get_context("fork")
         self._evaluator = evaluator
-        self.workers = [_Worker(self._ctx, evaluator) for _ in range(n)]
+        self.workers: list[_Worker] = []
         self.restarts = 0
+        try:
+            for _ in range(n):
+                self.workers.append(_Worker(self._ctx, evaluator))
+        except BaseException:
+            self.close()
+            raise
 
     def idle(self) -> list[_Worker]:
         return [w for w in self.workers if w.chunk is None]
@@ -85,7 +91,10 @@ class WorkerPool:
     def submit(self, worker: _Worker, chunk: list, wire: list[tuple]) -> None:
         worker.chunk = chunk
         worker.wire = wire
-        worker.conn.send(wire)
+        try:
+            worker.conn.send(wire)
+        except OSError:  # it died while idle: a fresh fork takes the chunk
+            self._replace(worker)
 
     def results(self) -> list[tuple[list, list[bool]]]:
         busy = [w for w in self.workers if w.chunk is not None]

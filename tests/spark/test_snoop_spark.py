@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import sparkcep
+from sparkcep.spark.batch import collect_errors
 
 
 def _events(n: int, seed: int = 1) -> pa.Table:
@@ -69,7 +70,12 @@ def test_errors_on_spark(spark):
         df = spark.createDataFrame(t.to_pandas())
         with pytest.raises(sparkcep.DataError) as e:
             sparkcep.snoop(df, "SELECT * FROM E1 WHERE boom(E1.x)", order_by="ts", strategy="tasks")
-        assert e.value.row == 2
+        assert e.value.row is None and e.value.key == {"ts": 7}
+        keyed = sparkcep.snoop(df.withColumn("k", df.x % 2), "SELECT * FROM E1 WHERE boom(E1.x)", order_by="ts",
+                               partition_by="k")  # lazy: the error comes with the action
+        with pytest.raises(sparkcep.DataError) as e, collect_errors():
+            keyed.collect()
+        assert e.value.row is None and e.value.key == {"k": 1, "ts": 7}
         with pytest.raises(sparkcep.SparkCepError, match="order_by"):
             sparkcep.snoop(df, "SELECT * FROM E1")
         with pytest.raises(sparkcep.QueryError):
