@@ -339,3 +339,13 @@ def test_unknown_options_are_named():
         sparkcep.snoop(t, "SELECT * FROM E1", worker=2)
     with pytest.raises(sparkcep.SparkCepError, match="unknown option"):
         sparkcep.explain(t, "PATTERN (A) DEFINE A AS x > 0", workers=2)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_variables_read_inside_case_place_the_constraint(strategy):
+    """A constraint reads the variables of its CASE branches too: it waits for B to be bound."""
+    t = pa.table({"x": [1, 3, 2, 5]})
+    plain = run(t, "SELECT * FROM SEQ(A; B) WHERE B.x > A.x RETURN A.x, B.x", strategy)
+    cased = run(t, "SELECT * FROM SEQ(A; B) WHERE CASE WHEN B.x > A.x THEN TRUE ELSE FALSE END RETURN A.x, B.x",
+                strategy)
+    assert cased == plain and len(plain) == 5

@@ -19,6 +19,21 @@ class Node:
     span: Span = field(default=NO_SPAN, compare=False, repr=False, kw_only=True)
 
 
+def walk(node: Node):
+    """Every node under ``node``, itself first (iteratively: trees may be deep); children
+    in tuples and in tuples of tuples (CASE's WHEN pairs) included."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        yield x
+        for name in getattr(x, "__dataclass_fields__", ()):
+            v = getattr(x, name)
+            for y in v if isinstance(v, tuple) else (v,):
+                for z in y if isinstance(y, tuple) else (y,):
+                    if isinstance(z, Node):
+                        stack.append(z)
+
+
 @dataclass(frozen=True)
 class Name(Node):
     """An identifier. ``quoted`` names keep their case; others compare case-insensitively."""

@@ -112,53 +112,52 @@ class _Unit:
             if count >= self.min:
                 out.append((start, path))
 
-    def starts(self, rows) -> list:
-        out: list = []
-        for r in rows:
-            self.work((r, ()), out)
-        return out
-
 
 def _send(conn: Connection, batch: list) -> None:
     conn.send(batch)
 
 
-def _serve_first(out: Connection, unit: _Unit, rows) -> None:
+class _Upstream(Exception):
+    """An error report from the unit before: passed on as it is."""
+
+
+def _received(inputs: list[Connection]):
+    """The partial matches arriving from the units before, until each has ended."""
+    open_inputs = list(inputs)
+    while open_inputs:
+        for conn in wait(open_inputs):
+            got = conn.recv()
+            if got is _END:
+                open_inputs.remove(conn)
+            elif isinstance(got, tuple):
+                raise _Upstream(got)
+            else:
+                yield from got
+
+
+def _serve(out: Connection, unit: _Unit, pms) -> None:
+    """Run ``unit`` over the partial matches ``pms``, sending what it makes in batches."""
     try:
         batch: list = []
-        for r in rows:
-            unit.work((r, ()), batch)
+        for pm in pms:
+            unit.work(pm, batch)
             if len(batch) >= BATCH:
                 _send(out, batch)
                 batch = []
         _send(out, batch)
         _send(out, _END)
+    except _Upstream as e:
+        out.send(e.args[0])
     except Exception as e:  # noqa: BLE001 - reported by the driver
         out.send(("error", _describe(e)))
 
 
-def _serve(inputs: list[Connection], out: Connection, unit: _Unit) -> None:
-    try:
-        open_inputs = list(inputs)
-        batch: list = []
-        while open_inputs:
-            for conn in wait(open_inputs):
-                got = conn.recv()
-                if got is _END:
-                    open_inputs.remove(conn)
-                    continue
-                if isinstance(got, tuple):  # an error from upstream: pass it on
-                    out.send(got)
-                    return
-                for pm in got:
-                    unit.work(pm, batch)
-                if len(batch) >= BATCH:
-                    _send(out, batch)
-                    batch = []
-        _send(out, batch)
-        _send(out, _END)
-    except Exception as e:  # noqa: BLE001 - reported by the driver
-        out.send(("error", _describe(e)))
+def _serve_first(out: Connection, unit: _Unit, rows) -> None:
+    _serve(out, unit, ((r, ()) for r in rows))
+
+
+def _serve_next(inputs: list[Connection], out: Connection, unit: _Unit) -> None:
+    _serve(out, unit, _received(inputs))
 
 
 def _describe(e: Exception) -> tuple:
@@ -202,7 +201,7 @@ class StateBasedMatcher:
         senders = [s for _, s in feeds]
         for k in range(1, len(units)):
             recv, send = ctx.Pipe(duplex=False)
-            procs.append(ctx.Process(target=_serve, args=(inputs, send, units[k]), daemon=True))
+            procs.append(ctx.Process(target=_serve_next, args=(inputs, send, units[k]), daemon=True))
             senders.append(send)
             inputs = [recv]
         for p in procs:

@@ -289,26 +289,18 @@ class _Builder:
         """The variables ``e`` reads (ids; negated ones after the positive); refuses what a
         predicate over single events cannot mean."""
         read: set[int] = set()
-        stack: list[Any] = [e]
-        while stack:
-            x = stack.pop()
+        for x in ast.walk(e):
             if isinstance(x, ast.ColumnRef):
                 if x.qualifier is None:
                     raise self.error("UNQUALIFIED_COLUMN", f"write the variable whose event {x.column.text!r} "
                                      f"belongs to, e.g. {(self.positive or ['E1'])[0]}.{x.column.text}", x.span)
                 read.add(self.var_id(x.qualifier.text, x.qualifier.span, "a predicate", negated_ok=True))
-                continue
-            if isinstance(x, ast.Call) and (x.name.key in _SEQUENCE_CALLS or x.name.key in functions.user_aggregates()):
-                raise self.error("NOT_SUPPORTED", f"{x.name.text}() reads a sequence of rows; in SNOOP a "
-                                 "variable binds one event (use it in RETURN)", x.span)
-            if isinstance(x, ast.Call) and x.semantics is not None:
-                raise self.error("NOT_SUPPORTED", f"{x.semantics} applies to MATCH_RECOGNIZE measures", x.span)
-            for name in getattr(x, "__dataclass_fields__", ()):
-                child = getattr(x, name)
-                if isinstance(child, ast.Expr):
-                    stack.append(child)
-                elif isinstance(child, tuple):
-                    stack.extend(c for c in child if isinstance(c, (ast.Expr, ast.Node)))
+            elif isinstance(x, ast.Call):
+                if x.name.key in _SEQUENCE_CALLS or x.name.key in functions.user_aggregates():
+                    raise self.error("NOT_SUPPORTED", f"{x.name.text}() reads a sequence of rows; in SNOOP a "
+                                     "variable binds one event (use it in RETURN)", x.span)
+                if x.semantics is not None:
+                    raise self.error("NOT_SUPPORTED", f"{x.semantics} applies to MATCH_RECOGNIZE measures", x.span)
         return read
 
     def build(self) -> TaskQuery:
@@ -465,18 +457,7 @@ class _Builder:
 
 def _calls_expensive(e: ast.Node) -> bool:
     """Whether ``e`` calls a function registered with cost="expensive"."""
-    stack: list[Any] = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.Call) and functions.is_expensive(x.name.text):
-            return True
-        for name in getattr(x, "__dataclass_fields__", ()):
-            child = getattr(x, name)
-            if isinstance(child, ast.Node):
-                stack.append(child)
-            elif isinstance(child, tuple):
-                stack.extend(c for c in child if isinstance(c, ast.Node))
-    return False
+    return any(isinstance(x, ast.Call) and functions.is_expensive(x.name.text) for x in ast.walk(e))
 
 
 def _conjuncts(e: ast.Expr) -> list[ast.Expr]:
