@@ -349,3 +349,13 @@ def test_variables_read_inside_case_place_the_constraint(strategy):
     cased = run(t, "SELECT * FROM SEQ(A; B) WHERE CASE WHEN B.x > A.x THEN TRUE ELSE FALSE END RETURN A.x, B.x",
                 strategy)
     assert cased == plain and len(plain) == 5
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_not_constraint_naming_an_unbound_or_branch_does_not_apply(strategy):
+    """With E2's branch taken, ``N.x = E1.x`` names an unbound variable: it does not apply, so
+    NOT(N) has no constraint left and any event between blocks the match."""
+    t = pa.table({"t": ["B", "Z", "C", "B", "C"], "x": [1, 1, 1, 2, 2]})
+    q = ("SELECT * FROM SEQ(OR(E1, E2); NOT(N); E3) WHERE E2.t = 'B' AND E3.t = 'C' AND E1.t = 'A' "
+         "AND N.x = E1.x RETURN E2.x, E3.x")
+    assert [(r["E2_x"], r["E3_x"]) for r in run(t, q, strategy)] == [(2, 2)]

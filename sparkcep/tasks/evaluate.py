@@ -48,8 +48,11 @@ class Evaluator:
                 return False
         for a in t.absences:
             lo = max(r for v, r in zip(variables, rows, strict=True) if v in a.before)
+            # A constraint naming a variable this match leaves unbound (an OR branch) does not apply.
+            bound_vars = set(labels)
+            preds = [i for i in a.predicates if self.tq.predicates[i].variables <= bound_vars]
             for between in range(lo + 1, row):
-                if all(self.condition(i, labels + (a.var,), bound + (between,)) for i in a.predicates):
+                if all(self.condition(i, labels + (a.var,), bound + (between,)) for i in preds):
                     return False
         return True
 

@@ -71,7 +71,8 @@ class SnoopReference:
             for at, neg in node.nots:
                 before = [binding[v] for item in node.items[:at] for v in _vars_of(item) if v in binding]
                 after = [binding[v] for v in _vars_of(node.items[at]) if v in binding]
-                preds = [i for i, p in enumerate(self.tq.predicates) if p.negated == neg]
+                preds = [i for i, p in enumerate(self.tq.predicates)
+                         if p.negated == neg and p.variables <= set(binding)]
                 for r in range(max(before) + 1, min(after)):
                     if all(self._holds(i, {**binding, neg: r}) for i in preds):
                         return False
