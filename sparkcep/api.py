@@ -142,16 +142,24 @@ def _run_on_tasks(data: Any, clause: str, strategy: str, options: dict, task_opt
     plan = compile_query(clause, table, options.get("mode", "sql"), options.get("plan"), options.get("sharing", True))
     if strategy == "auto" and (hasattr(plan, "root") or not calls_expensive(plan)):
         return None
-    tq = None if hasattr(plan, "root") else task_query_of(plan)
-    if tq is None:
-        if strategy == "tasks":
-            raise SparkCepError("strategy 'tasks' runs MATCH_RECOGNIZE queries with ALL MATCHES and EVENT "
-                                "SELECTION SKIP TILL ANY MATCH over a sequence of distinct variables whose DEFINE "
-                                "reads their own row and earlier variables' rows (or any Extended SNOOP query "
-                                "with sparkcep.snoop)")
-        return None
+    if hasattr(plan, "root"):
+        raise SparkCepError("strategy 'tasks' runs automaton queries, not segment queries")
+    tq = task_query_of(plan)
     opts = TaskOptions(**{"workers": -1, **task_options}).check()
-    result = run_sql_on_tasks(tq, table, opts)
+    if tq is not None:
+        result = run_sql_on_tasks(tq, table, opts)
+    else:
+        # Any other query: the sequential engine, partitions side by side, expensive calls as tasks.
+        from sparkcep.tasks.calls import run_plan_on_calls
+
+        if strategy == "auto" and not plan.query.partition_by:
+            return None  # one partition: nothing to run side by side
+        state_only = sorted(set(task_options) & {"pm", "queue", "block"})
+        if state_only:
+            raise SparkCepError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
+                                "over a sequence of variables; this query's expensive calls run as tasks "
+                                "partition by partition (options workers and chunk)")
+        result = run_plan_on_calls(plan, table, opts.worker_count, opts.chunk)
     return result.to_pandas() if kind == "pandas" else result
 
 

@@ -393,11 +393,13 @@ def test_an_expensive_function_routes_match_recognize_to_the_task_engine(monkeyp
         got = sparkcep.match_recognize(t, q, workers=2)
         assert calls and len(got) > 3
         assert got.to_pylist() == sparkcep.match_recognize(t, q, strategy="sequential").to_pylist()
-        # A query the engine cannot take runs as usual under auto, and is refused under tasks.
+        # A query outside the state model runs its expensive calls as tasks (tests/test_task_calls.py).
         q2 = "ORDER BY o MEASURES COUNT(*) AS n PATTERN (A B+) DEFINE B AS close_to(PREV(B.x), B.x)"
         assert sparkcep.match_recognize(t, q2).num_rows >= 1
-        with pytest.raises(sparkcep.SparkCepError, match="strategy 'tasks'"):
-            sparkcep.match_recognize(t, q2, strategy="tasks")
+        assert (sparkcep.match_recognize(t, q2, strategy="tasks", workers=1).to_pylist()
+                == sparkcep.match_recognize(t, q2).to_pylist())
+        with pytest.raises(sparkcep.SparkCepError, match="options block apply to ALL MATCHES"):
+            sparkcep.match_recognize(t, q2, strategy="tasks", block=4)
         with pytest.raises(sparkcep.SparkCepError, match="belong to strategy 'tasks'"):
             sparkcep.match_recognize(t, q2, strategy="sequential", workers=2)
     finally:

@@ -174,14 +174,14 @@ class StateBasedMatcher:
         self.plan = plan
         self.steps = steps_of(plan)
         self.replicate_first = replicate_first
-        self._part_id = None
+        self._part: PartitionData | None = None  # held, not its id: a freed id is reused
         self._cands: dict[int, list[tuple[int, ...]]] = {}
         self.units = len(self.steps) + (1 if replicate_first else 0)
 
     def _candidates(self, part: PartitionData) -> dict[int, list[tuple[int, ...]]]:
-        if self._part_id != id(part):
+        if self._part is not part:
             self._cands = self._pipeline(part)
-            self._part_id = id(part)
+            self._part = part
         return self._cands
 
     def _pipeline(self, part: PartitionData) -> dict[int, list[tuple[int, ...]]]:

@@ -29,11 +29,13 @@ from sparkcep.runtime.vm import Matcher, PartitionData
 
 
 def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None,
-             use_kernel: bool | None = None, stats: dict | None = None) -> pa.Table:
+             use_kernel: bool | None = None, stats: dict | None = None, executor=None) -> pa.Table:
     """Run a plan over a table; ``matcher_factory`` builds the matcher (tests pass the
     reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
     sequential engine for each partition (tests pass the run strategy here); ``stats``, if
-    given, receives which matcher ran and the most partial matches alive at once."""
+    given, receives which matcher ran and the most partial matches alive at once;
+    ``executor`` (a concurrent.futures executor) runs partitions side by side, each with a
+    matcher of its own, on the Python matchers (the result keeps partition order)."""
     if getattr(plan, "root", False) is not False:  # a segment query (segments.run.SegmentPlan)
         from sparkcep.segments.run import run_segments
 
@@ -61,14 +63,16 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
         matcher_factory = NFAbMatcher
     matcher = matcher_factory(plan)
     if use_kernel is None:
-        use_kernel = matcher_factory is Matcher
+        use_kernel = matcher_factory is Matcher and executor is None
     adjacent = _strict_adjacency(table, q, order_np) if q.event_selection == "STRICT" else None
     kernel = KernelMatcher.for_plan(plan) if use_kernel else None
     types = measure_types(q, table.schema)
     columnar = kernel is not None and partition_runner is None and columnar_measures.supported(plan)
     row_chunks: list[np.ndarray] = []
     measure_chunks: list[list[pa.Array]] = [[] for _ in plan.measures]
-    for start, end in parts.bounds:
+
+    def partition(bounds: tuple[int, int], matcher=matcher) -> tuple[np.ndarray, list[pa.Array]]:
+        start, end = bounds
         part = PartitionData(columns.slice(start, end - start), end - start, order_index)
         if adjacent is not None:
             part.cache["adjacent"] = adjacent[start:end]
@@ -78,10 +82,9 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
             spans = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
             if spans is not None:
                 rows, arrays_out = columnar_measures.measure_columns(plan, part, spans, types)
-                row_chunks.append(order_np[start + rows])
-                for j, a in enumerate(arrays_out):
-                    measure_chunks[j].append(a)
-                continue
+                return order_np[start + rows], arrays_out
+        if matcher is None:
+            matcher = matcher_factory(plan)
         rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
                 else output_rows(plan, matcher, part, row_ids, kernel))
         positions: list[int] = []
@@ -90,9 +93,15 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
             positions.append(row_ids[pos])
             for j, v in enumerate(vals):
                 values[j].append(v)
-        row_chunks.append(np.array(positions, dtype=np.int64))
-        for j, m in enumerate(plan.measures):
-            measure_chunks[j].append(measure_array(m.name, values[j], types[j]))
+        return (np.array(positions, dtype=np.int64),
+                [measure_array(m.name, values[j], types[j]) for j, m in enumerate(plan.measures)])
+
+    done = (map(partition, parts.bounds) if executor is None
+            else executor.map(lambda b: partition(b, None), parts.bounds))
+    for rows_out, arrays_out in done:
+        row_chunks.append(rows_out)
+        for j, a in enumerate(arrays_out):
+            measure_chunks[j].append(a)
 
     if stats is not None:
         if isinstance(matcher, NFAbMatcher):

@@ -96,16 +96,19 @@ class WorkerPool:
         except OSError:  # it died while idle: a fresh fork takes the chunk
             self._replace(worker)
 
-    def results(self) -> list[tuple[list, list[bool]]]:
+    def results(self, wake: Connection | None = None) -> list[tuple[list, list[bool]]]:
+        """Answers that have come; waits for one, or for ``wake`` to be readable."""
         busy = [w for w in self.workers if w.chunk is not None]
         by_handle = {}
         for w in busy:
             by_handle[w.conn] = w
             by_handle[w.process.sentinel] = w
-        ready = wait(list(by_handle))
+        ready = wait(list(by_handle) + ([wake] if wake is not None else []))
         out = []
         for handle in ready:
-            w = by_handle[handle]
+            w = by_handle.get(handle)
+            if w is None:  # the wake-up
+                continue
             if w.chunk is None:
                 continue
             if handle is w.conn:
