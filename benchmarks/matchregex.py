@@ -1,7 +1,11 @@
-"""MatchRegex's finance benchmarks (finance0–finance5, Table 5) with mode="matchregex" on a
-trade stream with 390 symbols: events/s of the local engine (width 1) and of Spark's
-partition strategy on local[1] and local[2] (widths 1 and 2, Table 6 / Figure 9).
-JSON and PNG in out/bench/."""
+"""MatchRegex's benchmarks (Table 5) with mode="matchregex".
+
+finance0–finance5 on a trade stream with 390 symbols: events/s of the local engine (width 1)
+and of Spark's partition strategy on local[1] and local[2] (widths 1 and 2, Table 6 /
+Figure 9). twitter0–twitter2 on 200,000 Atom-XML tweets from 6,142 authors, partitioned by
+author, ParseTweet and the tag predicates as expensive user functions: the local engine,
+the task engine's key groups on 2 worker processes, and Spark's partition strategy on
+local[2], side by side. JSON and PNG in out/bench/."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import time
 
 from benchmarks.common import peak_memory_mb, report, run_workers
 from sparkcep.api import run_local
-from sparkcep.workloads import matchregex
+from sparkcep.workloads import matchregex, twitter
 
 
 def _data(out: pathlib.Path, rows: int) -> pathlib.Path:
@@ -23,6 +27,79 @@ def _data(out: pathlib.Path, rows: int) -> pathlib.Path:
     if not path.exists():
         write_parquet(trade_stream(rows, seed=1), path)
     return path
+
+
+def _tweets(out: pathlib.Path, events: int) -> pathlib.Path:
+    from sparkcep.workloads.files import write_parquet
+
+    path = out / f"tweets_{events}.parquet"
+    if not path.exists():
+        write_parquet(twitter.tweet_stream(events), path)
+    return path
+
+
+def twitter_worker(master: str, source: str) -> list[dict]:
+    from sparkcep.spark.batch import collect_errors, match_recognize_spark
+    from sparkcep.spark.session import get_session
+
+    twitter.register()
+    spark = get_session(master, config={"spark.sql.shuffle.partitions": "8"})
+    df = spark.read.parquet(source).cache()
+    n = df.count()
+    match_recognize_spark(df.limit(2000), twitter.query("twitter0"), mode="matchregex", strategy="partition").count()
+    out = []
+    for name in twitter.NAMES:
+        t0 = time.perf_counter()
+        with collect_errors():
+            k = match_recognize_spark(df, twitter.query(name), mode="matchregex", strategy="partition").count()
+        dt = time.perf_counter() - t0
+        out.append({"width": f"spark {master}", "query": name, "rows": n, "matches": k, "seconds": dt,
+                    "events_per_second": n / dt})
+        print(f"  spark {master:9} {name}: {k:6,d} matches {n / dt:8,.0f} events/s", flush=True)
+    spark.stop()
+    return out
+
+
+def run_twitter(out: pathlib.Path, events: int) -> list[dict]:
+    """twitter0–2: the local engine, the task engine (2 workers) and Spark local[2]."""
+    import pandas as pd
+
+    import sparkcep
+
+    twitter.register()
+    source = _tweets(out, events)
+    tweets = pd.read_parquet(source)
+    sparkcep.match_recognize(tweets.head(500), twitter.query("twitter1"), mode="matchregex")  # warm up
+    results = []
+    for label, options in (("engine", {"strategy": "sequential"}), ("tasks, 2 workers", {"strategy": "tasks", "workers": 2})):
+        for name in twitter.NAMES:
+            t0 = time.perf_counter()
+            k = len(sparkcep.match_recognize(tweets, twitter.query(name), mode="matchregex", **options))
+            dt = time.perf_counter() - t0
+            results.append({"width": label, "query": name, "rows": len(tweets), "matches": k, "seconds": dt,
+                            "events_per_second": len(tweets) / dt})
+            print(f"  {label:16} {name}: {k:6,d} matches {len(tweets) / dt:8,.0f} events/s"
+                  f"  ({k / len(tweets):.2%} selectivity)", flush=True)
+    return results + run_workers("benchmarks.matchregex", ("local[2]",), str(source), "twitter")
+
+
+def plot_twitter(results: list[dict], events: int, path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    widths = list(dict.fromkeys(r["width"] for r in results))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for j, w in enumerate(widths):
+        ys = [next(r["events_per_second"] for r in results if r["width"] == w and r["query"] == q) for q in twitter.NAMES]
+        ax.bar([i + (j - 1) * 0.27 for i in range(len(ys))], ys, 0.27, label=w)
+    ax.set_xticks(range(len(twitter.NAMES)), twitter.NAMES)
+    ax.set_ylabel("events / s")
+    ax.set_title(f"MatchRegex twitter benchmarks, {events:,} Atom-XML tweets, 6,142 authors (2 cores)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
 
 
 def worker(master: str, source: str) -> list[dict]:
@@ -49,17 +126,33 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--out", default="out/bench")
-    ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--tweets", type=int, default=200_000, help="events of the twitter benchmarks")
+    ap.add_argument("--suite", choices=("all", "finance", "twitter"), default="all")
+    ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        report(worker(*args.worker))
+        report(twitter_worker(*args.worker[:2]) if args.worker[2:] == ["twitter"] else worker(*args.worker))
         return
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.suite in ("all", "finance"):
+        run_finance(args, out)
+    if args.suite in ("all", "twitter"):
+        results = run_twitter(out, args.tweets)
+        (out / "matchregex_twitter.json").write_text(json.dumps({"events": args.tweets, "results": results}, indent=2))
+        plot_twitter(results, args.tweets, out / "matchregex_twitter.png")
+        eps = {(r["width"], r["query"]): r["events_per_second"] for r in results}
+        print("matchregex twitter: " + "; ".join(
+            f"{q} engine {eps['engine', q]:,.0f}, tasks {eps['tasks, 2 workers', q]:,.0f} "
+            f"({eps['tasks, 2 workers', q] / eps['engine', q]:.2f}x), spark local[2] {eps['spark local[2]', q]:,.0f} ev/s"
+            for q in twitter.NAMES) + f"; JSON and PNG in {out}/")
+
+
+def run_finance(args, out: pathlib.Path) -> None:
     import pandas as pd
 
     import sparkcep
 
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     source = _data(out, args.rows)
     trades = pd.read_parquet(source)
     sparkcep.match_recognize(trades.head(2000), matchregex.query("finance1"), mode="matchregex")  # warm up

@@ -149,17 +149,17 @@ def _run_on_tasks(data: Any, clause: str, strategy: str, options: dict, task_opt
     if tq is not None:
         result = run_sql_on_tasks(tq, table, opts)
     else:
-        # Any other query: the sequential engine, partitions side by side, expensive calls as tasks.
-        from sparkcep.tasks.calls import run_plan_on_calls
+        # Any other query: key groups (runs of whole partitions) are the tasks.
+        from sparkcep.tasks.groups import KeyGroups
 
         if strategy == "auto" and not plan.query.partition_by:
-            return None  # one partition: nothing to run side by side
-        state_only = sorted(set(task_options) & {"pm", "queue", "block"})
+            return None  # one partition: nothing to spread
+        state_only = sorted(set(task_options) & {"pm", "queue", "block", "chunk"})
         if state_only:
             raise SparkCepError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
-                                "over a sequence of variables; this query's expensive calls run as tasks "
-                                "partition by partition (options workers and chunk)")
-        result = run_plan_on_calls(plan, table, opts.worker_count, opts.chunk)
+                                "over a sequence of variables; other queries run their key groups as tasks "
+                                "(option workers)")
+        result = run_plan(plan, table, executor=KeyGroups(opts.worker_count) if opts.worker_count else None)
     return result.to_pandas() if kind == "pandas" else result
 
 

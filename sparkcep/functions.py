@@ -477,39 +477,6 @@ def install_user_functions(registered: dict[str, ScalarFunction]) -> None:
             _version += 1
 
 
-class _Routed:
-    """An expensive function's implementation. In a thread the task engine's call router
-    serves (``route_calls``), a call becomes a task for its worker processes; anywhere else
-    (the workers themselves, the sequential engine) it is a plain call."""
-
-    __slots__ = ("name", "fn")
-
-    def __init__(self, name: str, fn: Callable[..., Any]):
-        self.name = name
-        self.fn = fn
-
-    def __call__(self, *args):
-        router = getattr(_route, "router", None)
-        if router is None:
-            return self.fn(*args)
-        return router.call(self.name, self.fn, args)
-
-
-_route = threading.local()
-
-
-def route_calls(router: Any) -> None:
-    """Send this thread's calls of expensive functions to ``router.call(name, fn, args)``
-    (None: call them here)."""
-    _route.router = router
-
-
-def plain_function(name: str) -> Callable[..., Any]:
-    """A registered function's own callable (an expensive one without its routing)."""
-    impl = _USER[name.upper()].impl
-    return impl.fn if isinstance(impl, _Routed) else impl
-
-
 def is_expensive(name: str) -> bool:
     f = _USER.get(name.upper())
     return f is not None and f.cost == "expensive"
@@ -552,8 +519,7 @@ def register_function(name: str, fn: Callable[..., Any], returns: Any, *, determ
         raise SparkCepError(f"register_function: unknown return type {returns!r}") from None
     global _version
     with _lock:
-        impl = _Routed(key, fn) if cost == "expensive" else fn
-        _USER[key] = ScalarFunction(key, impl, 0, None, lambda _types, t=rtype: t, null_on_null, True, cost)
+        _USER[key] = ScalarFunction(key, fn, 0, None, lambda _types, t=rtype: t, null_on_null, True, cost)
         _version += 1
 
 

@@ -101,3 +101,88 @@ def test_match_number_in_define_is_refused():
     t = pa.table({"t": [1, 2, 3], "x": [1, 2, 3]})
     with pytest.raises(sparkcep.SparkCepError, match="MATCH_NUMBER"):
         sparkcep.match_recognize(t, "ORDER BY t PATTERN (A B) DEFINE A AS MATCH_NUMBER() = 1", strategy="sb")
+
+
+@pytest.mark.parametrize("victim", ["first", "middle", "last"])
+def test_a_killed_unit_ends_the_query_with_an_error_not_a_hang(victim):
+    import multiprocessing
+    import os
+    import signal
+    import threading
+    import time
+
+    def slow(x):
+        time.sleep(0.002)
+        return x
+
+    sparkcep.register_function("slow", slow, "bigint")
+    try:
+        t = pa.table({"t": list(range(400)), "x": [i % 5 for i in range(400)]})
+        clause = "ORDER BY t PATTERN (A B C) DEFINE A AS slow(A.x) >= 0, B AS slow(B.x) >= 0, C AS slow(C.x) >= 0"
+        outcome: list = []
+
+        def run():
+            try:
+                sparkcep.match_recognize(t, clause, strategy="sb")
+                outcome.append("finished")
+            except sparkcep.SparkCepError as e:
+                outcome.append(e)
+
+        runner = threading.Thread(target=run, daemon=True)
+        runner.start()
+        units: list = []
+        while len(units) < 3 and runner.is_alive():
+            units = multiprocessing.active_children()
+            time.sleep(0.01)
+        assert len(units) == 3
+        pick = {"first": 0, "middle": 1, "last": 2}[victim]
+        os.kill(sorted(units, key=lambda p: p.pid)[pick].pid, signal.SIGKILL)
+        runner.join(timeout=30)
+        assert not runner.is_alive(), "the driver waits forever on a dead unit"
+        assert isinstance(outcome[0], sparkcep.SparkCepError) and "unit died" in str(outcome[0])
+    finally:
+        sparkcep.unregister_function("slow")
+
+
+def test_rb_plus_replaces_a_pool_whose_worker_died():
+    import os
+    import signal
+    import threading
+    import time
+
+    from sparkcep.api import compile_query, run_plan
+    from sparkcep.parallel.run_batches import ProcessBackend, run_partition
+
+    def slow(x):
+        time.sleep(0.0005)
+        return x
+
+    sparkcep.register_function("slow", slow, "double")
+    try:
+        data = pa.Table.from_pandas(stock_trades(1500, seed=9), preserve_index=False)
+        plan = compile_query(rip.query("Q7", maxlength=20).replace("A.price", "slow(A.price)", 1), data)
+        backends: list = []
+
+        def kill_one_worker():
+            while not backends or backends[0]._pool is None or not backends[0]._pool._processes:
+                time.sleep(0.005)
+            os.kill(next(iter(backends[0]._pool._processes)), signal.SIGKILL)
+
+        def runner(plan, part, row_ids):
+            b = ProcessBackend(plan, part.cols, plan.query.order_by[0].index, part.n, lambda r: row_ids[r], workers=2)
+            backends.append(b)
+            return run_partition(plan, part.n, b, 200, None)
+
+        killer = threading.Thread(target=kill_one_worker, daemon=True)
+        killer.start()
+        try:
+            got = run_plan(plan, data, partition_runner=runner)
+        finally:
+            for b in backends:
+                b.close()
+        killer.join(timeout=10)
+        expected = run_plan(plan, data)
+        assert backends[0].restarts >= 1
+        assert expected.num_rows > 0 and got.equals(expected)
+    finally:
+        sparkcep.unregister_function("slow")

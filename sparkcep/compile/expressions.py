@@ -38,7 +38,7 @@ from sparkcep.analysis.bound import (
     Type,
     nodes,
 )
-from sparkcep.errors import DataError, ExecutionError
+from sparkcep.errors import DataError
 from sparkcep.functions import FunctionError, array_equal
 
 
@@ -375,8 +375,6 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
                 return impl(*vals)
             except FunctionError as exc:  # a value the function refuses (a bad cast, an index)
                 raise EvaluationError(str(exc)) from None
-            except ExecutionError:  # the task engine's workers failed, not this call
-                raise
             except Exception as exc:  # a user function may raise anything: name it
                 raise EvaluationError(f"function {name} failed: {exc}") from exc
         return call

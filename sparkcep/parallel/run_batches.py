@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from sparkcep.compile.plan import Plan
-from sparkcep.errors import DataError, SparkCepError
+from sparkcep.errors import DataError, ExecutionError, SparkCepError
 from sparkcep.runtime.engine import (
     Selection,
     candidate_finder,
@@ -441,19 +441,36 @@ class ProcessBackend(LocalBackend):
     """LocalBackend with the batch tasks spread over ``workers`` forked processes: RIP's
     RB+ on one machine (the state-based baselines' comparison)."""
 
+    # A pool whose workers keep dying is a bug, not bad luck.
+    MAX_RESTARTS = 8
+
     def __init__(self, *args, workers: int = 2, **kwargs):
         super().__init__(*args, **kwargs)
         self.workers = workers
+        self.restarts = 0
         self._pool = None
 
     def _map(self, fn, items: list) -> list:
+        """``fn`` over ``items`` in the workers. A worker that dies breaks the pool (where
+        multiprocessing.Pool would wait forever): a fresh pool runs the whole map again —
+        the tasks are pure."""
         global _FORKED
-        if self._pool is None:
-            import multiprocessing
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
-            _FORKED = self  # inherited by the forked workers
-            self._pool = multiprocessing.get_context("fork").Pool(self.workers)
-        return self._pool.map(fn, items, chunksize=1)
+        while True:
+            if self._pool is None:
+                _FORKED = self  # inherited by the forked workers
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+            try:
+                return list(self._pool.map(fn, items))
+            except BrokenProcessPool:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+                self.restarts += 1
+                if self.restarts > self.MAX_RESTARTS:
+                    raise ExecutionError(f"RB+ worker processes died {self.restarts} times; giving up") from None
 
     def summaries(self, tasks: Iterable[Task]) -> list[Summary]:
         tasks = list(tasks)
@@ -482,6 +499,5 @@ class ProcessBackend(LocalBackend):
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.close()
-            self._pool.join()
+            self._pool.shutdown()
             self._pool = None

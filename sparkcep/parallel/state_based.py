@@ -126,7 +126,10 @@ def _received(inputs: list[Connection]):
     open_inputs = list(inputs)
     while open_inputs:
         for conn in wait(open_inputs):
-            got = conn.recv()
+            try:
+                got = conn.recv()
+            except EOFError:  # it died (killed, out of memory) without a word
+                raise _Upstream(("error", ("ExecutionError", "a state-based processing unit died", None, None))) from None
             if got is _END:
                 open_inputs.remove(conn)
             elif isinstance(got, tuple):
@@ -150,6 +153,12 @@ def _serve(out: Connection, unit: _Unit, pms) -> None:
         out.send(e.args[0])
     except Exception as e:  # noqa: BLE001 - reported by the driver
         out.send(("error", _describe(e)))
+
+
+def _unit_main(target, args: tuple, others: list[Connection]) -> None:
+    for c in others:
+        c.close()
+    target(*args)
 
 
 def _serve_first(out: Connection, unit: _Unit, rows) -> None:
@@ -188,26 +197,25 @@ class StateBasedMatcher:
         part.py()  # convert the columns once, before the units fork with them
         ctx = multiprocessing.get_context("fork")
         units = [_Unit(self.plan, part, self.steps, k) for k in range(len(self.steps))]
-        procs = []
         firsts = 2 if self.replicate_first else 1
-        # Unit 0 (and its replica): its outputs feed unit 1, or the driver when it is the last.
-        feeds = []
-        for i in range(firsts):
-            recv, send = ctx.Pipe(duplex=False)
-            rows = range(i, part.n, firsts)
-            procs.append(ctx.Process(target=_serve_first, args=(send, units[0], rows), daemon=True))
-            feeds.append((recv, send))
-        inputs = [r for r, _ in feeds]
-        senders = [s for _, s in feeds]
-        for k in range(1, len(units)):
-            recv, send = ctx.Pipe(duplex=False)
-            procs.append(ctx.Process(target=_serve_next, args=(inputs, send, units[k]), daemon=True))
-            senders.append(send)
+        # Unit 0 (and its replica) feed unit 1, each unit the next; the last feeds the driver.
+        feeds = [ctx.Pipe(duplex=False) for _ in range(firsts)]
+        links = [ctx.Pipe(duplex=False) for _ in range(1, len(units))]
+        every = [c for pair in feeds + links for c in pair]
+        specs = [(_serve_first, (send, units[0], range(i, part.n, firsts)), [send]) for i, (_, send) in enumerate(feeds)]
+        inputs = [recv for recv, _ in feeds]
+        for k, (recv, send) in enumerate(links, start=1):
+            specs.append((_serve_next, (inputs, send, units[k]), [*inputs, send]))
             inputs = [recv]
+        # Each process keeps only its own pipe ends, so a unit that dies closes its output
+        # for good and the one after it (or the driver) reads EOF instead of waiting forever.
+        procs = [ctx.Process(target=_unit_main, args=(target, args, [c for c in every if all(c is not o for o in own)]),
+                             daemon=True) for target, args, own in specs]
         for p in procs:
             p.start()
-        for s in senders:
-            s.close()  # the children hold their ends
+        for c in every:
+            if all(c is not i for i in inputs):
+                c.close()
         found: dict[int, list[tuple[int, ...]]] = {}
         open_inputs = list(inputs)
         try:
@@ -225,15 +233,24 @@ class StateBasedMatcher:
                             err = EvaluationError(message, column)
                             err.position = position
                             raise err
+                        if name == "ExecutionError":
+                            raise ExecutionError(message)
                         raise ExecutionError(f"a state-based processing unit failed: {name}: {message}")
                     else:
                         for start, path in got:
                             found.setdefault(start, []).append(path)
+        except BaseException:
+            for p in procs:  # the others would wait on pipes nobody reads any more
+                p.kill()
+            raise
         finally:
             for p in procs:
                 p.join(timeout=5)
                 if p.is_alive():
                     p.kill()
+                    p.join()
+            for c in inputs:
+                c.close()
         for paths in found.values():
             paths.sort(key=lambda path: path + (len(self.steps),))  # SQL's preference
         return found

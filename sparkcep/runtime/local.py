@@ -34,8 +34,8 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
     sequential engine for each partition (tests pass the run strategy here); ``stats``, if
     given, receives which matcher ran and the most partial matches alive at once;
-    ``executor`` (a concurrent.futures executor) runs partitions side by side, each with a
-    matcher of its own, on the Python matchers (the result keeps partition order)."""
+    ``executor`` (tasks.groups.KeyGroups) maps partitions elsewhere, each with a matcher of
+    its own, on the Python matchers (the result keeps partition order)."""
     if getattr(plan, "root", False) is not False:  # a segment query (segments.run.SegmentPlan)
         from sparkcep.segments.run import run_segments
 

@@ -11,6 +11,7 @@ coordinator as DataError.
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import os
 from multiprocessing.connection import Connection, wait
@@ -49,7 +50,9 @@ class _Worker:
         self.process = ctx.Process(target=_serve, args=(child, evaluator), daemon=True)
         self.process.start()
         child.close()
-        self.chunk: list | None = None  # what it is evaluating
+        # Chunks sent and not yet answered, oldest first: (chunk, wire). Answers come back
+        # in the order the chunks went out.
+        self.outstanding: collections.deque = collections.deque()
 
     def stop(self) -> None:
         try:
@@ -64,14 +67,18 @@ class _Worker:
 
 
 class WorkerPool:
-    """``n`` worker processes. ``submit`` a chunk to an idle worker, ``results`` waits for
-    any answer: a list of (chunk, booleans)."""
+    """``n`` worker processes. ``submit`` a chunk to a worker with a free slot (``idle``
+    lists one entry per free slot), ``results`` waits for any answer: a list of (chunk,
+    answers). ``depth`` chunks may be outstanding per worker, so a worker finds its next
+    chunk waiting in its pipe instead of idling while its answer travels to the coordinator
+    and the next chunk back."""
 
-    def __init__(self, evaluator: Evaluator, n: int):
+    def __init__(self, evaluator: Evaluator, n: int, depth: int = 2):
         if not hasattr(os, "fork"):
             raise SparkCepError("strategy='tasks' with workers needs a platform that can fork; use workers=0")
         self._ctx = multiprocessing.get_context("fork")
         self._evaluator = evaluator
+        self.depth = depth
         self.workers: list[_Worker] = []
         self.restarts = 0
         try:
@@ -82,46 +89,46 @@ class WorkerPool:
             raise
 
     def idle(self) -> list[_Worker]:
-        return [w for w in self.workers if w.chunk is None]
+        # Emptier workers first: every worker gets a chunk before any gets a second.
+        order = sorted(self.workers, key=lambda w: len(w.outstanding))
+        return [w for slot in range(self.depth) for w in order if len(w.outstanding) <= slot]
 
     @property
     def busy(self) -> int:
-        return sum(w.chunk is not None for w in self.workers)
+        return sum(bool(w.outstanding) for w in self.workers)
 
     def submit(self, worker: _Worker, chunk: list, wire: list[tuple]) -> None:
-        worker.chunk = chunk
-        worker.wire = wire
+        worker.outstanding.append((chunk, wire))
         try:
             worker.conn.send(wire)
-        except OSError:  # it died while idle: a fresh fork takes the chunk
+        except OSError:  # it died while idle: a fresh fork takes its chunks
             self._replace(worker)
 
-    def results(self, wake: Connection | None = None) -> list[tuple[list, list[bool]]]:
-        """Answers that have come; waits for one, or for ``wake`` to be readable."""
-        busy = [w for w in self.workers if w.chunk is not None]
+    def results(self) -> list[tuple[list, list]]:
+        busy = [w for w in self.workers if w.outstanding]
         by_handle = {}
         for w in busy:
             by_handle[w.conn] = w
             by_handle[w.process.sentinel] = w
-        ready = wait(list(by_handle) + ([wake] if wake is not None else []))
+        ready = wait(list(by_handle))
         out = []
         for handle in ready:
-            w = by_handle.get(handle)
-            if w is None:  # the wake-up
-                continue
-            if w.chunk is None:
+            w = by_handle[handle]
+            if not w.outstanding or w not in self.workers:
                 continue
             if handle is w.conn:
                 try:
                     msg = w.conn.recv()
                 except (EOFError, OSError):
                     msg = None
+            elif w.conn.poll():  # it answered, then ended: read the answer first
+                continue
             else:
                 msg = None
             if msg is None:
                 self._replace(w)
                 continue
-            chunk, w.chunk = w.chunk, None
+            chunk, _ = w.outstanding.popleft()
             if msg[0] == "ok":
                 out.append((chunk, msg[1]))
             elif msg[0] == "data":
@@ -135,12 +142,12 @@ class WorkerPool:
         return out
 
     def _replace(self, dead: _Worker) -> None:
-        """A worker died mid-chunk: fork another and give it the same chunk."""
+        """A worker died with chunks outstanding: fork another and send it the same chunks."""
         self.restarts += 1
         if self.restarts > MAX_RESTARTS:
             raise ExecutionError(f"task workers died {self.restarts} times; giving up")
-        chunk, wire = dead.chunk, dead.wire
-        dead.chunk = None
+        pending = list(dead.outstanding)
+        dead.outstanding.clear()
         try:
             dead.conn.close()
         except OSError:
@@ -148,7 +155,8 @@ class WorkerPool:
         dead.process.join(timeout=1)
         fresh = _Worker(self._ctx, self._evaluator)
         self.workers[self.workers.index(dead)] = fresh
-        self.submit(fresh, chunk, wire)
+        for chunk, wire in pending:
+            self.submit(fresh, chunk, wire)
 
     def close(self) -> None:
         for w in self.workers:

@@ -1,9 +1,9 @@
-"""MATCH_RECOGNIZE queries outside the task engine's state model on its workers: the
-sequential engine with partitions side by side and calls of expensive functions as tasks.
-Random queries (every pattern form, skip mode, output mode, both modes) with an expensive
-function wrapped around their column reads equal the sequential engine, errors included,
-under every worker count and chunk size with delays that shuffle completion order; a worker
-killed mid-chunk is replaced; workers that keep dying end the query with a clear error."""
+"""MATCH_RECOGNIZE queries outside the task engine's state model on its workers: runs of
+whole partitions (key groups) as tasks. Random queries (every pattern form, skip mode, output
+mode, both modes) with an expensive function wrapped around their column reads equal the
+sequential engine, errors included, under 1 and 2 workers with delays that shuffle which
+group finishes first; a worker killed mid-group is replaced; workers that keep dying end the
+query with a clear error."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.api import compile_query
+from sparkcep.api import compile_query, run_plan
+from sparkcep.tasks.groups import KeyGroups, groups_of
 from tests.test_properties import comparable, queries, tables
 
 
@@ -50,13 +51,24 @@ def _result(table, text, mode, **options):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-@given(query=queries(), table=tables(), workers=st.integers(1, 2), chunk=st.sampled_from([None, 1, 3]))
-def test_tasks_equal_the_sequential_engine(query, table, workers, chunk):
+@given(query=queries(), table=tables(), workers=st.integers(1, 2))
+def test_tasks_equal_the_sequential_engine(query, table, workers):
     text, mode = query
     text = _wrapped(text)
     expected = _result(table, text, mode, strategy="sequential")
-    got = _result(table, text, mode, strategy="tasks", workers=workers, chunk=chunk)
+    got = _result(table, text, mode, strategy="tasks", workers=workers)
     assert got == expected, f"{text}\nmode={mode}\n{table.to_pylist()}"
+
+
+@given(sizes=st.lists(st.integers(1, 9), max_size=30), count=st.integers(1, 12))
+def test_groups_are_runs_of_whole_partitions_in_order(sizes, count):
+    bounds, s = [], 0
+    for n in sizes:
+        bounds.append((s, s + n))
+        s += n
+    groups = groups_of(bounds, count)
+    assert [i for g in groups for i in g] == list(range(len(bounds)))
+    assert all(groups) and len(groups) <= count + 1  # each group but the last holds its share of rows
 
 
 def _keyed(n: int, keys: int, seed: int = 1) -> pa.Table:
@@ -69,23 +81,20 @@ QUERY = """PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS f, COUNT(*) AS c
 PATTERN (S SAME+ END) DEFINE SAME AS pr(price) = FIRST(price), END AS pr(price) <> S.price"""
 
 
-def test_the_calls_run_on_the_workers_and_the_result_keeps_partition_order():
-    from sparkcep.tasks.calls import run_plan_on_calls
-
-    table = _keyed(300, 12)
+def test_key_groups_run_on_the_workers_and_the_result_keeps_partition_order():
+    table = _keyed(300, 40)
     plan = compile_query(QUERY, table, "sql")
-    stats: dict = {}
-    got = run_plan_on_calls(plan, table, 2, None, stats)
+    groups = KeyGroups(2)
+    got = run_plan(plan, table, executor=groups)
     expected = sparkcep.match_recognize(table, QUERY, strategy="sequential")
     assert got.to_pylist() == expected.to_pylist() and expected.num_rows > 10
-    assert stats["calls"] >= 300 and stats["restarts"] == 0
+    assert groups.groups > 2 and groups.restarts == 0
 
 
-def test_a_worker_killed_mid_chunk_is_replaced_and_the_result_is_unchanged(monkeypatch):
+def test_a_worker_killed_mid_group_is_replaced_and_the_result_is_unchanged(monkeypatch):
     from sparkcep.tasks import workers as workers_mod
-    from sparkcep.tasks.calls import run_plan_on_calls
 
-    sparkcep.register_function("pr", lambda x: time.sleep(0.003) or x, "bigint", cost="expensive")
+    sparkcep.register_function("pr", lambda x: time.sleep(0.002) or x, "bigint", cost="expensive")
     table = _keyed(120, 6, seed=2)
     plan = compile_query(QUERY, table, "sql")
     expected = sparkcep.match_recognize(table, QUERY, strategy="sequential").to_pylist()
@@ -94,18 +103,18 @@ def test_a_worker_killed_mid_chunk_is_replaced_and_the_result_is_unchanged(monke
 
     def submit(self, worker, chunk, wire):
         real_submit(self, worker, chunk, wire)
-        if not killed and len(chunk) >= 2:
+        if not killed:
             killed.append(worker.process.pid)
-            threading.Timer(0.002, os.kill, (worker.process.pid, signal.SIGKILL)).start()
+            threading.Timer(0.005, os.kill, (worker.process.pid, signal.SIGKILL)).start()
 
     monkeypatch.setattr(workers_mod.WorkerPool, "submit", submit)
-    stats: dict = {}
-    got = run_plan_on_calls(plan, table, 2, 4, stats)
-    assert killed and stats["restarts"] >= 1
+    groups = KeyGroups(2)
+    got = run_plan(plan, table, executor=groups)
+    assert killed and groups.restarts >= 1
     assert got.to_pylist() == expected
 
 
-def test_an_error_in_a_function_names_its_row_as_the_sequential_engine_does():
+def test_an_error_names_its_row_as_the_sequential_engine_does():
     def picky(x):
         if x == 2:
             raise ValueError("two is not allowed")
@@ -126,11 +135,11 @@ def test_workers_that_keep_dying_end_the_query_with_a_clear_error():
 
 
 def test_auto_runs_partitioned_queries_with_expensive_calls_on_the_workers(monkeypatch):
-    from sparkcep.tasks import calls
+    from sparkcep.tasks import groups as groups_mod
 
     used = []
-    real = calls.run_plan_on_calls
-    monkeypatch.setattr(calls, "run_plan_on_calls", lambda *a, **k: used.append(1) or real(*a, **k))
+    real = groups_mod.KeyGroups.map
+    monkeypatch.setattr(groups_mod.KeyGroups, "map", lambda self, *a: used.append(1) or real(self, *a))
     table = _keyed(80, 5)
     auto = sparkcep.match_recognize(table, QUERY, workers=2)
     assert used and auto.to_pylist() == sparkcep.match_recognize(table, QUERY, strategy="sequential").to_pylist()
@@ -138,3 +147,5 @@ def test_auto_runs_partitioned_queries_with_expensive_calls_on_the_workers(monke
     single = QUERY.replace("PARTITION BY k ", "")
     sparkcep.match_recognize(table, single)  # one partition: nothing to spread, runs as usual
     assert not used
+    with pytest.raises(sparkcep.SparkCepError, match="options chunk apply to ALL MATCHES"):
+        sparkcep.match_recognize(table, QUERY, strategy="tasks", chunk=4)
