@@ -38,28 +38,6 @@ def _tweets(out: pathlib.Path, events: int) -> pathlib.Path:
     return path
 
 
-def twitter_worker(master: str, source: str) -> list[dict]:
-    from sparkcep.spark.batch import collect_errors, match_recognize_spark
-    from sparkcep.spark.session import get_session
-
-    twitter.register()
-    spark = get_session(master, config={"spark.sql.shuffle.partitions": "8"})
-    df = spark.read.parquet(source).cache()
-    n = df.count()
-    match_recognize_spark(df.limit(2000), twitter.query("twitter0"), mode="matchregex", strategy="partition").count()
-    out = []
-    for name in twitter.NAMES:
-        t0 = time.perf_counter()
-        with collect_errors():
-            k = match_recognize_spark(df, twitter.query(name), mode="matchregex", strategy="partition").count()
-        dt = time.perf_counter() - t0
-        out.append({"width": f"spark {master}", "query": name, "rows": n, "matches": k, "seconds": dt,
-                    "events_per_second": n / dt})
-        print(f"  spark {master:9} {name}: {k:6,d} matches {n / dt:8,.0f} events/s", flush=True)
-    spark.stop()
-    return out
-
-
 def run_twitter(out: pathlib.Path, events: int) -> list[dict]:
     """twitter0–2: the local engine, the task engine (2 workers) and Spark local[2]."""
     import pandas as pd
@@ -102,22 +80,26 @@ def plot_twitter(results: list[dict], events: int, path: pathlib.Path) -> None:
     fig.savefig(path, dpi=100)
 
 
-def worker(master: str, source: str) -> list[dict]:
+def worker(master: str, source: str, suite: str = "finance") -> list[dict]:
+    """One suite on Spark's partition strategy under ``master``."""
     from sparkcep.spark.batch import collect_errors, match_recognize_spark
     from sparkcep.spark.session import get_session
 
+    workload, label = (twitter, f"spark {master}") if suite == "twitter" else (matchregex, master)
+    if suite == "twitter":
+        twitter.register()
     spark = get_session(master, config={"spark.sql.shuffle.partitions": "8"})
     df = spark.read.parquet(source).cache()
     n = df.count()
-    match_recognize_spark(df.limit(5000), matchregex.query("finance0"), mode="matchregex", strategy="partition").count()
+    match_recognize_spark(df.limit(2000), workload.query(workload.NAMES[0]), mode="matchregex", strategy="partition").count()
     out = []
-    for name in matchregex.NAMES:
+    for name in workload.NAMES:
         t0 = time.perf_counter()
         with collect_errors():
-            k = match_recognize_spark(df, matchregex.query(name), mode="matchregex", strategy="partition").count()
+            k = match_recognize_spark(df, workload.query(name), mode="matchregex", strategy="partition").count()
         dt = time.perf_counter() - t0
-        out.append({"width": master, "query": name, "rows": n, "matches": k, "seconds": dt, "events_per_second": n / dt})
-        print(f"  {master:9} {name}: {k:6,d} matches {n / dt:10,.0f} events/s", flush=True)
+        out.append({"width": label, "query": name, "rows": n, "matches": k, "seconds": dt, "events_per_second": n / dt})
+        print(f"  {label:15} {name}: {k:6,d} matches {n / dt:10,.0f} events/s", flush=True)
     spark.stop()
     return out
 
@@ -131,7 +113,7 @@ def main() -> None:
     ap.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        report(twitter_worker(*args.worker[:2]) if args.worker[2:] == ["twitter"] else worker(*args.worker))
+        report(worker(*args.worker))
         return
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
