@@ -101,9 +101,11 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     (rows per batch for runs/rr) and ``shared`` (rows a batch reads past its end). pandas and
     Arrow data: ``strategy="sb"`` / ``"sb+"`` run RIP's state-based baselines (one process
     per pattern variable; exact, not fast); ``strategy="tasks"`` (or "auto" when a DEFINE
-    calls a function registered with cost="expensive") runs ALL MATCHES + SKIP TILL ANY
-    MATCH over a sequence of variables on the task engine's worker processes (options
-    ``workers``, ``pm``, ``queue``, ``block``, ``chunk`` as for sparkcep.snoop).
+    calls a function registered with cost="expensive") runs on the task engine's worker
+    processes: ALL MATCHES + SKIP TILL ANY MATCH over a sequence of variables as
+    ⟨transition, partial match, event⟩ tasks (options ``workers``, ``pm``, ``queue``,
+    ``block``, ``chunk`` as for sparkcep.snoop), any other query with key groups — runs of
+    whole partitions — as the tasks (option ``workers``; under "auto" only with PARTITION BY).
     """
     check_options(options, OPTIONS | TASK_OPTIONS)
     task_options = {k: options.pop(k) for k in TASK_OPTIONS & set(options)}

@@ -495,8 +495,9 @@ def register_function(name: str, fn: Callable[..., Any], returns: Any, *, determ
     deterministic and free of side effects: the engine may call them in any order, more than
     once, and on different workers. With ``null_on_null`` (the default) a NULL argument gives
     NULL without calling ``fn``. ``cost="expensive"`` marks a function whose calls take
-    milliseconds (image or text comparison, a model): a SNOOP query calling it runs on the
-    task engine's worker processes under strategy "auto". Arguments may be any column
+    milliseconds (image or text comparison, a model): a SNOOP query calling it, or a
+    MATCH_RECOGNIZE query calling it in DEFINE (see match_recognize), runs on the task
+    engine's worker processes under strategy "auto". Arguments may be any column
     values, binary payloads (bytes) and lists included.
     """
     if cost not in ("cheap", "expensive"):
