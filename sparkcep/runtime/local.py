@@ -34,8 +34,8 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
     sequential engine for each partition (tests pass the run strategy here); ``stats``, if
     given, receives which matcher ran and the most partial matches alive at once;
-    ``executor`` (tasks.groups.KeyGroups) maps partitions elsewhere, each with a matcher of
-    its own, on the Python matchers (the result keeps partition order)."""
+    ``executor`` (tasks.groups.KeyGroups) maps the partitions onto worker processes, on the
+    Python matchers (the result keeps partition order)."""
     if getattr(plan, "root", False) is not False:  # a segment query (segments.run.SegmentPlan)
         from sparkcep.segments.run import run_segments
 
@@ -71,7 +71,7 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     row_chunks: list[np.ndarray] = []
     measure_chunks: list[list[pa.Array]] = [[] for _ in plan.measures]
 
-    def partition(bounds: tuple[int, int], matcher=matcher) -> tuple[np.ndarray, list[pa.Array]]:
+    def partition(bounds: tuple[int, int]) -> tuple[np.ndarray, list[pa.Array]]:
         start, end = bounds
         part = PartitionData(columns.slice(start, end - start), end - start, order_index)
         if adjacent is not None:
@@ -83,8 +83,6 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
             if spans is not None:
                 rows, arrays_out = columnar_measures.measure_columns(plan, part, spans, types)
                 return order_np[start + rows], arrays_out
-        if matcher is None:
-            matcher = matcher_factory(plan)
         rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
                 else output_rows(plan, matcher, part, row_ids, kernel))
         positions: list[int] = []
@@ -96,8 +94,8 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
         return (np.array(positions, dtype=np.int64),
                 [measure_array(m.name, values[j], types[j]) for j, m in enumerate(plan.measures)])
 
-    done = (map(partition, parts.bounds) if executor is None
-            else executor.map(lambda b: partition(b, None), parts.bounds))
+    # KeyGroups' workers are forked: each has its own copy of the matcher.
+    done = map(partition, parts.bounds) if executor is None else executor.map(partition, parts.bounds)
     for rows_out, arrays_out in done:
         row_chunks.append(rows_out)
         for j, a in enumerate(arrays_out):
