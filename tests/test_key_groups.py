@@ -149,3 +149,61 @@ def test_auto_runs_partitioned_queries_with_expensive_calls_on_the_workers(monke
     assert not used
     with pytest.raises(sparkcep.SparkCepError, match="options chunk apply to ALL MATCHES"):
         sparkcep.match_recognize(table, QUERY, strategy="tasks", chunk=4)
+
+
+class _Echo:
+    """A worker's evaluator answering each chunk with a megabyte."""
+
+    def tasks(self, chunk):
+        return [b"x" * 1_000_000]
+
+
+_LARGE = """
+from sparkcep.tasks.workers import WorkerPool
+
+class Echo:
+    def tasks(self, chunk):
+        return [b"x" * 1_000_000]
+
+pool = WorkerPool(Echo(), 1)
+for i, w in enumerate(pool.idle()):  # both slots of the one worker
+    pool.submit(w, [i], [b"y" * 500_000])
+got = []
+while pool.busy:
+    got += pool.results()
+pool.close()
+print(sorted(c[0] for c, _ in got))
+"""
+
+
+def test_large_chunks_and_answers_do_not_block_a_busy_worker():
+    import subprocess
+    import sys
+
+    # In a child process: a pool that deadlocks must fail the test, not hang the suite.
+    try:
+        done = subprocess.run([sys.executable, "-c", _LARGE], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a worker busy with one large chunk and a large answer deadlocks the pool")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[0, 1]"
+
+
+def test_a_worker_dead_while_idle_is_replaced_for_every_free_slot():
+    from sparkcep.tasks.workers import WorkerPool
+
+    pool = WorkerPool(_Echo(), 1)
+    try:
+        dead = pool.workers[0]
+        os.kill(dead.process.pid, signal.SIGKILL)
+        dead.process.join()
+        slots = pool.idle()
+        assert slots == [dead, dead]
+        for i, w in enumerate(slots):
+            pool.submit(w, [i], [i])
+        got = []
+        while pool.busy:
+            got += pool.results()
+        assert sorted(c[0] for c, _ in got) == [0, 1] and pool.restarts == 1
+    finally:
+        pool.close()

@@ -12,11 +12,12 @@ in partition order, so the result, and the first error, are the sequential engin
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.errors import SparkCepError
+from sparkcep.errors import ExecutionError
 from sparkcep.tasks.workers import WorkerPool
 
 # Groups per worker: small enough to balance uneven keys, large enough that a group's
@@ -25,22 +26,32 @@ GROUPS_PER_WORKER = 8
 
 
 class _Groups:
-    """What a worker runs: each partition of a group, answered with ("ok", rows) or the
-    first error (later partitions of the group are not needed then)."""
+    """What a worker runs: each partition of a group (a run of partition indices, sent as
+    its ends), answered with ("ok", rows) or the first error (later partitions of the
+    group are not needed then)."""
 
     def __init__(self, fn: Callable[[tuple[int, int]], Any], bounds: list[tuple[int, int]]):
         self.fn = fn
         self.bounds = bounds
 
-    def tasks(self, group: list[int]) -> list[tuple]:
+    def tasks(self, group: tuple[int, int]) -> list[tuple]:
         out = []
-        for i in group:
+        for i in range(*group):
             try:
                 out.append(("ok", self.fn(self.bounds[i])))
-            except SparkCepError as e:
-                out.append(("error", e))
+            except Exception as e:  # raised by the coordinator in partition order, as it came
+                out.append(("error", _portable(e)))
                 break
         return out
+
+
+def _portable(e: Exception) -> Exception:
+    """``e`` if it survives the trip to the coordinator, else an ExecutionError with its text."""
+    try:
+        pickle.loads(pickle.dumps(e))
+        return e
+    except Exception:
+        return ExecutionError(f"{type(e).__name__}: {e}")
 
 
 def groups_of(bounds: list[tuple[int, int]], count: int) -> list[list[int]]:
@@ -82,11 +93,11 @@ class KeyGroups:
                 for w in pool.idle():
                     if waiting:
                         group = waiting.pop()
-                        pool.submit(w, group, group)
+                        pool.submit(w, group, (group[0], group[-1] + 1))  # a run: its ends suffice
                 for group, got in pool.results():
                     answers.update(zip(group, got, strict=False))
-            self.restarts = pool.restarts
         finally:
+            self.restarts = pool.restarts
             pool.close()
         out = []
         for i in range(len(bounds)):

@@ -15,6 +15,7 @@ import collections
 import multiprocessing
 import os
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.errors import DataError, ExecutionError, SparkCepError
@@ -22,6 +23,8 @@ from sparkcep.tasks.evaluate import Evaluator
 
 # A worker that keeps dying is a bug, not bad luck.
 MAX_RESTARTS = 16
+# A chunk message up to this size may wait in a busy worker's pipe (pipes hold more).
+PREFETCH_BYTES = 32 * 1024
 
 
 def _serve(conn: Connection, evaluator: Evaluator) -> None:
@@ -50,13 +53,29 @@ class _Worker:
         self.process = ctx.Process(target=_serve, args=(child, evaluator), daemon=True)
         self.process.start()
         child.close()
-        # Chunks sent and not yet answered, oldest first: (chunk, wire). Answers come back
-        # in the order the chunks went out.
+        # Chunks given and not yet answered, oldest first: [chunk, message bytes, sent].
+        # Answers come back in the order the chunks went out.
         self.outstanding: collections.deque = collections.deque()
+        self.replaced_by: _Worker | None = None
+
+    def send_next(self) -> None:
+        """Send what it may take now: every small chunk, and a large one only when nothing
+        else is unanswered — a large message could fill the pipe while the worker, busy,
+        is itself blocked sending an answer nobody reads."""
+        for i, entry in enumerate(self.outstanding):
+            if entry[2]:
+                continue
+            if i > 0 and len(entry[1]) > PREFETCH_BYTES:
+                return
+            self.conn.send_bytes(entry[1])
+            entry[2] = True
 
     def stop(self) -> None:
         try:
-            self.conn.send(None)
+            if self.outstanding:  # it may be blocked sending an answer: do not wait on it
+                self.process.kill()
+            else:
+                self.conn.send(None)
         except OSError:
             pass
         self.process.join(timeout=2)
@@ -97,10 +116,12 @@ class WorkerPool:
     def busy(self) -> int:
         return sum(bool(w.outstanding) for w in self.workers)
 
-    def submit(self, worker: _Worker, chunk: list, wire: list[tuple]) -> None:
-        worker.outstanding.append((chunk, wire))
+    def submit(self, worker: _Worker, chunk: list, wire: list) -> None:
+        while worker.replaced_by is not None:  # idle() may list a worker replaced since
+            worker = worker.replaced_by
+        worker.outstanding.append([chunk, ForkingPickler.dumps(wire), False])
         try:
-            worker.conn.send(wire)
+            worker.send_next()
         except OSError:  # it died while idle: a fresh fork takes its chunks
             self._replace(worker)
 
@@ -128,7 +149,11 @@ class WorkerPool:
             if msg is None:
                 self._replace(w)
                 continue
-            chunk, _ = w.outstanding.popleft()
+            chunk = w.outstanding.popleft()[0]
+            try:
+                w.send_next()  # a large chunk held back goes now
+            except OSError:
+                self._replace(w)
             if msg[0] == "ok":
                 out.append((chunk, msg[1]))
             elif msg[0] == "data":
@@ -152,11 +177,16 @@ class WorkerPool:
             dead.conn.close()
         except OSError:
             pass
+        dead.process.kill()
         dead.process.join(timeout=1)
         fresh = _Worker(self._ctx, self._evaluator)
         self.workers[self.workers.index(dead)] = fresh
-        for chunk, wire in pending:
-            self.submit(fresh, chunk, wire)
+        dead.replaced_by = fresh
+        fresh.outstanding.extend([chunk, data, False] for chunk, data, _ in pending)
+        try:
+            fresh.send_next()
+        except OSError:
+            self._replace(fresh)
 
     def close(self) -> None:
         for w in self.workers:
