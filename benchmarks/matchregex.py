@@ -61,20 +61,21 @@ def run_twitter(out: pathlib.Path, events: int) -> list[dict]:
     return results + run_workers("benchmarks.matchregex", ("local[2]",), str(source), "twitter")
 
 
-def plot_twitter(results: list[dict], events: int, path: pathlib.Path) -> None:
+def plot_bars(results: list[dict], names: tuple[str, ...], widths, title: str, path: pathlib.Path,
+              figsize=(9, 4)) -> None:
+    """Events/s per query, one bar per width (engine, strategy or Spark master)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    widths = list(dict.fromkeys(r["width"] for r in results))
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig, ax = plt.subplots(figsize=figsize)
     for j, w in enumerate(widths):
-        ys = [next(r["events_per_second"] for r in results if r["width"] == w and r["query"] == q) for q in twitter.NAMES]
+        ys = [next(r["events_per_second"] for r in results if r["width"] == w and r["query"] == q) for q in names]
         ax.bar([i + (j - 1) * 0.27 for i in range(len(ys))], ys, 0.27, label=w)
-    ax.set_xticks(range(len(twitter.NAMES)), twitter.NAMES)
+    ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("events / s")
-    ax.set_title(f"MatchRegex twitter benchmarks, {events:,} Atom-XML tweets, 6,142 authors (2 cores)")
+    ax.set_title(title)
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -122,7 +123,9 @@ def main() -> None:
     if args.suite in ("all", "twitter"):
         results = run_twitter(out, args.tweets)
         (out / "matchregex_twitter.json").write_text(json.dumps({"events": args.tweets, "results": results}, indent=2))
-        plot_twitter(results, args.tweets, out / "matchregex_twitter.png")
+        plot_bars(results, twitter.NAMES, list(dict.fromkeys(r["width"] for r in results)),
+                  f"MatchRegex twitter benchmarks, {args.tweets:,} Atom-XML tweets, 6,142 authors (2 cores)",
+                  out / "matchregex_twitter.png", figsize=(8, 4))
         eps = {(r["width"], r["query"]): r["events_per_second"] for r in results}
         print("matchregex twitter: " + "; ".join(
             f"{q} engine {eps['engine', q]:,.0f}, tasks {eps['tasks, 2 workers', q]:,.0f} "
@@ -151,22 +154,8 @@ def run_finance(args, out: pathlib.Path) -> None:
     results += run_workers("benchmarks.matchregex", ("local[1]", "local[2]"), str(source))
     peak = peak_memory_mb()
     (out / "matchregex.json").write_text(json.dumps({"rows": args.rows, "peak_rss_mb": peak, "results": results}, indent=2))
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 4))
-    widths = ("engine", "local[1]", "local[2]")
-    for j, w in enumerate(widths):
-        ys = [next(r["events_per_second"] for r in results if r["width"] == w and r["query"] == q) for q in matchregex.NAMES]
-        ax.bar([i + (j - 1) * 0.27 for i in range(len(ys))], ys, 0.27, label=w)
-    ax.set_xticks(range(len(matchregex.NAMES)), matchregex.NAMES)
-    ax.set_ylabel("events / s")
-    ax.set_title(f"MatchRegex finance benchmarks, {args.rows:,} trades, 390 symbols")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "matchregex.png", dpi=100)
+    plot_bars(results, matchregex.NAMES, ("engine", "local[1]", "local[2]"),
+              f"MatchRegex finance benchmarks, {args.rows:,} trades, 390 symbols", out / "matchregex.png")
     eng = {r["query"]: r["events_per_second"] for r in results if r["width"] == "engine"}
     live = max((r["peak_live_runs"] or 0) for r in results if r["width"] == "engine")
     print("matchregex: engine " + ", ".join(f"{q} {v:,.0f} ev/s" for q, v in eng.items())
