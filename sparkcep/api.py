@@ -42,7 +42,10 @@ def snoop(data: Any, query: str, *, order_by: str | None = None, partition_by: A
     cost="expensive"). Task-engine options: ``workers`` (default: the cores), ``pm``
     ("tree", "tree+hash", "graph"), ``queue`` ("priority", "fifo"), ``block`` (raw events
     per synchronization block), ``window`` (counter window: at most this many events from one
-    event of a match to the next), ``chunk`` (tasks per message), ``stats`` (a TaskStats).
+    event of a match to the next), ``chunk`` (tasks per message), ``start`` ("spawn": workers
+    are clean interpreters sent the query, kept for the next one; "fork": forks of this
+    process, quicker to start but unsafe when a library here already runs threads that do
+    not survive a fork, as OpenCV's and PyTorch's), ``stats`` (a TaskStats).
     A Spark DataFrame (``order_by`` required) runs with strategy "tasks" (the coordinator on
     the driver, each round of tasks evaluated by Spark tasks) or "partition" (one coordinator
     per ``partition_by`` key group, in parallel; the default when there is a key)."""
@@ -105,7 +108,8 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     processes: ALL MATCHES + SKIP TILL ANY MATCH over a sequence of variables as
     ⟨transition, partial match, event⟩ tasks (options ``workers``, ``pm``, ``queue``,
     ``block``, ``chunk`` as for sparkcep.snoop), any other query with key groups — runs of
-    whole partitions — as the tasks (option ``workers``; under "auto" only with PARTITION BY).
+    whole partitions — as the tasks (options ``workers``, ``start``; under "auto" only with
+    PARTITION BY).
     """
     check_options(options, OPTIONS | TASK_OPTIONS)
     task_options = {k: options.pop(k) for k in TASK_OPTIONS & set(options)}
@@ -160,8 +164,8 @@ def _run_on_tasks(data: Any, clause: str, strategy: str, options: dict, task_opt
         if state_only:
             raise SparkCepError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
                                 "over a sequence of variables; other queries run their key groups as tasks "
-                                "(option workers)")
-        result = run_plan(plan, table, executor=KeyGroups(opts.worker_count) if opts.worker_count else None)
+                                "(options workers, start)")
+        result = run_plan(plan, table, executor=KeyGroups(opts.worker_count, opts.start) if opts.worker_count else None)
     return result.to_pandas() if kind == "pandas" else result
 
 

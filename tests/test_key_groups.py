@@ -51,12 +51,12 @@ def _result(table, text, mode, **options):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
-@given(query=queries(), table=tables(), workers=st.integers(1, 2))
-def test_tasks_equal_the_sequential_engine(query, table, workers):
+@given(query=queries(), table=tables(), workers=st.integers(1, 2), start=st.sampled_from(["spawn", "fork"]))
+def test_tasks_equal_the_sequential_engine(query, table, workers, start):
     text, mode = query
     text = _wrapped(text)
     expected = _result(table, text, mode, strategy="sequential")
-    got = _result(table, text, mode, strategy="tasks", workers=workers)
+    got = _result(table, text, mode, strategy="tasks", workers=workers, start=start)
     assert got == expected, f"{text}\nmode={mode}\n{table.to_pylist()}"
 
 

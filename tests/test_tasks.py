@@ -6,8 +6,11 @@ a killed worker is replaced."""
 from __future__ import annotations
 
 import os
+import pathlib
 import random
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -160,8 +163,8 @@ def _delayed(a):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query=snoop_queries(), table=streams(), pm=st.sampled_from(["tree", "tree+hash", "graph"]),
-       queue=st.sampled_from(["fifo", "priority"]), block=st.integers(1, 10))
-def test_worker_processes_equal_reference_with_delays(query, table, pm, queue, block):
+       queue=st.sampled_from(["fifo", "priority"]), block=st.integers(1, 10), start=st.sampled_from(["spawn", "fork"]))
+def test_worker_processes_equal_reference_with_delays(query, table, pm, queue, block, start):
     text = query[0]
     sparkcep.register_function("jitter", _delayed, "bigint", cost="expensive")
     try:
@@ -173,7 +176,8 @@ def test_worker_processes_equal_reference_with_delays(query, table, pm, queue, b
         else:
             delayed = text.format(extra="WHERE FILTER " + jitter + " ")
         expected = sparkcep.snoop(table, delayed, strategy="reference")
-        got = sparkcep.snoop(table, delayed, strategy="tasks", workers=2, pm=pm, queue=queue, block=block, chunk=1)
+        got = sparkcep.snoop(table, delayed, strategy="tasks", workers=2, pm=pm, queue=queue, block=block, chunk=1,
+                             start=start)
         assert got.to_pylist() == expected.to_pylist(), delayed
     finally:
         sparkcep.unregister_function("jitter")
@@ -184,7 +188,8 @@ def _slow_eq(a, b):
     return a == b
 
 
-def test_a_killed_worker_is_replaced_and_the_result_is_unchanged():
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_a_killed_worker_is_replaced_and_the_result_is_unchanged(start):
     sparkcep.register_function("slow_eq", _slow_eq, "boolean", cost="expensive")
     try:
         rng = random.Random(3)
@@ -207,7 +212,7 @@ def test_a_killed_worker_is_replaced_and_the_result_is_unchanged():
 
         workers_mod.WorkerPool.submit = submit
         try:
-            got = run_tasks(tq, table, TaskOptions(workers=2, chunk=2, window=5).check(), stats)
+            got = run_tasks(tq, table, TaskOptions(workers=2, chunk=2, window=5, start=start).check(), stats)
         finally:
             workers_mod.WorkerPool.submit = real_submit
         assert killed and stats.restarts >= 1
@@ -215,6 +220,73 @@ def test_a_killed_worker_is_replaced_and_the_result_is_unchanged():
         assert len(expected) > 0
     finally:
         sparkcep.unregister_function("slow_eq")
+
+
+_POOLED_LIBRARY = """
+import sys
+sys.path.insert(0, {root!r})
+import pyarrow as pa
+import sparkcep
+from tests import fork_unsafe
+
+fork_unsafe.identity(0)  # the library's thread is running in this process now
+sparkcep.register_function("lib_id", fork_unsafe.identity, "bigint", cost="expensive")
+t = pa.table({{"t": list("ABCABCAB"), "x": [1, 2, 3, 1, 2, 3, 0, 5]}})
+q = "SELECT * FROM SEQ(A; B) WHERE lib_id(A.x) < lib_id(B.x) RETURN A.x AS a, B.x AS b CONSUMING A, B"
+got = sparkcep.snoop(t, q, type_column="t", strategy="tasks", workers=2).to_pylist()
+assert got == sparkcep.snoop(t, q, type_column="t", strategy="reference").to_pylist(), got
+mr = sparkcep.match_recognize(t, "PARTITION BY t ORDER BY x MEASURES LAST(x) AS l ONE ROW PER MATCH "
+                              "PATTERN (A B) DEFINE B AS lib_id(B.x) > lib_id(A.x)", strategy="tasks", workers=2)
+assert mr.to_pylist() == sparkcep.match_recognize(t, "PARTITION BY t ORDER BY x MEASURES LAST(x) AS l ONE ROW PER "
+    "MATCH PATTERN (A B) DEFINE B AS lib_id(B.x) > lib_id(A.x)", strategy="sequential").to_pylist()
+print(len(got))
+"""
+
+
+def test_workers_start_clean_so_a_library_thread_pool_in_the_caller_does_not_hang_them():
+    # A forked worker would wait forever on the library's thread, which a fork does not copy
+    # (as OpenCV's and PyTorch's pools do); clean workers start the library afresh.
+    root = str(pathlib.Path(__file__).resolve().parent.parent)
+    try:
+        done = subprocess.run([sys.executable, "-c", _POOLED_LIBRARY.format(root=root)], capture_output=True,
+                              text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a worker hung on a function whose library runs a thread pool in the caller")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) > 0
+
+
+def test_a_query_the_workers_cannot_take_is_a_clear_error():
+    table = pa.table({"t": list("ABAB"), "x": [1, 2, 3, 4]})
+    query = "SELECT * FROM SEQ(A; B) WHERE f(A.x, B.x) RETURN A.x AS a"
+    lock = threading.Lock()  # a closure over a lock does not pickle
+    sparkcep.register_function("f", lambda a, b: lock is not None and a < b, "boolean", cost="expensive")
+    try:
+        with pytest.raises(sparkcep.SparkCepError, match="cannot be sent to task workers.*start='fork'"):
+            sparkcep.snoop(table, query, type_column="t", strategy="tasks", workers=1)
+        forked = sparkcep.snoop(table, query, type_column="t", strategy="tasks", workers=1, start="fork")
+        assert forked.to_pylist() == sparkcep.snoop(table, query, type_column="t", strategy="sequential").to_pylist()
+        # A function from a module only this process has: the worker cannot import it.
+        import types
+
+        def f(a, b):
+            return a < b
+
+        mod = types.ModuleType("sparkcep_test_only_here")
+        f.__module__, f.__qualname__, mod.f = mod.__name__, "f", f
+        sys.modules[mod.__name__] = mod
+        try:
+            sparkcep.register_function("f", mod.f, "boolean", cost="expensive")
+            with pytest.raises(sparkcep.SparkCepError, match="could not take the query: .*sparkcep_test_only_here"):
+                sparkcep.snoop(table, query, type_column="t", strategy="tasks", workers=2)
+            # The pool is fine afterwards.
+            sparkcep.register_function("f", lambda a, b: a < b, "boolean", cost="expensive")
+            again = sparkcep.snoop(table, query, type_column="t", strategy="tasks", workers=2)
+            assert again.to_pylist() == forked.to_pylist()
+        finally:
+            del sys.modules[mod.__name__]
+    finally:
+        sparkcep.unregister_function("f")
 
 
 def test_options_are_checked():

@@ -94,7 +94,7 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
         return (np.array(positions, dtype=np.int64),
                 [measure_array(m.name, values[j], types[j]) for j, m in enumerate(plan.measures)])
 
-    # KeyGroups' workers are forked: each has its own copy of the matcher.
+    # KeyGroups' workers are other processes: each has its own copy of the matcher.
     done = map(partition, parts.bounds) if executor is None else executor.map(partition, parts.bounds)
     for rows_out, arrays_out in done:
         row_chunks.append(rows_out)

@@ -125,6 +125,10 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
     tq = compile_snoop(query, arrow_schema.empty_table(), **compile_opts)  # errors before any Spark job
     out_schema = output_schema(tq.plan.query, arrow_schema)
     spark = df.sparkSession
+    local = sorted({"workers", "start"} & set(options))
+    if local:
+        raise SparkCepError(f"{', '.join(local)} set(s) local worker processes; on Spark the cluster's task slots "
+                            "evaluate tasks")
     if strategy == "partition":
         if not partition_by:
             raise SparkCepError("strategy 'partition' runs one coordinator per key group; pass partition_by=")
@@ -150,8 +154,6 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
 
         return df.repartition(slots(df), *partition_by).groupBy(*partition_by).applyInArrow(group, spark_schema)
 
-    if "workers" in options:
-        raise SparkCepError("workers= sets local worker processes; on Spark the cluster's task slots evaluate tasks")
     stats = options.pop("stats", None) or TaskStats()
     progress = options.pop("progress", None)
     with collect_errors():

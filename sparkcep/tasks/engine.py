@@ -46,7 +46,7 @@ from sparkcep.tasks.merger import Merger
 from sparkcep.tasks.partial import STRUCTURES, PartialMatch
 from sparkcep.tasks.query import TaskQuery
 from sparkcep.tasks.queue import QUEUES, Task
-from sparkcep.tasks.workers import WorkerPool
+from sparkcep.tasks.workers import STARTS, WorkerPool
 
 DEFAULT_BLOCK = 1024
 
@@ -59,6 +59,7 @@ class TaskOptions:
     block: int = DEFAULT_BLOCK
     window: int | None = None  # counter window: events between neighbours of a match
     chunk: int | None = None  # tasks per message to a worker (None: adaptive)
+    start: str = "spawn"  # workers: clean interpreters sent the query, or forks of this process
 
     def check(self) -> TaskOptions:
         if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < -1:
@@ -74,6 +75,8 @@ class TaskOptions:
             raise SparkCepError(f"window must be a whole number of events >= 1, not {self.window!r}")
         if self.chunk is not None and (not isinstance(self.chunk, int) or self.chunk < 1):
             raise SparkCepError(f"chunk must be a whole number >= 1, not {self.chunk!r}")
+        if self.start not in STARTS:
+            raise SparkCepError(f"start must be one of {', '.join(STARTS)}, not {self.start!r}")
         return self
 
     @property
@@ -90,6 +93,7 @@ class TaskStats:
     blocks: int = 0
     peak_partial_matches: int = 0
     restarts: int = 0
+    worker_seconds: float = 0.0  # time the workers spent evaluating (their utilization)
     final_matches: int = 0
     fired: int = 0
     # Per fired match, seconds from the release of its last event (its block's start) to
@@ -311,7 +315,7 @@ def run_fired(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStat
               progress=None, pool_factory=None):
     """Every partition through the coordinator: the sorted data, each position's input row,
     and per partition the fired matches as (variables, rows). ``pool_factory(evaluator)``
-    makes the workers (default: forked processes; Spark passes its own)."""
+    makes the workers (default: worker processes as ``opts.start`` says; Spark passes its own)."""
     stats = stats if stats is not None else TaskStats()
     part, bounds, order_np = sorted_data(tq, table)
     evaluator = Evaluator(tq, part)
@@ -320,8 +324,12 @@ def run_fired(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStat
     fired = []
     try:
         if n_workers > 0 and table.num_rows:
-            part.py()  # convert the columns once, before the workers fork with them
-            pool = pool_factory(evaluator) if pool_factory is not None else WorkerPool(evaluator, n_workers)
+            if pool_factory is not None:
+                pool = pool_factory(evaluator)
+            else:
+                if opts.start == "fork":
+                    part.py()  # convert the columns once, before the workers fork with them
+                pool = WorkerPool(evaluator, n_workers, start=opts.start)
         coordinator = Coordinator(tq, part, opts, evaluator, pool, stats, progress)
         for start, end in bounds:
             fired.append([(m.variables, m.rows) for m in coordinator.run(start, end)])
@@ -330,6 +338,7 @@ def run_fired(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStat
     finally:
         if pool is not None:
             stats.restarts += pool.restarts
+            stats.worker_seconds += getattr(pool, "busy_seconds", 0.0)
             pool.close()
     return part, order_np, fired
 

@@ -5,8 +5,8 @@ and skip rules) keep their partial matches within one partition, so a task here 
 whole partitions (a key group): a worker is the coordinator of its groups and evaluates
 their conditions, expensive calls included, itself — MatchRegex's partition isolation, and
 what Spark's partition strategy does on a cluster. The workers are the task engine's
-(tasks/workers.py): forked after the table is sorted, so they share it; one that dies is
-replaced and its group sent again. Each group's rows come back as Arrow arrays and are put
+(tasks/workers.py), sent the sorted table with the query (or forked with it); one that dies
+is replaced and its group sent again. Each group's rows come back as Arrow arrays and are put
 in partition order, so the result, and the first error, are the sequential engine's.
 """
 
@@ -76,6 +76,7 @@ class KeyGroups:
     results in partition order. ``groups`` and ``restarts`` say what the last map did."""
 
     workers: int
+    start: str = "spawn"
     groups: int = 0
     restarts: int = 0
 
@@ -86,7 +87,7 @@ class KeyGroups:
         if not groups:
             return []
         answers: dict[int, tuple] = {}
-        pool = WorkerPool(_Groups(fn, bounds), min(self.workers, len(groups)))
+        pool = WorkerPool(_Groups(fn, bounds), min(self.workers, len(groups)), start=self.start)
         try:
             waiting = list(reversed(groups))
             while waiting or pool.busy:

@@ -28,7 +28,7 @@ def snoop_table(table: pa.Table, query: str, *, order_by: str | None = None,
                 partition_by: str | tuple[str, ...] | list[str] = (), type_column: str | None = None,
                 strategy: str = "auto", workers: int | None = None, pm: str = "tree+hash",
                 queue: str = "priority", block: int = 1024, window: int | None = None,
-                chunk: int | None = None, stats: TaskStats | None = None, progress=None) -> pa.Table:
+                chunk: int | None = None, start: str = "spawn", stats: TaskStats | None = None, progress=None) -> pa.Table:
     """``progress(events_done)``, if given, is called as blocks of events finish."""
     if strategy not in STRATEGIES:
         raise SparkCepError(f"strategy must be one of {', '.join(STRATEGIES)} for a SNOOP query, not {strategy!r}")
@@ -42,7 +42,7 @@ def snoop_table(table: pa.Table, query: str, *, order_by: str | None = None,
         workers = -1 if strategy == "tasks" or (strategy == "auto" and calls_expensive(tq)) else 0
     if strategy == "sequential":
         workers = 0
-    opts = TaskOptions(workers, pm, queue, block, window, chunk).check()
+    opts = TaskOptions(workers, pm, queue, block, window, chunk, start).check()
     if strategy == "reference":
         part, bounds, order_np = sorted_data(tq, table)
         ref = SnoopReference(tq, part, window)

@@ -1,11 +1,16 @@
 """Operator instances: identical workers that evaluate tasks.
 
-Python threads share one interpreter lock, so the workers are processes. They are forked
-from the coordinator after the query is compiled and the data sorted, and inherit both
-(compiled conditions are closures, which do not pickle; registered functions come along).
+Python threads share one interpreter lock, so the workers are processes. By default each is
+a clean interpreter (``python -m sparkcep.tasks.worker``) that is sent the compiled query
+and its data with cloudpickle (registered functions come along) — forking the coordinator
+would copy the state of libraries whose threads do not survive a fork, and an OpenCV or
+PyTorch predicate would then hang in the worker. Clean workers are kept for the next query,
+so only the first pays the interpreter's start. ``start="fork"`` forks the coordinator
+instead: nothing to send or start, for functions known to be fork-safe.
+
 Tasks travel in chunks of plain tuples over one pipe per worker. A worker that dies (killed,
-out of memory) is replaced by a new fork and its chunk is sent again, so the result does not
-change; errors in the data come back as (message, column, position) and are raised by the
+out of memory) is replaced and its chunks are sent again, so the result does not change;
+errors in the data come back as (message, column, position) and are raised by the
 coordinator as DataError.
 """
 
@@ -14,6 +19,11 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import os
+import socket
+import subprocess
+import sys
+import threading
+import time
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
 
@@ -25,18 +35,26 @@ from sparkcep.tasks.evaluate import Evaluator
 MAX_RESTARTS = 16
 # A chunk message up to this size may wait in a busy worker's pipe (pipes hold more).
 PREFETCH_BYTES = 32 * 1024
+STARTS = ("spawn", "fork")
+# Clean workers kept between queries, at most this many.
+KEEP_IDLE = max(2, os.cpu_count() or 1)
+_idle: list[_Worker] = []
+_idle_lock = threading.Lock()  # queries in several threads share the kept workers
 
 
-def _serve(conn: Connection, evaluator: Evaluator) -> None:
+def _serve(conn: Connection, evaluator: Evaluator) -> bool:
+    """Answer chunks until a None (returns False) or the end of the pipe (True)."""
     while True:
         try:
             chunk = conn.recv()
         except (EOFError, OSError):
-            return
+            return True
         if chunk is None:
-            return
+            return False
         try:
-            conn.send(("ok", evaluator.tasks(chunk)))
+            t0 = time.perf_counter()
+            answers = evaluator.tasks(chunk)
+            conn.send(("ok", answers, time.perf_counter() - t0))
         except EvaluationError as e:
             conn.send(("data", e.message, e.column, e.position))
         except DataError as e:
@@ -47,16 +65,72 @@ def _serve(conn: Connection, evaluator: Evaluator) -> None:
             conn.send(("bug", f"{type(e).__name__}: {e}"))
 
 
+class _Spawned:
+    """A clean interpreter serving tasks (sparkcep/tasks/worker.py), with the part of
+    multiprocessing.Process's interface the pool uses."""
+
+    def __init__(self, fd: int):
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self.popen = subprocess.Popen([sys.executable, "-m", "sparkcep.tasks.worker", str(fd)], pass_fds=(fd,),
+                                      stdin=subprocess.DEVNULL, env=env)
+        self.pid = self.popen.pid
+        # Readable once the process has ended, so ``wait`` notices a death.
+        self.sentinel = os.pidfd_open(self.pid) if hasattr(os, "pidfd_open") else None
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+
+    def join(self, timeout: float | None = None) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def close(self) -> None:
+        if self.sentinel is not None:
+            os.close(self.sentinel)
+            self.sentinel = None
+
+
 class _Worker:
-    def __init__(self, ctx, evaluator: Evaluator):
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, evaluator), daemon=True)
-        self.process.start()
-        child.close()
+    def __init__(self, ctx, evaluator: Evaluator | None):
+        """A forked worker with ``evaluator`` (``ctx``: a fork context), or with ``ctx`` None
+        a clean one waiting for a query (``load``)."""
+        if ctx is None:
+            parent, child = socket.socketpair()
+            try:
+                self.process = _Spawned(child.fileno())
+            finally:
+                child.close()
+            self.conn = Connection(parent.detach())
+        else:
+            self.conn, child = ctx.Pipe()
+            self.process = ctx.Process(target=_serve, args=(child, evaluator), daemon=True)
+            self.process.start()
+            child.close()
+        self.clean = ctx is None
         # Chunks given and not yet answered, oldest first: [chunk, message bytes, sent].
         # Answers come back in the order the chunks went out.
         self.outstanding: collections.deque = collections.deque()
         self.replaced_by: _Worker | None = None
+        self.unanswered_load = False  # its answer would be read as a chunk's
+
+    def load(self, payload: bytes) -> None:
+        """Give a clean worker the query (cloudpickled evaluator and registered functions)."""
+        self.unanswered_load = True
+        self.conn.send(("load", payload))
+
+    def loaded(self) -> None:
+        """Wait for ``load``'s answer: raises OSError/EOFError if the worker died, SparkCepError
+        if the query could not be rebuilt there."""
+        msg = self.conn.recv()
+        self.unanswered_load = False
+        if msg[0] != "loaded":
+            raise SparkCepError(f"a task worker could not take the query: {msg[1]}")
 
     def send_next(self) -> None:
         """Send what it may take now: every small chunk, and a large one only when nothing
@@ -71,9 +145,21 @@ class _Worker:
             entry[2] = True
 
     def stop(self) -> None:
+        if self.clean and not self.outstanding and not self.unanswered_load and self.process.is_alive():
+            with _idle_lock:
+                keep = len(_idle) < KEEP_IDLE
+                if keep:
+                    try:
+                        self.conn.send(None)  # it drops the query and waits for the next one
+                        _idle.append(self)
+                        return
+                    except OSError:
+                        pass
         try:
             if self.outstanding:  # it may be blocked sending an answer: do not wait on it
                 self.process.kill()
+            elif self.clean:
+                self.conn.close()  # a clean worker ends at the end of its pipe
             else:
                 self.conn.send(None)
         except OSError:
@@ -83,6 +169,8 @@ class _Worker:
             self.process.kill()
             self.process.join()
         self.conn.close()
+        if self.clean:
+            self.process.close()
 
 
 class WorkerPool:
@@ -92,20 +180,58 @@ class WorkerPool:
     chunk waiting in its pipe instead of idling while its answer travels to the coordinator
     and the next chunk back."""
 
-    def __init__(self, evaluator: Evaluator, n: int, depth: int = 2):
-        if not hasattr(os, "fork"):
-            raise SparkCepError("strategy='tasks' with workers needs a platform that can fork; use workers=0")
-        self._ctx = multiprocessing.get_context("fork")
+    def __init__(self, evaluator: Evaluator, n: int, depth: int = 2, start: str = "spawn"):
+        if start not in STARTS:
+            raise SparkCepError(f"start must be one of {', '.join(STARTS)}, not {start!r}")
+        if start == "fork" and not hasattr(os, "fork"):
+            raise SparkCepError("start='fork' needs a platform that can fork; use start='spawn'")
+        self._ctx = multiprocessing.get_context("fork") if start == "fork" else None
         self._evaluator = evaluator
+        self._payload: bytes | None = None
         self.depth = depth
         self.workers: list[_Worker] = []
         self.restarts = 0
+        self.busy_seconds = 0.0  # the workers' time evaluating answered chunks
         try:
-            for _ in range(n):
-                self.workers.append(_Worker(self._ctx, evaluator))
+            if self._ctx is not None:
+                for _ in range(n):
+                    self.workers.append(_Worker(self._ctx, evaluator))
+            else:
+                self._payload = _payload(evaluator)
+                with _idle_lock:
+                    while _idle and len(self.workers) < n:
+                        self.workers.append(_idle.pop())
+                while len(self.workers) < n:
+                    self.workers.append(_Worker(None, None))
+                for w in self.workers:
+                    self._load(w)
+                for i, w in enumerate(self.workers):
+                    self._loaded(i, w)
         except BaseException:
             self.close()
             raise
+
+    def _load(self, w: _Worker) -> None:
+        try:
+            w.load(self._payload)
+        except OSError:
+            pass  # it died while idle: _loaded notices
+
+    def _loaded(self, i: int, w: _Worker) -> None:
+        """Wait until worker ``i`` has the query; one that died meanwhile is replaced."""
+        while True:
+            try:
+                w.loaded()
+                return
+            except (EOFError, OSError):
+                self.restarts += 1
+                if self.restarts > MAX_RESTARTS:
+                    raise ExecutionError(f"task workers died {self.restarts} times; giving up") from None
+                w.outstanding.clear()
+                w.stop()
+                old, w = w, _Worker(None, None)
+                self.workers[i] = old.replaced_by = w
+                w.load(self._payload)
 
     def idle(self) -> list[_Worker]:
         # Emptier workers first: every worker gets a chunk before any gets a second.
@@ -130,7 +256,8 @@ class WorkerPool:
         by_handle = {}
         for w in busy:
             by_handle[w.conn] = w
-            by_handle[w.process.sentinel] = w
+            if w.process.sentinel is not None:
+                by_handle[w.process.sentinel] = w
         ready = wait(list(by_handle))
         out = []
         for handle in ready:
@@ -156,6 +283,7 @@ class WorkerPool:
                 self._replace(w)
             if msg[0] == "ok":
                 out.append((chunk, msg[1]))
+                self.busy_seconds += msg[2]
             elif msg[0] == "data":
                 err = DataError(msg[1], msg[2])
                 err.position = msg[3]
@@ -179,9 +307,15 @@ class WorkerPool:
             pass
         dead.process.kill()
         dead.process.join(timeout=1)
-        fresh = _Worker(self._ctx, self._evaluator)
-        self.workers[self.workers.index(dead)] = fresh
+        if dead.clean:
+            dead.process.close()
+        i = self.workers.index(dead)
+        fresh = self.workers[i] = _Worker(self._ctx, self._evaluator if self._ctx is not None else None)
         dead.replaced_by = fresh
+        if fresh.clean:
+            fresh.load(self._payload)
+            self._loaded(i, fresh)
+            fresh = self.workers[i]
         fresh.outstanding.extend([chunk, data, False] for chunk, data, _ in pending)
         try:
             fresh.send_next()
@@ -191,3 +325,15 @@ class WorkerPool:
     def close(self) -> None:
         for w in self.workers:
             w.stop()
+
+
+def _payload(evaluator) -> bytes:
+    from pyspark import cloudpickle
+
+    from sparkcep import functions
+
+    try:
+        return cloudpickle.dumps((functions.user_functions(), evaluator))
+    except Exception as e:
+        raise SparkCepError(f"the query cannot be sent to task workers ({type(e).__name__}: {e}); "
+                            "pass start='fork' to fork them instead") from None
