@@ -47,7 +47,8 @@ def run_twitter(out: pathlib.Path, events: int) -> list[dict]:
     twitter.register()
     source = _tweets(out, events)
     tweets = pd.read_parquet(source)
-    sparkcep.match_recognize(tweets.head(500), twitter.query("twitter1"), mode="matchregex")  # warm up
+    for warm in ({"strategy": "sequential"}, {"strategy": "tasks", "workers": 2}):  # compile; start the workers
+        sparkcep.match_recognize(tweets.head(500), twitter.query("twitter1"), mode="matchregex", **warm)
     results = []
     for label, options in (("engine", {"strategy": "sequential"}), ("tasks, 2 workers", {"strategy": "tasks", "workers": 2})):
         for name in twitter.NAMES:

@@ -335,5 +335,7 @@ def _payload(evaluator) -> bytes:
     try:
         return cloudpickle.dumps((functions.user_functions(), evaluator))
     except Exception as e:
-        raise SparkCepError(f"the query cannot be sent to task workers ({type(e).__name__}: {e}); "
-                            "pass start='fork' to fork them instead") from None
+        raise SparkCepError(f"the query cannot be sent to task workers ({type(e).__name__}: {e}): a registered "
+                            "function defined in a script or notebook travels with the globals it reads; define "
+                            "it in a module the workers can import, or make such objects on its first call, or "
+                            "pass start='fork' to fork the workers instead") from None
