@@ -496,3 +496,29 @@ def test_a_worker_that_dies_while_idle_is_replaced():
         assert pool.restarts == 1
     finally:
         pool.close()
+
+
+def test_kept_workers_that_ended_between_queries_are_started_afresh_and_a_fork_does_not_share_them():
+    from sparkcep.tasks import workers as workers_mod
+
+    table = pa.table({"t": list("ABAB"), "x": [1, 2, 3, 4]})
+    query = "SELECT * FROM SEQ(A; B) WHERE lt(A.x, B.x) RETURN A.x AS a, B.x AS b"
+    sparkcep.register_function("lt", lambda a, b: a < b, "boolean", cost="expensive")
+    try:
+        expected = sparkcep.snoop(table, query, type_column="t", strategy="sequential").to_pylist()
+        assert sparkcep.snoop(table, query, type_column="t", strategy="tasks", workers=2).to_pylist() == expected
+        kept = list(workers_mod._idle)
+        assert kept
+        for w in kept:
+            os.kill(w.process.pid, signal.SIGKILL)
+            w.process.join()
+        stats = TaskStats()
+        got = sparkcep.snoop(table, query, type_column="t", strategy="tasks", workers=2, stats=stats)
+        assert got.to_pylist() == expected and stats.restarts == 0
+        pid = os.fork()
+        if pid == 0:  # the child starts with no kept workers of its own
+            os._exit(0 if not workers_mod._idle else 1)
+        assert os.waitpid(pid, 0)[1] == 0
+        assert workers_mod._idle
+    finally:
+        sparkcep.unregister_function("lt")

@@ -13,7 +13,11 @@ from multiprocessing.connection import Connection
 
 
 def main(fd: int) -> None:
+    import signal
+
     from pyspark import cloudpickle
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides when a worker ends
 
     from sparkcep import functions
     from sparkcep.tasks.workers import _serve

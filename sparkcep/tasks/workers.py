@@ -42,6 +42,22 @@ _idle: list[_Worker] = []
 _idle_lock = threading.Lock()  # queries in several threads share the kept workers
 
 
+def _forget_kept_workers() -> None:
+    """In a forked child: the kept workers belong to the parent (their sockets would carry
+    two processes' messages), and the lock may have been held by another thread."""
+    global _idle, _idle_lock
+    for w in _idle:
+        try:
+            w.conn.close()
+            w.process.close()
+        except OSError:
+            pass
+    _idle, _idle_lock = [], threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_kept_workers)
+
+
 def _serve(conn: Connection, evaluator: Evaluator) -> bool:
     """Answer chunks until a None (returns False) or the end of the pipe (True)."""
     while True:
@@ -71,11 +87,16 @@ class _Spawned:
 
     def __init__(self, fd: int):
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        # Its own session: a Ctrl-C meant for the caller does not end the kept workers.
         self.popen = subprocess.Popen([sys.executable, "-m", "sparkcep.tasks.worker", str(fd)], pass_fds=(fd,),
-                                      stdin=subprocess.DEVNULL, env=env)
+                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self.pid = self.popen.pid
-        # Readable once the process has ended, so ``wait`` notices a death.
-        self.sentinel = os.pidfd_open(self.pid) if hasattr(os, "pidfd_open") else None
+        # Readable once the process has ended, so ``wait`` notices a death (without it, the
+        # end of the socket still tells).
+        try:
+            self.sentinel = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # no pidfd (old kernel, seccomp)
+            self.sentinel = None
 
     def is_alive(self) -> bool:
         return self.popen.poll() is None
@@ -198,9 +219,13 @@ class WorkerPool:
                     self.workers.append(_Worker(self._ctx, evaluator))
             else:
                 self._payload = _payload(evaluator)
+                ended = []  # ended while kept (killed from outside): not this query's restarts
                 with _idle_lock:
                     while _idle and len(self.workers) < n:
-                        self.workers.append(_idle.pop())
+                        kept = _idle.pop()
+                        (self.workers if kept.process.is_alive() else ended).append(kept)
+                for w in ended:
+                    w.stop()
                 while len(self.workers) < n:
                     self.workers.append(_Worker(None, None))
                 for w in self.workers:
@@ -231,7 +256,7 @@ class WorkerPool:
                 w.stop()
                 old, w = w, _Worker(None, None)
                 self.workers[i] = old.replaced_by = w
-                w.load(self._payload)
+                self._load(w)
 
     def idle(self) -> list[_Worker]:
         # Emptier workers first: every worker gets a chunk before any gets a second.
@@ -313,7 +338,7 @@ class WorkerPool:
         fresh = self.workers[i] = _Worker(self._ctx, self._evaluator if self._ctx is not None else None)
         dead.replaced_by = fresh
         if fresh.clean:
-            fresh.load(self._payload)
+            self._load(fresh)
             self._loaded(i, fresh)
             fresh = self.workers[i]
         fresh.outstanding.extend([chunk, data, False] for chunk, data, _ in pending)
