@@ -15,7 +15,7 @@ from multiprocessing.connection import Connection
 def main(fd: int) -> None:
     import signal
 
-    from pyspark import cloudpickle
+    import cloudpickle
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides when a worker ends
 

@@ -353,7 +353,7 @@ class WorkerPool:
 
 
 def _payload(evaluator) -> bytes:
-    from pyspark import cloudpickle
+    import cloudpickle
 
     from sparkcep import functions
 
