@@ -118,9 +118,9 @@ class _Spawned:
 
 
 class _Worker:
-    def __init__(self, ctx, evaluator: Evaluator | None):
+    def __init__(self, ctx, evaluator: Evaluator):
         """A forked worker with ``evaluator`` (``ctx``: a fork context), or with ``ctx`` None
-        a clean one waiting for a query (``load``)."""
+        a clean one waiting for a query (``load``; ``evaluator`` unused)."""
         if ctx is None:
             parent, child = socket.socketpair()
             try:
@@ -227,11 +227,11 @@ class WorkerPool:
                 for w in ended:
                     w.stop()
                 while len(self.workers) < n:
-                    self.workers.append(_Worker(None, None))
+                    self.workers.append(_Worker(None, evaluator))
                 for w in self.workers:
                     self._load(w)
-                for i, w in enumerate(self.workers):
-                    self._loaded(i, w)
+                for w in list(self.workers):
+                    self._loaded(w)
         except BaseException:
             self.close()
             raise
@@ -242,21 +242,33 @@ class WorkerPool:
         except OSError:
             pass  # it died while idle: _loaded notices
 
-    def _loaded(self, i: int, w: _Worker) -> None:
-        """Wait until worker ``i`` has the query; one that died meanwhile is replaced."""
+    def _loaded(self, w: _Worker) -> _Worker:
+        """Wait until ``w`` has the query; one that died meanwhile is replaced (returned)."""
         while True:
             try:
                 w.loaded()
-                return
+                return w
             except (EOFError, OSError):
-                self.restarts += 1
-                if self.restarts > MAX_RESTARTS:
-                    raise ExecutionError(f"task workers died {self.restarts} times; giving up") from None
-                w.outstanding.clear()
-                w.stop()
-                old, w = w, _Worker(None, None)
-                self.workers[i] = old.replaced_by = w
-                self._load(w)
+                w = self._fresh(w)
+
+    def _fresh(self, dead: _Worker) -> _Worker:
+        """Count a death, end ``dead`` and put a new worker in its place (sent the query if
+        clean, not yet waited for)."""
+        self.restarts += 1
+        if self.restarts > MAX_RESTARTS:
+            raise ExecutionError(f"task workers died {self.restarts} times; giving up") from None
+        try:
+            dead.conn.close()
+        except OSError:
+            pass
+        dead.process.kill()
+        dead.process.join(timeout=1)
+        if dead.clean:
+            dead.process.close()
+        fresh = self.workers[self.workers.index(dead)] = dead.replaced_by = _Worker(self._ctx, self._evaluator)
+        if fresh.clean:
+            self._load(fresh)
+        return fresh
 
     def idle(self) -> list[_Worker]:
         # Emptier workers first: every worker gets a chunk before any gets a second.
@@ -320,27 +332,12 @@ class WorkerPool:
         return out
 
     def _replace(self, dead: _Worker) -> None:
-        """A worker died with chunks outstanding: fork another and send it the same chunks."""
-        self.restarts += 1
-        if self.restarts > MAX_RESTARTS:
-            raise ExecutionError(f"task workers died {self.restarts} times; giving up")
+        """A worker died with chunks outstanding: start another and send it the same chunks."""
         pending = list(dead.outstanding)
         dead.outstanding.clear()
-        try:
-            dead.conn.close()
-        except OSError:
-            pass
-        dead.process.kill()
-        dead.process.join(timeout=1)
-        if dead.clean:
-            dead.process.close()
-        i = self.workers.index(dead)
-        fresh = self.workers[i] = _Worker(self._ctx, self._evaluator if self._ctx is not None else None)
-        dead.replaced_by = fresh
+        fresh = self._fresh(dead)
         if fresh.clean:
-            self._load(fresh)
-            self._loaded(i, fresh)
-            fresh = self.workers[i]
+            fresh = self._loaded(fresh)
         fresh.outstanding.extend([chunk, data, False] for chunk, data, _ in pending)
         try:
             fresh.send_next()
