@@ -97,16 +97,19 @@ def stream(n: int, size: tuple[int, int], seed: int = 7) -> pa.Table:
     })
 
 
-def task_cost(size: tuple[int, int], n: int = 300) -> float:
-    """Mean seconds per task (two detections) over pairs of frames as the stream has them."""
-    t = stream(n, size, seed=13)
-    framesets = t.column("frame").to_pylist()
-    same_subject(framesets[0], framesets[1])  # load the detector
-    rng = np.random.default_rng(5)
-    pairs = rng.integers(0, n, size=(200, 2))
+def sample_pairs(size: tuple[int, int], count: int, n: int = 300) -> list[tuple[bytes, bytes]]:
+    """Random pairs of frames as a stream of ``n`` events has them."""
+    fs = stream(n, size, seed=13).column("frame").to_pylist()
+    return [(fs[a], fs[b]) for a, b in np.random.default_rng(5).integers(0, n, size=(count, 2))]
+
+
+def task_cost(size: tuple[int, int]) -> float:
+    """Mean seconds per task (two detections) over random pairs of frames."""
+    pairs = sample_pairs(size, 200)
+    same_subject(*pairs[0])  # load the detector
     t0 = time.perf_counter()
     for a, b in pairs:
-        same_subject(framesets[a], framesets[b])
+        same_subject(a, b)
     return (time.perf_counter() - t0) / len(pairs)
 
 
@@ -115,8 +118,7 @@ def parallel_capacity(size: tuple[int, int], processes: int = 2, n_pairs: int = 
     detections, no engine: the ceiling of any speed-up from more workers on this machine."""
     import multiprocessing
 
-    fs = stream(300, size, seed=13).column("frame").to_pylist()
-    pairs = [(fs[a], fs[b]) for a, b in np.random.default_rng(5).integers(0, 300, size=(n_pairs, 2))]
+    pairs = sample_pairs(size, n_pairs)
 
     def work() -> None:
         for a, b in pairs:
