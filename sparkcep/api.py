@@ -13,6 +13,7 @@ from sparkcep.language.parser import parse
 from sparkcep.options import OPTIONS, SNOOP_OPTIONS, TASK_OPTIONS, check_options
 from sparkcep.query import compile_query, plan_query
 from sparkcep.runtime.local import run_plan
+from sparkcep.values import to_pandas
 
 __all__ = ["compile_query", "explain", "match_recognize", "plan_query", "run_local", "run_plan", "sase", "snoop"]
 
@@ -61,7 +62,7 @@ def snoop(data: Any, query: str, *, order_by: str | None = None, partition_by: A
     table, kind = to_arrow(data)
     result = snoop_table(table, query, order_by=order_by, partition_by=partition_by, type_column=type_column,
                          strategy=strategy, **options)
-    return result.to_pandas() if kind == "pandas" else result
+    return to_pandas(result, data) if kind == "pandas" else result
 
 
 def is_spark_dataframe(data: Any) -> bool:
@@ -166,7 +167,7 @@ def _run_on_tasks(data: Any, clause: str, strategy: str, options: dict, task_opt
                                 "over a sequence of variables; other queries run their key groups as tasks "
                                 "(options workers, start)")
         result = run_plan(plan, table, executor=KeyGroups(opts.worker_count, opts.start) if opts.worker_count else None)
-    return result.to_pandas() if kind == "pandas" else result
+    return to_pandas(result, data) if kind == "pandas" else result
 
 
 def _calls_expensive(clause: str) -> bool:
@@ -186,7 +187,7 @@ def _run_state_based(data: Any, clause: str, replicate_first: bool, options: dic
         raise SparkCepError("strategies 'sb' and 'sb+' run automaton queries, not segment queries")
     matcher = StateBasedMatcher(plan, replicate_first)
     result = run_plan(plan, table, lambda p: matcher, use_kernel=False)
-    return result.to_pandas() if kind == "pandas" else result
+    return to_pandas(result, data) if kind == "pandas" else result
 
 
 def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None, how: str | None = None,
@@ -198,7 +199,7 @@ def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = No
     table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
     plan = compile_query(clause if isinstance(clause, str) else query, table, mode, how, sharing)  # text: cached
     result = run_plan(plan, table, stats=stats)
-    return result.to_pandas() if kind == "pandas" else result
+    return to_pandas(result, data) if kind == "pandas" else result
 
 
 @functools.lru_cache(maxsize=256)

@@ -14,6 +14,7 @@ from numba import njit
 from sparkcep.analysis.analyzer import Column
 from sparkcep.analysis.bound import AnalyzedQuery, BColumn, BWindow, SortKey, Type
 from sparkcep.errors import DataError, SparkCepError
+from sparkcep.values import as_read, numpy_values, python_values
 
 ROW_ID = "__sparkcep_row__"
 
@@ -143,25 +144,6 @@ def table_from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
-def _as_read(col):
-    """A column as expressions read it: dictionaries decoded, nanoseconds at microsecond
-    precision."""
-    t = col.type
-    if pa.types.is_dictionary(t):
-        col = col.cast(t.value_type)
-        t = t.value_type
-    if pa.types.is_timestamp(t) and t.unit == "ns":
-        col = col.cast(pa.timestamp("us", t.tz), safe=False)
-    if pa.types.is_duration(t) and t.unit == "ns":
-        col = col.cast(pa.duration("us"), safe=False)
-    return col
-
-
-def python_values(col: pa.ChunkedArray) -> list[Any]:
-    """Column values as Python objects (NULL → None) for the row evaluator."""
-    return _as_read(col).to_pylist()
-
-
 def _sort_columns(table: pa.Table, key: SortKey, descending: bool, nulls_first: bool, tag: str
                   ) -> tuple[list[tuple[str, pa.Array]], list[tuple[str, str]]]:
     """Helper columns and sort keys for one key: NULL placement, NaN (greater than every
@@ -240,8 +222,10 @@ def _key_changes(table: pa.Table, keys: tuple[SortKey, ...], order: np.ndarray) 
     change = np.zeros(max(n - 1, 0), dtype=bool)
     idx = pa.array(order)
     for k in keys:
-        col = _as_read(table.column(k.index)).take(idx)
+        col = as_read(table.column(k.index)).take(idx)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_null(col.type):
+            continue  # all NULL: one group
         plain = ~pc.is_null(col).to_numpy(zero_copy_only=False)
         change |= plain[1:] != plain[:-1]
         if pa.types.is_floating(col.type):
@@ -339,7 +323,7 @@ def _expr_arrow_type(e, schema: pa.Schema, aggregates) -> pa.DataType | None:
         if spec.arg is not None:
             arg_type = (_plain(schema.field(spec.arg.index).type) if isinstance(spec.arg, BColumn)
                         else _ARROW.get(spec.arg.type))
-        if spec.func == "COLLECT":
+        if spec.func in ("COLLECT", "MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"):
             return pa.list_(arg_type if arg_type is not None else pa.null())
         if spec.func in ("MIN", "MAX", "MAX_BY", "MIN_BY", "ARBITRARY") and arg_type is not None:
             return arg_type
@@ -349,8 +333,27 @@ def _expr_arrow_type(e, schema: pa.Schema, aggregates) -> pa.DataType | None:
             kinds = {pa.float64()}
         return pa.list_(kinds.pop() if len(kinds) == 1 else pa.null())
     if e.type is Type.TIMESTAMP:
-        return pa.timestamp("us")
+        # A timestamp computed from zoned columns is in their zone (date_trunc of a zoned
+        # value is that zone's midnight), else naive.
+        zones = [f.type.tz for f in (schema.field(c.index) for c in _columns_in(e))
+                 if pa.types.is_timestamp(_plain(f.type)) and _plain(f.type).tz is not None]
+        return pa.timestamp("us", zones[0] if zones else None)
     return _ARROW.get(e.type)
+
+
+def _columns_in(e) -> list[BColumn]:
+    """The input columns an expression reads (through navigation, calls and operators)."""
+    found: list[BColumn] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, BColumn):
+            found.append(x)
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif hasattr(x, "__dataclass_fields__"):
+            stack.extend(getattr(x, name) for name in x.__dataclass_fields__ if name != "impl")
+    return found
 
 
 def measure_types(q: AnalyzedQuery, schema: pa.Schema) -> list[pa.DataType | None]:
@@ -440,24 +443,7 @@ class LazyColumns:
     def numpy(self, i: int):
         """(data, valid) as numpy for numeric and boolean columns, else None."""
         col = self._arrow[i]
-        if col is None:
-            return None
-        t = col.type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
-            return None
-        if col.null_count == 0:
-            # No NULLs: the values are the data (zero-copy for a single chunk).
-            valid = np.ones(len(col), dtype=bool)
-            data = col.to_numpy() if not pa.types.is_boolean(t) else col.to_numpy().astype(bool)
-        else:
-            valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
-            fill = False if pa.types.is_boolean(t) else 0
-            data = pc.fill_null(col, fill).to_numpy(zero_copy_only=False)
-        if pa.types.is_integer(t):
-            data = data.astype(np.int64, copy=False)
-        elif pa.types.is_floating(t):
-            data = data.astype(np.float64, copy=False)
-        return data, valid
+        return None if col is None else numpy_values(col)
 
     def arrow(self, i: int):
         return self._arrow[i]

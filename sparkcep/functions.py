@@ -16,8 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.analysis.bound import NUMERIC, Type
 from sparkcep.errors import SparkCepError
+from sparkcep.types import NUMERIC, Type
+from sparkcep.values import (
+    FunctionError,
+    checked_aggregate,
+    checked_function,
+    checked_index,
+    localize,
+    zone_of,
+)
 
 
 @dataclass(frozen=True)
@@ -115,11 +123,13 @@ def _ln(x):
 
 def _power(x, y):
     try:
-        return float(x) ** float(y)
+        r = float(x) ** float(y)
     except (OverflowError, ZeroDivisionError):
         return math.inf
     except ValueError:
         return math.nan
+    # A negative base to a fractional power has no real value: NaN, as Trino (Python gives a complex).
+    return math.nan if isinstance(r, complex) else r
 
 
 def _substr_impl(s, start, length=None):
@@ -178,11 +188,6 @@ def _exp(x):
         return math.inf
 
 
-class FunctionError(SparkCepError):
-    """A function refused a value (a bad cast, an array index out of bounds): the
-    expression evaluator turns it into a DataError naming the row."""
-
-
 def _sign(x):
     if isinstance(x, float) and math.isnan(x):
         return x
@@ -220,7 +225,29 @@ def _concat(*args):
 def _concat_ws(sep, *args):
     if sep is None:
         return None
+    if len(args) == 1 and isinstance(args[0], list):  # concat_ws(sep, array): its elements
+        args = tuple(args[0])
     return sep.join(a for a in args if a is not None)
+
+
+def _concat_ws_type(types: list[Type]) -> Type | str:
+    if len(types) == 2 and types[1] is Type.ARRAY:
+        return _of(Type.VARCHAR, _STR)(types[:1])
+    return _of(Type.VARCHAR, _STR)(types)
+
+
+def _array_extreme(pick_max: bool):
+    """array_max / array_min: NULL for an empty array or one holding a NULL (as Trino); NaN
+    orders above every number."""
+    def extreme(arr):
+        if not arr or any(v is None for v in arr):
+            return None
+        best = arr[0]
+        for v in arr[1:]:
+            if (sql_less(best, v) if pick_max else sql_less(v, best)):
+                best = v
+        return best
+    return extreme
 
 
 def _strpos(s, sub):
@@ -228,6 +255,11 @@ def _strpos(s, sub):
 
 
 def _date_trunc(unit, ts):
+    zone = zone_of(ts) if isinstance(ts, dt.datetime) else None
+    if zone is not None:
+        # Truncated in the value's zone, then read as wall time there (the day of a zoned
+        # timestamp is its day in that zone).
+        return localize(_date_trunc(unit, ts.replace(tzinfo=None)), zone)
     unit = unit.lower()
     if isinstance(ts, dt.datetime):
         if unit == "second":
@@ -401,6 +433,10 @@ def _date_trunc_type(types: list[Type]) -> Type | str:
     return types[1] if types[1] in _TIME else Type.TIMESTAMP
 
 
+def _element_type_of_array(types: list[Type]) -> Type | str:
+    return _of(Type.ANY, _ARR)(types)
+
+
 def _element_type(types: list[Type]) -> Type | str:
     return _of(Type.ANY, _ARR, _INT)(types)
 
@@ -428,7 +464,7 @@ BUILTINS: dict[str, ScalarFunction] = {
         ScalarFunction("IF", _if, 2, 3, _if_type, null_on_null=False),
         ScalarFunction("NULLIF", _nullif, 2, 2, _nullif_type, null_on_null=False),
         ScalarFunction("CONCAT", _concat, 1, None, _concat_type),
-        ScalarFunction("CONCAT_WS", _concat_ws, 1, None, _of(Type.VARCHAR, _STR), null_on_null=False),
+        ScalarFunction("CONCAT_WS", _concat_ws, 1, None, _concat_ws_type, null_on_null=False),
         ScalarFunction("TRIM", str.strip, 1, 1, _of(Type.VARCHAR, _STR)),
         ScalarFunction("LTRIM", str.lstrip, 1, 1, _of(Type.VARCHAR, _STR)),
         ScalarFunction("RTRIM", str.rstrip, 1, 1, _of(Type.VARCHAR, _STR)),
@@ -440,6 +476,8 @@ BUILTINS: dict[str, ScalarFunction] = {
         ScalarFunction("ELEMENT_AT", _element_at, 2, 2, _element_type),
         ScalarFunction("$SUBSCRIPT", _subscript, 2, 2, _element_type),
         ScalarFunction("CONTAINS", _contains, 2, 2, _of(Type.BOOLEAN, _ARR, (Type.ANY, *NUMERIC, Type.VARCHAR, Type.BOOLEAN, *_TIME))),
+        ScalarFunction("ARRAY_MAX", _array_extreme(True), 1, 1, _element_type_of_array),
+        ScalarFunction("ARRAY_MIN", _array_extreme(False), 1, 1, _element_type_of_array),
         ScalarFunction("ARRAY_JOIN", _array_join, 2, 3, _of(Type.VARCHAR, _ARR, _STR), null_on_null=False),
         ScalarFunction("ARRAY", _array_ctor, 0, None, lambda _types: Type.ARRAY, null_on_null=False),
     ]
@@ -454,7 +492,8 @@ _TYPE_NAMES = {
     "bigint": Type.BIGINT, "int": Type.BIGINT, "integer": Type.BIGINT, int: Type.BIGINT,
     "double": Type.DOUBLE, "float": Type.DOUBLE, float: Type.DOUBLE,
     "varchar": Type.VARCHAR, "string": Type.VARCHAR, "str": Type.VARCHAR, str: Type.VARCHAR,
-    "timestamp": Type.TIMESTAMP, "array": Type.ARRAY, list: Type.ARRAY, "any": Type.ANY,
+    "timestamp": Type.TIMESTAMP, "date": Type.DATE, "array": Type.ARRAY, list: Type.ARRAY, "any": Type.ANY,
+    "varbinary": Type.BINARY, "binary": Type.BINARY, bytes: Type.BINARY,
 }
 
 _lock = threading.Lock()
@@ -486,12 +525,16 @@ def registry_version() -> int:
     return _version
 
 
-def register_function(name: str, fn: Callable[..., Any], returns: Any, *, deterministic: bool = True,
+def register_function(name: str, fn: Callable[..., Any], returns: Any = "any", *, deterministic: bool = True,
                       null_on_null: bool = True, cost: str = "cheap") -> None:
     """Make ``fn`` callable from DEFINE and MEASURES as ``name(...)``.
 
     ``returns`` is the result type: "boolean", "bigint", "double", "varchar", "timestamp",
-    "array", "any" or the Python types bool/int/float/str/list. Functions must be
+    "date", "array", "varbinary", "any" (the default: the values decide) or the Python types
+    bool/int/float/str/list/bytes. Results pass the value boundary: numpy scalars and arrays
+    become SQL values (``np.bool_`` a boolean, ``np.float32`` a double, arrays lists), None,
+    pandas' NA and NaT are NULL (NaN too, except for "double"), and a result that is not of
+    the declared type is a DataError naming the function and the row. Functions must be
     deterministic and free of side effects: the engine may call them in any order, more than
     once, and on different workers. With ``null_on_null`` (the default) a NULL argument gives
     NULL without calling ``fn``. ``cost="expensive"`` marks a function whose calls take
@@ -500,6 +543,8 @@ def register_function(name: str, fn: Callable[..., Any], returns: Any, *, determ
     engine's worker processes under strategy "auto". Arguments may be any column
     values, binary payloads (bytes) and lists included.
     """
+    if not isinstance(name, str):
+        raise SparkCepError(f"register_function: the name must be a string, not {type(name).__name__}")
     if cost not in ("cheap", "expensive"):
         raise SparkCepError(f"register_function: cost must be 'cheap' or 'expensive', not {cost!r}")
     if not callable(fn):
@@ -520,12 +565,15 @@ def register_function(name: str, fn: Callable[..., Any], returns: Any, *, determ
         raise SparkCepError(f"register_function: unknown return type {returns!r}") from None
     global _version
     with _lock:
-        _USER[key] = ScalarFunction(key, fn, 0, None, lambda _types, t=rtype: t, null_on_null, True, cost)
+        _USER[key] = ScalarFunction(key, checked_function(fn, key, rtype), 0, None, lambda _types, t=rtype: t,
+                                    null_on_null, True, cost)
         _version += 1
 
 
 def unregister_function(name: str) -> None:
     """Forget a registered function or aggregate."""
+    if not isinstance(name, str):
+        raise SparkCepError(f"unregister_function: the name must be a string, not {type(name).__name__}")
     global _version
     with _lock:
         _USER.pop(name.upper(), None)
@@ -564,6 +612,8 @@ def register_aggregate(name: str, fn: Callable[..., float], index: Callable[...,
     segments share its work. Both must be deterministic."""
     from sparkcep.segments.aggregates import UserAggregate
 
+    if not isinstance(name, str):
+        raise SparkCepError(f"register_aggregate: the name must be a string, not {type(name).__name__}")
     if not callable(fn) or (index is not None and not callable(index)):
         raise SparkCepError(f"register_aggregate: {name!r} needs a callable fn (and index, if given)")
     if not name or not name.replace("_", "a").isalnum() or name[0].isdigit():
@@ -573,7 +623,8 @@ def register_aggregate(name: str, fn: Callable[..., float], index: Callable[...,
         raise SparkCepError(f"register_aggregate: {name!r} is already a function name")
     global _version
     with _lock:
-        _AGGREGATES_USER[key] = UserAggregate(key, fn, index)
+        _AGGREGATES_USER[key] = UserAggregate(key, checked_aggregate(fn, key),
+                                              checked_index(index, key) if index is not None else None)
         _version += 1
 
 

@@ -174,9 +174,10 @@ def evaluate(node: BExpr, ctx: _Ctx) -> Any:
 
 
 def _match_index(ctx: _Ctx, labels, running: bool, last: bool, offset: int) -> int | None:
-    """Index within the match of the ``offset``-th last (first) row of ``labels`` among the
-    rows up to the current one (running) or in the whole match (final)."""
-    limit = ctx.cur if running else len(ctx.labels) - 1
+    """Index within the match of the ``offset``-th last row of ``labels`` among the rows up
+    to the current one (running) or in the whole match (final); FIRST counts over every row
+    the context knows (Trino: the whole match in MEASURES, the rows so far in DEFINE)."""
+    limit = ctx.cur if running and last else len(ctx.labels) - 1
     rows = [i for i in range(limit + 1) if labels is None or ctx.labels[i] in labels]
     k = len(rows) - 1 - offset if last else offset
     return rows[k] if 0 <= k < len(rows) else None
@@ -275,6 +276,16 @@ def _e_agg(node: BAgg, ctx: _Ctx) -> Any:
                                 else _nan_last_key(k) < _nan_last_key(best[0])):
                 best = (k, v)
         return None if best is None else best[1]
+    if f in ("MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"):
+        if distinct:
+            raise NotImplementedError(f"{f}(DISTINCT)")
+        keys = values if spec.key is None else [evaluate(spec.key, view) for view in views]
+        pairs = [(k, v) for k, v in zip(keys, values, strict=True) if k is not None]
+        if not pairs:
+            return None
+        # the n largest (smallest) keys' values, largest (smallest) first; sorted() is stable
+        pairs = sorted(pairs, key=lambda kv: _nan_last_key(kv[0]), reverse=f.startswith("MAX"))
+        return [v for _, v in pairs[:spec.n]]
     if f == "DELTA":
         if distinct:
             raise NotImplementedError("DELTA(DISTINCT)")

@@ -96,7 +96,8 @@ def conditions(draw, var: str, names: list[str]):
         "stddev_pop(price) < 1", "count(DISTINCT s) < 2", "array_agg(price)[1] = 1",
         f"cardinality(array_agg({other}.s)) > {k}", "element_at(array_agg(x), -1) > 1",
         "contains(array_agg(price), 2)", "array_agg(CLASSIFIER())[1] = 'A'", "arbitrary(s) = 'a'",
-        f"var_samp({other}.price) > 0",
+        f"var_samp({other}.price) > 0", "array_min(array_agg(price)) = 1", f"cardinality(max(x, 2)) > {k}",
+        "max_by(s, price, 2)[1] = 'a'", "concat_ws('', array_agg(s)) LIKE 'a%'",
     ]
     first = draw(st.sampled_from(atoms))
     if draw(st.booleans()):
@@ -141,6 +142,8 @@ def queries(draw):
         "FINAL array_agg(price) AS fa", "arbitrary(s) AS arb", "bool_and(b) AS band", "var_samp(price) AS vs",
         "count() AS cnt0", "LAST(t) - FIRST(t) AS span", "date_trunc('hour', LAST(t)) AS th",
         "ARRAY[FIRST(price), LAST(price)] AS ends", "element_at(array_agg(x), 1) AS ex",
+        "max(price, 2) AS mx2", "min_by(s, x, 2) AS mb2", "array_max(array_agg(x)) AS amx",
+        "concat_ws('-', array_agg(s)) AS cws", "FIRST(price, 2) AS f2", f"FIRST({names[-1]}.price) AS fl",
     ]
     measures = draw(st.lists(st.sampled_from(measure_pool), min_size=1, max_size=4, unique=True))
     has_excl = "{-" in pattern
@@ -174,6 +177,7 @@ def _reads_partial(define: str) -> bool:
     # matchregex: variables that may start a match cannot aggregate; keep the test simple.
     return any(tok in define for tok in ("COUNT(", "SUM(", "FIRST(", "LAST(", "AVG(", "MAX(", "CLASSIFIER(", ".price <", "A.price", "B.price", "C.price", "U.",
                                          "count", "bool_", "max_by", "stddev", "array_agg", "arbitrary", "var_samp",
+                                         "max(", "array_m", "concat_ws",
                                          ".b)", ".s)"))
 
 

@@ -703,7 +703,7 @@ class Analyzer:
         if isinstance(rtype, str):
             label = "the subscript" if name == "$SUBSCRIPT" else e.name.text
             raise self.error("TYPE_MISMATCH", f"{label} {rtype}", e)
-        if name in ("$SUBSCRIPT", "ELEMENT_AT") and args[0].type is Type.ARRAY:
+        if name in ("$SUBSCRIPT", "ELEMENT_AT", "ARRAY_MAX", "ARRAY_MIN") and args[0].type is Type.ARRAY:
             rtype = element_type(args[0], self.aggregates_of(scope))
         if e.distinct:
             raise self.error("NOT_SUPPORTED", f"DISTINCT applies to aggregates, not {e.name.text}", e)
@@ -807,6 +807,11 @@ class Analyzer:
         if user is not None and len(e.args) == 2:
             want = 2
         args = e.args
+        count = None
+        if (name in ("MAX", "MIN") and len(args) == 2) or (name in ("MAX_BY", "MIN_BY") and len(args) == 3):
+            # max(x, n) / max_by(x, y, n): the n largest as an array (Trino)
+            count = self.count_argument(e, args[-1])
+            args, name = args[:-1], name + "_N"
         if name == "COUNT" and not args and not e.distinct:
             args = (ast.Star(None, span=e.span),)  # count() is count(*)
         if len(args) != want:
@@ -832,13 +837,22 @@ class Analyzer:
                 if key.type is Type.ARRAY:
                     raise self.error("TYPE_MISMATCH", f"{e.name.text} needs a key that can be ordered, not array", args[1])
             rtype = self.aggregate_type(name, inner.type, arg)
-            spec = AggregateSpec(name, labels, inner, running, rtype, previous, key, e.distinct)
+            if count is not None and e.distinct:
+                raise self.error("NOT_SUPPORTED", f"DISTINCT with {e.name.text}(..., n) is not supported", e)
+            spec = AggregateSpec(name, labels, inner, running, rtype, previous, key, e.distinct, count)
         if spec in scope.aggregates:
             index = scope.aggregates.index(spec)
         else:
             scope.aggregates.append(spec)
             index = len(scope.aggregates) - 1
         return BAgg(index, spec.type)
+
+    def count_argument(self, e: ast.Call, arg: ast.Node) -> int:
+        if not (isinstance(arg, ast.Literal) and arg.kind == "number" and isinstance(arg.value, int) and arg.value >= 1):
+            raise self.error("WRONG_ARGUMENTS", f"the last argument of {e.name.text}(..., n) is a whole number ≥ 1", arg)
+        if arg.value > 10_000:
+            raise self.error("WRONG_ARGUMENTS", f"{e.name.text}(..., n) keeps at most 10000 values", arg)
+        return arg.value
 
     def bind_zscore(self, e: ast.Call, scope: _Scope) -> BExpr:
         if not self.segment or self.defining is None or self.defining in {
@@ -886,6 +900,12 @@ class Analyzer:
             return Type.BOOLEAN
         if name in ("MAX_BY", "MIN_BY", "ARBITRARY"):
             return t
+        if name in ("MAX_N", "MIN_N"):
+            if t is Type.ARRAY:
+                raise self.error("TYPE_MISMATCH", f"{name[:3]} needs values that can be ordered, not {t.value}", arg)
+            return Type.ARRAY
+        if name in ("MAX_BY_N", "MIN_BY_N"):
+            return Type.ARRAY
         if name == "DELTA":
             if t in _TIME_TYPES:
                 return Type.INTERVAL
@@ -897,7 +917,7 @@ class Analyzer:
 
 def element_type(e: BExpr, aggregates: list[AggregateSpec]) -> Type:
     """The type of an array's elements where the tree shows it (ANY where it does not)."""
-    if isinstance(e, BAgg) and e.index < len(aggregates) and aggregates[e.index].func == "COLLECT":
+    if isinstance(e, BAgg) and e.index < len(aggregates) and aggregates[e.index].func in _ARRAY_AGGREGATES:
         return aggregates[e.index].arg.type
     if isinstance(e, BCall) and e.name == "ARRAY":
         t = functions.unify([a.type for a in e.args])
@@ -905,6 +925,7 @@ def element_type(e: BExpr, aggregates: list[AggregateSpec]) -> Type:
     return Type.ANY
 
 
+_ARRAY_AGGREGATES = {"COLLECT", "MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"}  # arrays of their argument
 _SERIES_AGGREGATES = {"LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED", "MANN_KENDALL_TEST", "ZSCORE"}
 _WINDOW_UNITS = {"DAY": 86400.0, "HOUR": 3600.0, "MINUTE": 60.0, "SECOND": 1.0}
 

@@ -4,33 +4,12 @@ aggregate specs (as Trino's LogicalIndexExtractor does), leaving plain expressio
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcep.language import ast
-
-
-class Type(enum.Enum):
-    BOOLEAN = "boolean"
-    BIGINT = "bigint"
-    DOUBLE = "double"
-    VARCHAR = "varchar"
-    TIMESTAMP = "timestamp"
-    DATE = "date"
-    INTERVAL = "interval"
-    ARRAY = "array"
-    BINARY = "varbinary"  # bytes: payloads such as images, passed to functions, compared
-    NULL = "null"  # the type of the NULL literal: fits anywhere
-    ANY = "any"  # a registered function's untyped result
-
-    @property
-    def numeric(self) -> bool:
-        return self in (Type.BIGINT, Type.DOUBLE)
-
-
-NUMERIC = (Type.BIGINT, Type.DOUBLE)
+from sparkcep.types import NUMERIC, Type  # noqa: F401 - re-exported: the analyzer's types
 
 # A label set: the variable ids a pointer or aggregate ranges over. None: every row of the
 # match (the universal row pattern variable).
@@ -57,7 +36,8 @@ class Pointer:
 class AggregateSpec:
     """An aggregate over the rows of ``labels``: ``func`` one of COUNT, SUM, AVG, MIN, MAX,
     DELTA, COLLECT, COUNT_IF, BOOL_AND, BOOL_OR, MAX_BY, MIN_BY, ARBITRARY, STDDEV_SAMP,
-    STDDEV_POP, VAR_SAMP, VAR_POP; ``arg`` is a row expression (None for COUNT(*)), ``key``
+    STDDEV_POP, VAR_SAMP, VAR_POP, and the array-valued MAX_N, MIN_N (max(x, n)), MAX_BY_N,
+    MIN_BY_N (max_by(x, y, n)); ``arg`` is a row expression (None for COUNT(*)), ``key``
     the second argument of MAX_BY/MIN_BY. ``distinct``: each distinct non-NULL value once.
     ``previous`` (DEFINE only, the PREVIOUS extension): over the rows matched before the
     current one."""
@@ -70,6 +50,7 @@ class AggregateSpec:
     previous: bool = False
     key: BExpr | None = None
     distinct: bool = False
+    n: int | None = None  # MAX_N, MIN_N, MAX_BY_N, MIN_BY_N: how many values (max(x, n), max_by(x, y, n))
 
 
 class BExpr:

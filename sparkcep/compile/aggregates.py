@@ -7,6 +7,7 @@ matcher forks; no aggregate is ever recomputed from the rows of a match.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -197,8 +198,7 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
             rows = _linked(s) if s is not None else []
             arrays = [np.array([math.nan if r[i] is None else seconds(r[i]) for r in rows], dtype=np.float64)
                       for i in range(1 + (key is not None))]
-            out = user.fn(*arrays)
-            return None if out is None or (isinstance(out, float) and math.isnan(out)) else float(out)
+            return user.fn(*arrays)  # checked at registration: a float or None
         return Aggregate(spec, None, step, result)
     if func == "DELTA":
         # (first value, last value, seen any row): last minus first of the rows aggregated.
@@ -216,6 +216,8 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         def step(s, cols, pos, label):
             return (value(cols, pos, label), s)
         return Aggregate(spec, None, step, lambda s: None if s is None else _linked(s))
+    if func in ("MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"):
+        return _top_n(spec, value, compile_row(spec.key, names) if spec.key is not None else value)
     if func in ("MAX_BY", "MIN_BY"):
         key = compile_row(spec.key, names)
         better = (lambda k, best: sql_less(best, k)) if func == "MAX_BY" else sql_less
@@ -236,6 +238,33 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         v = value(cols, pos, label)
         return s if v is None else fold(s, v)
     return Aggregate(spec, initial, step, result)
+
+
+def _top_n(spec: AggregateSpec, value, key) -> Aggregate:
+    """max(x, n) / min(x, n) / max_by(x, y, n) / min_by(x, y, n): the values of the n rows
+    with the largest (smallest) keys, largest (smallest) first; rows whose key is NULL are
+    skipped, equal keys keep row order; NULL over no such rows. The state is a shared linked
+    list of (key, value), as COLLECT's, so forks share their prefix."""
+    largest = spec.func.startswith("MAX")
+
+    def step(s, cols, pos, label):
+        k = key(cols, pos, label)
+        return s if k is None else ((k, value(cols, pos, label)), s)
+
+    def order(a, b):
+        (ka, _), (kb, _) = a, b
+        if sql_less(ka, kb):
+            return 1 if largest else -1
+        if sql_less(kb, ka):
+            return -1 if largest else 1
+        return 0
+
+    def result(s):
+        if s is None:
+            return None
+        rows = sorted(_linked(s), key=functools.cmp_to_key(order))  # stable: ties in row order
+        return [v for _, v in rows[:spec.n]]
+    return Aggregate(spec, None, step, result)
 
 
 def _distinct(spec: AggregateSpec, value) -> Aggregate:

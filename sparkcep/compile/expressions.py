@@ -39,7 +39,8 @@ from sparkcep.analysis.bound import (
     nodes,
 )
 from sparkcep.errors import DataError
-from sparkcep.functions import FunctionError, array_equal
+from sparkcep.functions import array_equal
+from sparkcep.values import FunctionError, fits_bigint, localize, shift
 
 
 class EvaluationError(DataError):
@@ -108,9 +109,6 @@ def _fmod(a, b):
     return math.nan if b == 0 else math.fmod(a, b)
 
 
-_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
-
-
 def _checked(fn: Callable[[Any, Any], Any], what: str) -> Callable[[Any, Any], Any]:
     """``fn`` with SQL's range rules: a bigint result outside 64 bits and a float or
     interval overflow are errors on the row, not Python exceptions."""
@@ -119,7 +117,7 @@ def _checked(fn: Callable[[Any, Any], Any], what: str) -> Callable[[Any, Any], A
             r = fn(a, b)
         except OverflowError:
             raise EvaluationError(f"{what} is out of range") from None
-        if type(r) is int and not _BIGINT_MIN <= r <= _BIGINT_MAX:
+        if type(r) is int and not fits_bigint(r):
             raise EvaluationError(f"bigint overflow in {what}")
         return r
     return op
@@ -144,12 +142,6 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-def localize(naive: dt.datetime, tz: dt.tzinfo) -> dt.datetime:
-    """A naive timestamp read as wall time in ``tz`` (a literal next to a zoned column)."""
-    localize_fn = getattr(tz, "localize", None)  # pytz zones need localize()
-    return localize_fn(naive) if localize_fn is not None else naive.replace(tzinfo=tz)
-
-
 def _zones_aligned(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     """``fn`` on timestamps where one side may carry a time zone and the other not (a
     TIMESTAMP literal against a zoned column, as Spark hands every timestamp over): the
@@ -164,9 +156,27 @@ def _zones_aligned(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     return op
 
 
+def _time_plus(a, b):
+    """timestamp + interval (either order) on the instant, in the timestamp's zone; other
+    operands (intervals, numbers) add as usual."""
+    if isinstance(a, dt.datetime) and isinstance(b, dt.timedelta):
+        return shift(a, b)
+    if isinstance(b, dt.datetime) and isinstance(a, dt.timedelta):
+        return shift(b, a)
+    return a + b
+
+
+def _time_minus(a, b):
+    if isinstance(a, dt.datetime) and isinstance(b, dt.timedelta):
+        return shift(a, -b)
+    return a - b  # two instants (values.ZoneAt makes Python subtract instants), two intervals
+
+
 _TIME_COMPARE = {k: _zones_aligned(f) for k, f in _COMPARE.items()}
 _DOUBLE_ARITH = {"/": _checked(_fdiv, "division"), "%": _fmod}
-_TIME_ARITH = {k: _zones_aligned(f) for k, f in _ARITH.items()}
+_TIME_ARITH = {**{k: _zones_aligned(f) for k, f in _ARITH.items()},
+               "+": _zones_aligned(_checked(_time_plus, "addition")),
+               "-": _zones_aligned(_checked(_time_minus, "subtraction"))}
 
 
 def _is_time(*es: BExpr | None) -> bool:

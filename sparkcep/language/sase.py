@@ -110,6 +110,9 @@ class _Parse(Transformer):
     def where_strategy(self, meta, ch):
         return ("where", ch[1], ch[2:-1], ch[-1])
 
+    def where_strategy_only(self, meta, ch):
+        return ("where", ch[1], ch[2:], None)  # a strategy without predicates (valid SASE+)
+
     def where_plain(self, meta, ch):
         return ("where", None, [], ch[1])
 
@@ -246,7 +249,7 @@ class _Translator:
                 if sorted(names) != sorted(self.comps):
                     raise self.error("INVALID_PATTERN", "the strategy function must list every component of SEQ",
                                      _span(args[0]) if args else Span(0, 0))
-            conjuncts = _flatten_and(body)
+            conjuncts = _flatten_and(body) if body is not None else []
 
         partition: list[ast.Name] = []
         defines: dict[str, list[ast.Expr]] = {}
@@ -369,7 +372,10 @@ class _Translator:
             if best is None or rank > best[0]:
                 best = (rank, var, r)
         if best is None:
-            raise self.error("INVALID_PATTERN", "a predicate must name at least one event", getattr(pred, "span", Span(0, 0)))
+            # A predicate naming no event (a constant, `{ true }`) holds or fails for every
+            # match alike: it goes to the first component a match binds.
+            pos, c = min((pc for pc in self.comps.values() if pc[1].kind != "negated"), key=lambda pc: pc[0])
+            return c.var.upper() + ("_1" if c.kind == "kleene" else "")
         if best[0][1] == 2:
             raise self.error("NOT_SUPPORTED", f"a predicate on {best[2].var}[{best[2].var}.len] or all of {best[2].var}[] must also name a later event", best[2].span)
         return best[1]

@@ -16,6 +16,7 @@ integers) and round-trips through ``to_bytes``/``from_bytes``, never pickle.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,6 +39,7 @@ from sparkcep.runtime.engine import Selection, candidate_finder, measure_rows, s
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
+from sparkcep.values import python_values, shift
 
 DEFAULT_MAX_ROWS = 1_000_000  # rows one key may hold in state (sparkcep.stream's max_state_rows)
 _MAGIC = b"SPCEPK2\n"  # 2: gauges reported to stream metrics
@@ -238,7 +240,8 @@ class IncrementalMatcher:
         starts = pa.array([m.start for m in expired], pa.int64())
         cols = [table.column(k.index).take(starts) for k in q.partition_by]
         start_time = table.column(self.time_index).take(starts)
-        deadline = [t + q.within for t in start_time.to_pylist()]
+        deadline = [shift(t, q.within) if isinstance(t, dt.datetime) else t + q.within
+                    for t in python_values(start_time)]
         labels = self.plan.labels
         cols += [start_time, pa.array([[labels[x] for x in m.labels] for m in expired], pa.list_(pa.string())),
                  pa.array([len(m.labels) for m in expired], pa.int64()),

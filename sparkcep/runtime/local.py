@@ -26,6 +26,7 @@ from sparkcep.runtime.engine import output_rows
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
+from sparkcep.values import admit
 
 
 def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None,
@@ -36,6 +37,7 @@ def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_run
     given, receives which matcher ran and the most partial matches alive at once;
     ``executor`` (tasks.groups.KeyGroups) maps the partitions onto worker processes, on the
     Python matchers (the result keeps partition order)."""
+    table = admit(table, referenced_columns(plan.query))
     if getattr(plan, "root", False) is not False:  # a segment query (segments.run.SegmentPlan)
         from sparkcep.segments.run import run_segments
 

@@ -62,7 +62,9 @@ class MeasureContext:
 
     def _index_of(self, pid: int) -> int | None:
         p = self.plan.measure_pointers[pid]
-        limit = self.index if p.running else self._length - 1
+        # RUNNING bounds LAST at the current row; FIRST counts from the match's start over the
+        # whole match (as Trino resolves it), so FIRST(x, n) may reach past the current row.
+        limit = self.index if p.running and p.last else self._length - 1
         if limit < 0:
             return None
         k = p.offset

@@ -421,6 +421,6 @@ def user_lookup(agg: UserAggregate, cols: list[Column], starts, ends, idx=None, 
         idx = agg.index(*arrays)
     for q, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         v = idx.lookup(s, e) if idx is not None else agg.fn(*(a[s:e + 1] for a in arrays))
-        if v is not None and not (isinstance(v, float) and math.isnan(v)):
-            out[q], valid[q] = float(v), True  # None or NaN: NULL
+        if v is not None:  # checked at registration: a float, or None for NULL
+            out[q], valid[q] = v, True
     return out, valid

@@ -3,6 +3,7 @@ cardinality and cost (per series) where the optimizer gave them."""
 
 from __future__ import annotations
 
+from sparkcep.errors import SparkCepError
 from sparkcep.segments.executor import Operator
 
 
@@ -48,6 +49,10 @@ def draw_plan(root: Operator | None, names: tuple[str, ...], path: str, model=No
     ax.axis("off")
     ax.margins(0.15, 0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=110)
+    except (OSError, ValueError) as e:  # a missing folder, no permission, an unknown extension
+        raise SparkCepError(f"cannot write the picture to {path!r}: {e}") from None
+    finally:
+        plt.close(fig)
     return path

@@ -41,6 +41,7 @@ from sparkcep.compile.expressions import EvaluationError, comparison
 from sparkcep.compile.vectorize import logic
 from sparkcep.segments import aggregates as agg
 from sparkcep.segments.series import Series
+from sparkcep.values import FunctionError, checked_int_op
 
 Values = tuple[np.ndarray, np.ndarray]
 
@@ -320,6 +321,12 @@ def _binary(e: BBinary, frame: Frame) -> Values:
             with np.errstate(all="ignore"):
                 q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
             return np.where((a >= 0) == (b >= 0), q, -q), valid
+        if e.op in ("+", "-", "*") and a.dtype.kind in "iu" and b.dtype.kind in "iu":
+            # BIGINT arithmetic: outside 64 bits is an error on the row, as in the row evaluator
+            try:
+                return checked_int_op(e.op, a.astype(np.int64), b.astype(np.int64), valid), valid
+            except FunctionError as exc:
+                raise EvaluationError(str(exc)) from None
         with np.errstate(all="ignore"):
             return _NP_OPS[e.op](a.astype(np.float64) if e.op == "/" else a, b), valid
     fn = comparison(e.op, e.left, e.right) if e.op in _COMPARE_OPS else SCALAR_ARITH[e.op]
@@ -393,7 +400,6 @@ def _case(e: BCase, frame: Frame) -> Values:
 
 def _call(e: BCall, frame: Frame) -> Values:
     args = [evaluate(a, frame) for a in e.args]
-    from sparkcep.functions import FunctionError
 
     def call(*vals):
         try:

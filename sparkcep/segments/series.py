@@ -37,7 +37,7 @@ class Series:
     def objects(self, i: int) -> list[Any]:
         got = self._objects.get(i)
         if got is None:
-            from sparkcep.data import python_values
+            from sparkcep.values import python_values
 
             got = self._objects[i] = python_values(self.columns[i])
         return got
@@ -57,6 +57,8 @@ def numeric_column(col: pa.Array | pa.ChunkedArray) -> agg.Column:
         col = col.cast(t.value_type)
         t = t.value_type
     valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
+    if pa.types.is_null(t):  # an all-NULL column (pandas' all-None, Arrow's null type): numbers, all NULL
+        return agg.Column(np.zeros(len(col), dtype=np.float64), valid)
     if pa.types.is_timestamp(t):
         micros = pc.fill_null(col.cast(pa.timestamp("us", t.tz)).cast(pa.int64()), 0).to_numpy(zero_copy_only=False)
         return agg.Column(micros.astype(np.float64) / 1e6, valid)

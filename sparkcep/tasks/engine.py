@@ -47,6 +47,7 @@ from sparkcep.tasks.partial import STRUCTURES, PartialMatch
 from sparkcep.tasks.query import TaskQuery
 from sparkcep.tasks.queue import QUEUES, Task
 from sparkcep.tasks.workers import STARTS, WorkerPool
+from sparkcep.values import admit
 
 DEFAULT_BLOCK = 1024
 
@@ -296,9 +297,10 @@ def sorted_data(tq: TaskQuery, table: pa.Table):
     """The table's rows in match order, as one PartitionData, with the partitions' bounds
     and each position's input row."""
     q = tq.plan.query
+    used = referenced_columns(q)
+    table = admit(table, used)
     parts = sort_and_partition(table, q)
     order_np = parts.order
-    used = referenced_columns(q)
     idx = pa.array(order_np)
     arrays = [(table.column(i) if parts.identity else table.column(i).take(idx)) if i in used else None
               for i in range(table.num_columns)]

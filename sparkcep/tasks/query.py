@@ -23,12 +23,12 @@ import pyarrow as pa
 
 from sparkcep import functions
 from sparkcep.analysis.analyzer import analyze
-from sparkcep.analysis.bound import Type
 from sparkcep.compile.plan import Plan, build_plan
 from sparkcep.data import schema_of
 from sparkcep.errors import QueryError, Span
 from sparkcep.language import ast
 from sparkcep.language.snoop import UNIT_SECONDS, Duration, Not, SnoopQuery, Var, parse_snoop
+from sparkcep.types import Type
 
 # ALL/ANY over many operands has exponentially many states; beyond this the query is refused.
 MAX_STATES = 65536

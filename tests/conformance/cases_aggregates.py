@@ -296,4 +296,16 @@ CASES: list[Case] = [
         note="B matched no row: count and count_if give 0 (Trino's count_if over no input is 0), "
         "the others NULL.",
     ),
+    Case(
+        name="agg_max_min_n_and_max_by_n",
+        data={"id": [1, 2, 3, 4, 5], "v": [3, None, 9, 3, 1], "s": ["a", "b", "c", "d", "e"]},
+        query="""ORDER BY id
+                 MEASURES max(v, 2) AS mx2, min(v, 3) AS mn3, max_by(s, v, 2) AS mb2,
+                          min_by(s, v, 2) AS nb2, max(B.v, 2) AS nob
+                 PATTERN (A+ B?)
+                 DEFINE A AS true, B AS false""",
+        expected=rows(("mx2", "mn3", "mb2", "nb2", "nob"), ([9, 3], [1, 3, 3], ["c", "a"], ["e", "a"], None)),
+        note="Trino: max(x, n) is the n largest values, largest first; max_by(x, y, n) the x of the "
+        "n largest y. NULL keys are skipped; equal keys keep row order (a before d); NULL over no rows.",
+    ),
 ]

@@ -364,4 +364,16 @@ CASES: list[Case] = [
                  DEFINE A AS d >= DATE '2024-01-03'""",
         expected=rows(("s", "n"), (2, 2)),
     ),
+    Case(
+        name="fn_concat_ws_array_and_array_max_min",
+        data={"id": [1, 2, 3], "s": ["a", None, "c"], "v": [2.0, 7.5, 1.0]},
+        query="""ORDER BY id
+                 MEASURES concat_ws('-', array_agg(s)) AS joined, array_max(array_agg(v)) AS mx,
+                          array_min(array_agg(v)) AS mn, array_max(array_agg(s)) AS smx,
+                          array_min(ARRAY[]) AS empty
+                 PATTERN (A+)""",
+        expected=rows(("joined", "mx", "mn", "smx", "empty"), ("a-c", 7.5, 1.0, None, None)),
+        note="concat_ws(sep, array) skips NULL elements; array_max/array_min are NULL when an "
+        "element is NULL or the array is empty (Trino).",
+    ),
 ]

@@ -301,4 +301,32 @@ CASES: list[Case] = [
         ],
         note="FINAL sees the whole match from every row; running LAST(B.v) only rows up to the current one.",
     ),
+    Case(
+        name="nav_running_first_reaches_past_the_current_row",
+        data={"id": [1, 2, 3, 4], "v": [1, 2, 11, 12]},
+        query="""ORDER BY id
+                 MEASURES FIRST(v, 2) AS f2, RUNNING FIRST(B.v) AS fb, LAST(v, 2) AS l2
+                 ALL ROWS PER MATCH
+                 PATTERN (A+ B+)
+                 DEFINE A AS v < 10, B AS v >= 10""",
+        expected=[
+            {"id": 1, "v": 1, "f2": 11, "fb": 11, "l2": None},
+            {"id": 2, "v": 2, "f2": 11, "fb": 11, "l2": None},
+            {"id": 3, "v": 11, "f2": 11, "fb": 11, "l2": 1},
+            {"id": 4, "v": 12, "f2": 11, "fb": 11, "l2": 2},
+        ],
+        note="Trino's LogicalIndexNavigation: FIRST counts from the match's first row over the whole "
+        "match, RUNNING or not (the third row, and B's first row, are known at rows 1 and 2 too); "
+        "RUNNING LAST counts back from the current row.",
+    ),
+    Case(
+        name="nav_first_past_the_current_row_in_define",
+        data={"id": [1, 2, 3], "v": [1, 2, 3]},
+        query="""ORDER BY id
+                 MEASURES COUNT(*) AS n
+                 PATTERN (A+)
+                 DEFINE A AS FIRST(v, 1) IS NULL OR FIRST(v, 1) = 2""",
+        expected=rows(("n",), (3,)),
+        note="In DEFINE the match is the rows so far: FIRST(v, 1) at the first row is NULL.",
+    ),
 ]

@@ -1,0 +1,385 @@
+"""The value boundary: how values cross between user data, user functions and the engine.
+
+Every evaluator (the row closures, the vectorized masks, the segment evaluator, the compiled
+kernel's inputs) reads columns and function results through this module, so one rule holds
+everywhere:
+
+- columns in: dictionaries decoded, nanoseconds read at microsecond precision, unsigned
+  integers range-checked into BIGINT (a value above 2^63 - 1 is a DataError naming the
+  column and the row, never a silent wrap), the null type read as NULLs of any type;
+- zoned timestamps are instants: arithmetic and comparison act on the instant (a DST change
+  is not an hour of wall time lost or gained), while fields, ``date_trunc`` and output are in
+  the column's zone;
+- results of user functions: numpy scalars and arrays become SQL values, checked against the
+  declared ``returns`` type (a mismatch is a DataError naming the function and the row);
+- BIGINT arithmetic outside 64 bits is an error on the row, scalar or vectorized alike;
+- pandas out: nullable and extension dtypes of the input survive the round trip.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sparkcep.errors import DataError, SparkCepError
+from sparkcep.types import Type
+
+BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
+
+
+class FunctionError(DataError):
+    """A function refused a value, or returned one it may not (a bad cast, an index out of
+    bounds, a result of the wrong type): evaluators add the row where they know it."""
+
+
+# ---------------------------------------------------------------- BIGINT range
+def fits_bigint(v: int) -> bool:
+    return BIGINT_MIN <= v <= BIGINT_MAX
+
+
+def checked_int_op(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """``a op b`` on int64 arrays (op one of + - *), raising FunctionError where a valid
+    entry leaves 64 bits, as the scalar evaluator does."""
+    with np.errstate(over="ignore"):
+        if op == "+":
+            r = a + b
+            over = ((a ^ r) & (b ^ r)) < 0
+        elif op == "-":
+            r = a - b
+            over = ((a ^ b) & (a ^ r)) < 0
+        else:
+            r = a * b
+            # exact check where the float product leaves the safe range
+            big = np.abs(a.astype(np.float64) * b.astype(np.float64)) >= 2.0**62
+            over = np.zeros(len(r), dtype=bool)
+            for k in np.flatnonzero(big & valid):
+                over[k] = not fits_bigint(int(a[k]) * int(b[k]))
+    if np.any(over & valid):
+        what = {"+": "addition", "-": "subtraction", "*": "multiplication"}[op]
+        raise FunctionError(f"bigint overflow in {what}")
+    return r
+
+
+# ---------------------------------------------------------------- zoned instants
+class ZoneAt(dt.tzinfo):
+    """A time zone at one of its UTC offsets. Values of a zoned column carry one of these per
+    (zone, offset) pair, the same object for the same pair: Python compares and subtracts
+    datetimes that share a tzinfo object by wall time, which is the instant only while the
+    offset is the same. Different offsets mean different objects, compared as instants."""
+
+    __slots__ = ("zone", "offset")
+
+    def __init__(self, zone: dt.tzinfo, offset: dt.timedelta):
+        self.zone = zone
+        self.offset = offset
+
+    def utcoffset(self, d):
+        return self.offset
+
+    def dst(self, d):
+        return None
+
+    def tzname(self, d):
+        return str(getattr(self.zone, "key", self.zone))
+
+    def fromutc(self, d):
+        return (d.replace(tzinfo=None) + self.offset).replace(tzinfo=self)
+
+    def __reduce__(self):  # the same canonical object in another process
+        return (zone_at, (self.zone, self.offset))
+
+    def __repr__(self) -> str:
+        return f"ZoneAt({self.tzname(None)}, {self.offset})"
+
+
+_ZONES: dict[tuple[Any, dt.timedelta], ZoneAt] = {}
+
+
+def zone_at(zone: dt.tzinfo, offset: dt.timedelta) -> ZoneAt:
+    key = (zone, offset)
+    got = _ZONES.get(key)
+    if got is None:
+        got = _ZONES[key] = ZoneAt(zone, offset)
+    return got
+
+
+def zone_of(d: dt.datetime) -> dt.tzinfo | None:
+    tz = d.tzinfo
+    return tz.zone if isinstance(tz, ZoneAt) else tz
+
+
+def zoned(d: dt.datetime) -> dt.datetime:
+    """An aware datetime as the engine holds it: its zone at its offset (see ZoneAt)."""
+    tz = d.tzinfo
+    if tz is None:
+        return d
+    if isinstance(tz, ZoneAt):
+        return d
+    return d.replace(tzinfo=zone_at(tz, d.utcoffset()), fold=0)
+
+
+def in_zone(instant: dt.datetime, zone: dt.tzinfo) -> dt.datetime:
+    """The aware ``instant`` shown in ``zone``."""
+    return zoned(instant.astimezone(zone))
+
+
+def localize(naive: dt.datetime, tz: dt.tzinfo) -> dt.datetime:
+    """A naive timestamp read as wall time in the zone of ``tz`` (a TIMESTAMP literal next
+    to a zoned column; a truncated wall time)."""
+    zone = tz.zone if isinstance(tz, ZoneAt) else tz
+    localize_fn = getattr(zone, "localize", None)  # pytz zones need localize()
+    return zoned(localize_fn(naive) if localize_fn is not None else naive.replace(tzinfo=zone))
+
+
+def shift(ts: dt.datetime, delta: dt.timedelta) -> dt.datetime:
+    """``ts + delta`` on the instant (as Trino adds a day-to-second interval), shown in
+    ``ts``'s zone."""
+    r = ts + delta
+    zone = zone_of(r) if r.tzinfo is not None else None
+    return r if zone is None else in_zone(r, zone)
+
+
+# ---------------------------------------------------------------- columns in
+def as_read(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A column as expressions read it: dictionaries decoded, nanoseconds at microsecond
+    precision."""
+    t = col.type
+    if pa.types.is_dictionary(t):
+        col = col.cast(t.value_type)
+        t = t.value_type
+    if pa.types.is_timestamp(t) and t.unit == "ns":
+        col = col.cast(pa.timestamp("us", t.tz), safe=False)
+    if pa.types.is_duration(t) and t.unit == "ns":
+        col = col.cast(pa.duration("us"), safe=False)
+    return col
+
+
+def python_values(col: pa.Array | pa.ChunkedArray) -> list[Any]:
+    """Column values as Python objects (NULL → None) for the row evaluator; zoned
+    timestamps as instants in their zone (see ZoneAt)."""
+    col = as_read(col)
+    values = col.to_pylist()
+    if pa.types.is_timestamp(col.type) and col.type.tz is not None:
+        values = [None if v is None else zoned(v) for v in values]
+    return values
+
+
+def numpy_values(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(data, valid) as numpy for numeric and boolean columns (integers as int64, floats as
+    float64), else None. NULL entries hold 0 / False."""
+    t = col.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+        return None
+    if col.null_count == 0:
+        valid = np.ones(len(col), dtype=bool)
+        data = col.to_numpy() if not pa.types.is_boolean(t) else col.to_numpy().astype(bool)
+    else:
+        valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
+        fill = False if pa.types.is_boolean(t) else 0
+        data = pc.fill_null(col, fill).to_numpy(zero_copy_only=False)
+    if pa.types.is_integer(t):
+        data = data.astype(np.int64, copy=False)  # unsigned columns were admitted: they fit
+    elif pa.types.is_floating(t):
+        data = data.astype(np.float64, copy=False)
+    return data, valid
+
+
+def admit(table: pa.Table, used) -> pa.Table:
+    """The table with the columns a query reads (indexes ``used``) made readable: unsigned
+    integers become BIGINT after a range check (a DataError names the column and the first
+    row above 2^63 - 1). Row numbers are positions in ``table``."""
+    out = table
+    for i in sorted(used):
+        col = table.column(i)
+        t = col.type
+        value_type = t.value_type if pa.types.is_dictionary(t) else t
+        if not pa.types.is_unsigned_integer(value_type):
+            continue
+        if pa.types.is_dictionary(t):
+            col = col.cast(value_type)
+        if value_type == pa.uint64() and len(col):
+            big = pc.greater(col, pa.scalar(BIGINT_MAX, pa.uint64()))
+            bad = pc.index(big, True).as_py()
+            if bad is not None and bad >= 0:
+                raise DataError(f"the value {col[bad].as_py()} is above BIGINT's largest value (2^63 - 1)",
+                                column=table.column_names[i], row=bad)
+        out = out.set_column(i, table.schema.field(i).name, col.cast(pa.int64()))
+    return out
+
+
+# ---------------------------------------------------------------- results of user functions
+def _sql(v: Any) -> Any:
+    """numpy and pandas values as plain Python ones (NULL-likes as None)."""
+    if isinstance(v, np.generic):
+        if isinstance(v, np.datetime64):
+            if np.isnat(v):
+                return None
+            return v.astype("datetime64[us]").item()
+        if isinstance(v, np.timedelta64):
+            return None if np.isnat(v) else v.astype("timedelta64[us]").item()
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return [_sql(x) for x in v.tolist()] if v.dtype == object else v.tolist()
+    if isinstance(v, (list, tuple)):
+        return [_sql(x) for x in v]
+    mod = type(v).__module__
+    if mod.startswith("pandas"):
+        import pandas as pd
+
+        if v is pd.NA or v is pd.NaT:
+            return None
+        if isinstance(v, pd.Timestamp):
+            return v.to_pydatetime()
+        if isinstance(v, pd.Timedelta):
+            return v.to_pytimedelta()
+    return v
+
+
+def _describe(v: Any) -> str:
+    text = repr(v)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{text} ({type(v).__name__})"
+
+
+def function_result(v: Any, rtype: Type, name: str) -> Any:
+    """A user function's result as a SQL value of ``rtype`` (FunctionError on a mismatch)."""
+    v = _sql(v)
+    if v is None or rtype is Type.ANY:
+        return zoned(v) if isinstance(v, dt.datetime) else v
+    if isinstance(v, float) and math.isnan(v) and rtype is not Type.DOUBLE:
+        return None  # NaN is pandas' missing value: NULL where the type has no NaN
+    ok = False
+    if rtype is Type.BOOLEAN:
+        ok = isinstance(v, bool)
+    elif rtype is Type.BIGINT:
+        ok = isinstance(v, int) and not isinstance(v, bool)
+        if ok and not fits_bigint(v):
+            raise FunctionError(f"function {name} returned {v}, outside BIGINT's range")
+    elif rtype is Type.DOUBLE:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        v = float(v) if ok else v
+    elif rtype is Type.VARCHAR:
+        ok = isinstance(v, str)
+    elif rtype is Type.TIMESTAMP:
+        ok = isinstance(v, dt.datetime)
+        v = zoned(v) if ok else v
+    elif rtype is Type.DATE:
+        ok = isinstance(v, dt.date) and not isinstance(v, dt.datetime)
+    elif rtype is Type.INTERVAL:
+        ok = isinstance(v, dt.timedelta)
+    elif rtype is Type.ARRAY:
+        ok = isinstance(v, list)
+    elif rtype is Type.BINARY:
+        ok = isinstance(v, (bytes, bytearray, memoryview))
+    if not ok:
+        raise FunctionError(f"function {name} is declared to return {rtype.value} but returned {_describe(v)}")
+    return v
+
+
+def checked_function(fn: Callable[..., Any], name: str, rtype: Type) -> Callable[..., Any]:
+    """``fn`` whose results pass through function_result."""
+    def call(*args):
+        return function_result(fn(*args), rtype, name)
+    call.__wrapped__ = fn
+    return call
+
+
+def aggregate_result(v: Any, name: str) -> float | None:
+    """A registered aggregate's result: a float, or None for NULL (None or NaN)."""
+    v = _sql(v)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise FunctionError(f"aggregate {name} is to return a number but returned {_describe(v)}")
+    v = float(v)
+    return None if math.isnan(v) else v
+
+
+def checked_aggregate(fn: Callable[..., Any], name: str) -> Callable[..., float | None]:
+    """A registered aggregate's function: its result through aggregate_result, anything it
+    raises a FunctionError naming it."""
+    def call(*arrays):
+        try:
+            out = fn(*arrays)
+        except SparkCepError:
+            raise
+        except Exception as exc:  # a user aggregate may raise anything: name it
+            raise FunctionError(f"aggregate {name} failed: {type(exc).__name__}: {exc}") from exc
+        return aggregate_result(out, name)
+    call.__wrapped__ = fn
+    return call
+
+
+class CheckedIndex:
+    """A registered aggregate's index() result whose lookups pass the same checks."""
+
+    def __init__(self, index: Any, name: str):
+        self._lookup = checked_aggregate(index.lookup, name)
+
+    def lookup(self, start: int, end: int) -> float | None:
+        return self._lookup(start, end)
+
+
+def checked_index(build: Callable[..., Any], name: str) -> Callable[..., CheckedIndex]:
+    def call(*arrays):
+        try:
+            idx = build(*arrays)
+        except SparkCepError:
+            raise
+        except Exception as exc:
+            raise FunctionError(f"the index of aggregate {name} failed: {type(exc).__name__}: {exc}") from exc
+        if not callable(getattr(idx, "lookup", None)):
+            raise FunctionError(f"the index of aggregate {name} has no lookup(start, end) method")
+        return CheckedIndex(idx, name)
+    return call
+
+
+# ---------------------------------------------------------------- pandas out
+_NULLABLE = {
+    pa.int8(): "Int8", pa.int16(): "Int16", pa.int32(): "Int32", pa.int64(): "Int64",
+    pa.uint8(): "UInt8", pa.uint16(): "UInt16", pa.uint32(): "UInt32", pa.uint64(): "UInt64",
+    pa.bool_(): "boolean", pa.float32(): "Float32", pa.float64(): "Float64",
+}
+
+
+def to_pandas(table: pa.Table, source: Any = None):
+    """The result as pandas. Where ``source`` (the input DataFrame) used pandas' nullable or
+    extension dtypes, they are kept: an output column copied from an input column gets that
+    column's dtype back, and the other columns use the nullable dtypes (an integer with
+    NULLs stays an exact Int64, not a float64)."""
+    import pandas as pd
+
+    dtypes = dict(source.dtypes.items()) if isinstance(source, pd.DataFrame) else {}
+    extension = {name for name, d in dtypes.items() if not isinstance(d, np.dtype)}
+    if not extension - {n for n, d in dtypes.items() if isinstance(d, (pd.CategoricalDtype, pd.DatetimeTZDtype))}:
+        return table.to_pandas()
+    columns = {}
+    for name, col in zip(table.column_names, table.columns, strict=True):
+        want = dtypes.get(name)
+        if want is not None and name in extension:
+            try:
+                columns[name] = col.to_pandas(types_mapper=lambda _t, w=want: w if not isinstance(
+                    w, (pd.CategoricalDtype, pd.DatetimeTZDtype)) else None)
+                if isinstance(want, pd.CategoricalDtype):
+                    columns[name] = columns[name].astype(want)
+                continue
+            except (TypeError, ValueError, pa.ArrowException):
+                pass
+        if want is not None and isinstance(want, np.dtype):
+            columns[name] = col.to_pandas()
+            continue
+        t = col.type
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            columns[name] = col.to_pandas(types_mapper=lambda _t: pd.StringDtype("pyarrow"))
+        elif t in _NULLABLE:
+            columns[name] = col.to_pandas(types_mapper=lambda _t, k=_NULLABLE[t]: pd.api.types.pandas_dtype(k))
+        else:
+            columns[name] = col.to_pandas()
+    return pd.DataFrame({k: v.reset_index(drop=True) for k, v in columns.items()}, columns=table.column_names)

@@ -1,0 +1,269 @@
+"""The value boundary (sparkcep.values): each case a user hit as a wrong answer or a crash,
+kept as a regression test."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import sparkcep
+from sparkcep import DataError, SparkCepError, match_recognize
+from sparkcep.errors import InternalError
+
+ROWS = pd.DataFrame({"id": [1, 2, 3], "x": [0.5, 2.0, 3.0]})
+
+
+@pytest.fixture
+def registered():
+    names: list[str] = []
+
+    def register(name, fn, returns="any", **kw):
+        sparkcep.register_function(name, fn, returns=returns, **kw)
+        names.append(name)
+    yield register
+    for n in names:
+        sparkcep.unregister_function(n)
+
+
+# ---------------------------------------------------------------- numpy results of functions
+@pytest.mark.parametrize("strategy", ["auto", "tasks"])
+def test_numpy_bool_result_satisfies_define(registered, strategy):
+    registered("np_gt1", lambda x: np.bool_(x > 1), returns="boolean")
+    out = match_recognize(ROWS, "ORDER BY id MEASURES A.x AS x PATTERN (A) DEFINE A AS np_gt1(x)",
+                          strategy=strategy, **({"workers": 1} if strategy == "tasks" else {}))
+    assert out.x.tolist() == [2.0, 3.0]
+
+
+@pytest.mark.parametrize("make, returns", [(np.float32, "double"), (np.int64, "bigint"), (np.float64, "any")])
+def test_numpy_numbers_compare_in_define_and_measures(registered, make, returns):
+    registered("np_num", lambda x: make(x), returns=returns)
+    out = match_recognize(ROWS, "ORDER BY id MEASURES np_num(A.x) AS y PATTERN (A) DEFINE A AS np_num(x) >= 2")
+    assert out.y.tolist() == [2, 3]
+    assert all(type(v) in (int, float) for v in pa.Table.from_pandas(out).column("y").to_pylist())
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "tasks"])
+def test_numpy_results_in_snoop(registered, strategy):
+    registered("np_gt1", lambda x: np.bool_(x > 1), returns="boolean")
+    got = sparkcep.snoop(ROWS, "SELECT * FROM SEQ(A; B) WHERE np_gt1(B.x)", strategy=strategy,
+                         **({"workers": 1} if strategy == "tasks" else {}))
+    assert sorted(set(got.match_number)) == [1, 2, 3]
+
+
+def test_numpy_array_result_is_an_array(registered):
+    registered("np_pair", lambda x: np.array([x, x * 2]), returns="array")
+    out = match_recognize(ROWS, "ORDER BY id MEASURES np_pair(A.x)[2] AS y PATTERN (A) DEFINE A AS x > 1")
+    assert out.y.tolist() == [4.0, 6.0]
+
+
+def test_result_of_the_wrong_type_names_function_and_row(registered):
+    registered("says_no", lambda x: "no", returns="double")
+    with pytest.raises(DataError) as e:
+        match_recognize(ROWS, "ORDER BY id MEASURES A.x AS p PATTERN (A) DEFINE A AS says_no(x) > 0")
+    assert not isinstance(e.value, InternalError)
+    assert "SAYS_NO" in str(e.value) and "double" in str(e.value) and e.value.row == 0
+
+
+def test_missing_values_from_functions_are_null(registered):
+    registered("nothing", lambda x: pd.NA, returns="bigint")
+    registered("nan_int", lambda x: float("nan"), returns="bigint")
+    out = match_recognize(ROWS, "ORDER BY id MEASURES nothing(A.x) AS a, nan_int(A.x) AS b PATTERN (A)")
+    assert out.a.isna().all() and out.b.isna().all()
+
+
+def test_bigint_result_out_of_range_is_an_error(registered):
+    registered("huge", lambda x: 2**70, returns="bigint")
+    with pytest.raises(DataError, match="outside BIGINT"):
+        match_recognize(ROWS, "ORDER BY id MEASURES huge(A.x) AS h PATTERN (A)")
+
+
+def test_registered_aggregate_that_raises_is_a_data_error():
+    def boom(*_a):
+        raise ValueError("boom")
+    sparkcep.register_aggregate("boomagg", boom)
+    try:
+        for q in ["ORDER BY id MEASURES boomagg(x) AS p PATTERN (S) DEFINE SEGMENT S AS window(2)",
+                  "ORDER BY id MEASURES boomagg(A.x) AS p PATTERN (A+) DEFINE A AS true"]:
+            with pytest.raises(DataError, match="BOOMAGG") as e:
+                match_recognize(ROWS, q)
+            assert not isinstance(e.value, InternalError)
+    finally:
+        sparkcep.unregister_function("boomagg")
+
+
+def test_registered_aggregate_returning_numpy_and_text():
+    sparkcep.register_aggregate("np_mean", lambda a: np.float32(np.nanmean(a)))
+    sparkcep.register_aggregate("texty", lambda a: "x")
+    try:
+        out = match_recognize(ROWS, "ORDER BY id MEASURES np_mean(x) AS m PATTERN (S) DEFINE SEGMENT S AS window(3)")
+        assert out.m.tolist() == [pytest.approx(11 / 6)]
+        with pytest.raises(DataError, match="TEXTY"):
+            match_recognize(ROWS, "ORDER BY id MEASURES texty(x) AS m PATTERN (S) DEFINE SEGMENT S AS window(3)")
+    finally:
+        sparkcep.unregister_function("np_mean")
+        sparkcep.unregister_function("texty")
+
+
+# ---------------------------------------------------------------- unsigned integers
+def test_uint64_beyond_bigint_is_a_data_error_naming_column_and_row():
+    u = pd.DataFrame({"id": [1, 2], "x": np.array([3, 2**64 - 1], dtype=np.uint64)})
+    for q in ["ORDER BY id MEASURES A.x AS x PATTERN (A) DEFINE A AS x > 6",
+              "ORDER BY id MEASURES A.x AS x PATTERN (A)"]:
+        with pytest.raises(DataError) as e:
+            match_recognize(u, q)
+        assert e.value.column == "x" and e.value.row == 1
+
+
+def test_uint64_in_range_reads_as_bigint_everywhere():
+    u = pd.DataFrame({"id": [1, 2, 3], "x": np.array([3, 2**62, 7], dtype=np.uint64)})
+    out = match_recognize(u, "ORDER BY id MEASURES A.x AS x PATTERN (A) DEFINE A AS x > 6")
+    assert out.x.tolist() == [2**62, 7]
+
+
+def test_unread_uint64_column_passes_through():
+    u = pd.DataFrame({"id": [1, 2], "x": np.array([3, 2**64 - 1], dtype=np.uint64)})
+    out = match_recognize(u, "ORDER BY id MEASURES A.id AS a ALL ROWS PER MATCH PATTERN (A)")
+    assert out.x.tolist() == [3, 2**64 - 1]
+
+
+# ---------------------------------------------------------------- zoned time across DST
+def _berlin(*utc: str) -> pd.Series:
+    return pd.to_datetime(list(utc)).tz_localize("UTC").tz_convert("Europe/Berlin")
+
+
+def test_zoned_difference_is_between_instants():
+    z = pd.DataFrame({"id": [1, 2], "ts": _berlin("2024-03-31 00:30", "2024-03-31 01:30")})
+    out = match_recognize(z, "ORDER BY ts MEASURES B.ts - A.ts AS gap PATTERN (A B) WITHIN INTERVAL '1' HOUR "
+                             "DEFINE B AS true")
+    assert out.gap.tolist() == [pd.Timedelta(hours=1)]
+
+
+def test_zoned_comparison_in_the_repeated_hour():
+    # 2024-10-27 02:30 happens twice in Berlin: first CEST, then CET an hour later.
+    z = pd.DataFrame({"id": [1, 2], "ts": _berlin("2024-10-27 00:30", "2024-10-27 01:30")})
+    out = match_recognize(z, "ORDER BY id MEASURES B.ts > A.ts AS later, B.ts = A.ts AS same "
+                             "PATTERN (A B) DEFINE B AS ts > PREV(ts)")
+    assert out.later.tolist() == [True] and out.same.tolist() == [False]
+
+
+def test_date_trunc_and_fields_in_the_zone():
+    z = pd.DataFrame({"id": [1], "ts": _berlin("2024-03-30 23:30")})  # 00:30 on the 31st in Berlin
+    out = match_recognize(z, "ORDER BY ts MEASURES date_trunc('day', A.ts) AS d, hour(A.ts) AS h, "
+                             "day(A.ts) AS dd PATTERN (A)")
+    assert out.d.tolist() == [pd.Timestamp("2024-03-31 00:00", tz="Europe/Berlin")]
+    assert out.h.tolist() == [0] and out.dd.tolist() == [31]
+
+
+def test_interval_added_across_dst_is_on_the_instant():
+    z = pd.DataFrame({"id": [1], "ts": _berlin("2024-03-31 00:30")})  # 01:30 CET
+    out = match_recognize(z, "ORDER BY ts MEASURES A.ts + INTERVAL '1' HOUR AS t, hour(A.ts + INTERVAL '1' HOUR) AS h "
+                             "PATTERN (A)")
+    assert out.t.tolist() == [pd.Timestamp("2024-03-31 01:30", tz="UTC")]
+    assert out.h.tolist() == [3]  # 03:30 CEST: the hour 02:00-03:00 does not exist that night
+
+
+# ---------------------------------------------------------------- overflow and NaN
+def test_segment_aggregate_overflow_is_an_error():
+    big = pd.DataFrame({"id": [1, 2], "x": [2**62, 2**62]})
+    with pytest.raises(DataError, match="bigint overflow"):
+        match_recognize(big, "ORDER BY id MEASURES first(x) + last(x) AS s PATTERN (S) "
+                             "DEFINE SEGMENT S AS window(2) AND first(x) + last(x) > 0")
+    with pytest.raises(DataError, match="bigint overflow"):
+        match_recognize(big, "ORDER BY id MEASURES A.x AS s PATTERN (A B) DEFINE B AS A.x + x > 0")
+
+
+def test_power_of_a_negative_base_is_nan():
+    neg = pd.DataFrame({"id": [1], "x": [-8.0]})
+    out = match_recognize(neg, "ORDER BY id MEASURES power(A.x, 1.0/3) AS p PATTERN (A)")
+    assert math.isnan(out.p[0])
+    out = match_recognize(neg, "ORDER BY id MEASURES A.x AS p PATTERN (A) DEFINE A AS power(x, 1.0/3) > 0")
+    assert len(out) == 0
+
+
+# ---------------------------------------------------------------- nullable pandas dtypes
+def test_nullable_dtypes_come_back():
+    nd = pd.DataFrame({"id": [1, 2], "n": pd.array([2**53 + 1, None], dtype="Int64"),
+                       "s": pd.array(["a", None], dtype="string[pyarrow]"),
+                       "b": pd.array([True, None], dtype="boolean")})
+    out = match_recognize(nd, "ORDER BY id MEASURES A.n AS n2, A.s AS s2, A.b AS b2 ALL ROWS PER MATCH PATTERN (A)")
+    assert str(out.n.dtype) == "Int64" and str(out.n2.dtype) == "Int64"
+    assert out.n2.tolist()[0] == 2**53 + 1 and out.n2.isna().tolist() == [False, True]
+    assert out.s.dtype == nd.s.dtype and out.b.dtype == nd.b.dtype
+    assert str(out.b2.dtype) == "boolean" and out.s2.tolist()[0] == "a"
+
+
+def test_plain_numpy_frames_keep_numpy_dtypes():
+    out = match_recognize(ROWS, "ORDER BY id MEASURES A.x AS y ALL ROWS PER MATCH PATTERN (A)")
+    assert out.dtypes.tolist() == [np.dtype("int64"), np.dtype("float64"), np.dtype("float64")]
+
+
+# ---------------------------------------------------------------- all-NULL columns
+@pytest.mark.parametrize("data", [pd.DataFrame({"id": [1, 2], "k": [None, None]}),
+                                  pa.table({"id": [1, 2], "k": pa.nulls(2)})])
+def test_all_null_partition_key_is_one_partition(data):
+    out = match_recognize(data, "PARTITION BY k ORDER BY id MEASURES COUNT(*) AS c PATTERN (A+) DEFINE A AS true")
+    assert list(out["c"] if isinstance(out, pd.DataFrame) else out.column("c").to_pylist()) == [2]
+
+
+@pytest.mark.parametrize("measure", ["linear_reg_r2(x, id)", "mann_kendall_test(x)", "linear_reg_r2(id, x)"])
+def test_time_series_aggregates_over_all_null_column_are_null(measure):
+    an = pd.DataFrame({"id": [1, 2, 3], "x": [None, None, None]})
+    out = match_recognize(an, f"ORDER BY id MEASURES {measure} AS r PATTERN (S) DEFINE SEGMENT S AS window(3)")
+    assert out.r.isna().all() and len(out) == 1
+
+
+def test_zscore_over_all_null_column_never_holds():
+    an = pd.DataFrame({"id": [1, 2, 3], "x": [None, None, None]})
+    out = match_recognize(an, "ORDER BY id MEASURES first(id) AS r PATTERN (S A) "
+                              "DEFINE SEGMENT S AS window(2), A AS zscore(x, 2) > 0")
+    assert len(out) == 0
+
+
+# ---------------------------------------------------------------- entry points
+def test_explain_picture_in_a_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(SparkCepError, match="cannot write the picture") as e:
+        sparkcep.explain(ROWS, "ORDER BY id MEASURES first(x) AS p PATTERN (S) DEFINE SEGMENT S AS window(2)",
+                         picture=str(tmp_path / "missing" / "p.png"))
+    assert not isinstance(e.value, InternalError)
+
+
+def test_register_function_as_the_readme_shows(registered):
+    registered("twice", lambda x: x * 2)  # returns defaults to "any"
+    out = match_recognize(ROWS, "ORDER BY id MEASURES twice(A.x) AS y PATTERN (A) DEFINE A AS twice(x) > 3")
+    assert out.y.tolist() == [4.0, 6.0]
+
+
+@pytest.mark.parametrize("call", [lambda: sparkcep.register_function(5, abs, returns="double"),
+                                  lambda: sparkcep.register_function("f", abs, returns="money"),
+                                  lambda: sparkcep.register_aggregate(5, abs),
+                                  lambda: sparkcep.unregister_function(None)])
+def test_bad_registrations_are_sparkcep_errors(call):
+    with pytest.raises(SparkCepError):
+        call()
+
+
+@pytest.mark.parametrize("where", ["WHERE skip_till_next_match(a, b) { true }",
+                                   "WHERE skip_till_next_match(a, b)",
+                                   "WHERE skip_till_next_match(a, b) { }"])
+def test_sase_strategy_without_predicates(where):
+    ev = pd.DataFrame({"time": [1, 2, 3], "event_type": ["A", "B", "B"], "x": [1, 2, 3]})
+    out = sparkcep.sase(ev, f"PATTERN SEQ(A a, B b) {where} WITHIN 10 RETURN a.x, b.x")
+    assert out.values.tolist() == [[1, 2]]
+
+
+def test_sase_constant_false_predicate_matches_nothing():
+    ev = pd.DataFrame({"time": [1, 2], "event_type": ["A", "B"], "x": [1, 2]})
+    out = sparkcep.sase(ev, "PATTERN SEQ(A a, B+ b[]) WHERE skip_till_any_match(a, b[]) { 1 = 2 } RETURN a.x")
+    assert len(out) == 0
+
+
+def test_timestamp_results_of_functions_are_zoned_values(registered):
+    registered("later", lambda t: t + dt.timedelta(hours=1), returns="timestamp")
+    z = pd.DataFrame({"id": [1], "ts": _berlin("2024-03-31 00:30")})
+    out = match_recognize(z, "ORDER BY id MEASURES later(A.ts) - A.ts AS gap PATTERN (A)")
+    assert out.gap.tolist() == [pd.Timedelta(hours=1)]
