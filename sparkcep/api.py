@@ -11,8 +11,7 @@ from sparkcep.errors import SparkCepError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
 from sparkcep.options import OPTIONS, SNOOP_OPTIONS, TASK_OPTIONS, check_options
-from sparkcep.query import compile_query, plan_query
-from sparkcep.runtime.local import run_plan
+from sparkcep.query import compile_query, execute, plan_query, run_plan
 from sparkcep.values import to_pandas
 
 __all__ = ["compile_query", "explain", "match_recognize", "plan_query", "run_local", "run_plan", "sase", "snoop"]
@@ -115,8 +114,6 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     check_options(options, OPTIONS | TASK_OPTIONS)
     task_options = {k: options.pop(k) for k in TASK_OPTIONS & set(options)}
     strategy = options.get("strategy", "auto")
-    if task_options and strategy not in ("tasks", "auto"):
-        raise SparkCepError(f"options {', '.join(sorted(task_options))} belong to strategy 'tasks'")
     if is_spark_dataframe(data):
         from sparkcep.spark.batch import match_recognize_spark
 
@@ -124,80 +121,26 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
             raise SparkCepError("strategy 'tasks' runs MATCH_RECOGNIZE on pandas and Arrow data (on Spark, "
                                 "sparkcep.snoop runs the task engine)")
         return match_recognize_spark(data, clause, **options)
-    if strategy in ("sb", "sb+"):
-        return _run_state_based(data, clause, strategy == "sb+", options)
-    if strategy == "tasks" or (strategy == "auto" and isinstance(clause, str) and _calls_expensive(clause)):
-        done = _run_on_tasks(data, clause, strategy, options, task_options)
-        if done is not None:
-            return done
-    if strategy not in ("auto", "sequential"):
-        raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
-                            "(or with RIP's state-based baselines 'sb' and 'sb+')")
-    return run_local(data, clause, options.get("mode", "sql"), how=options.get("plan"),
-                     sharing=options.get("sharing", True))
+    table, kind = _ingest(data, clause)
+    plan = compile_query(clause, table, options.get("mode", "sql"), options.get("plan"), options.get("sharing", True))
+    result = execute(plan, table, strategy, task_options)
+    return to_pandas(result, data) if kind == "pandas" else result
 
 
-def _run_on_tasks(data: Any, clause: str, strategy: str, options: dict, task_options: dict) -> Any:
-    """The task engine for a MATCH_RECOGNIZE query that calls an expensive function (auto) or
-    asks for it (tasks), when its meaning maps onto the engine; None: run it as usual."""
-    from sparkcep.tasks.engine import TaskOptions
-    from sparkcep.tasks.from_sql import calls_expensive, run_sql_on_tasks, task_query_of
-
+def _ingest(data: Any, clause: Any):
+    """The input as Arrow, and its kind; ONE ROW PER MATCH converts only the text columns the
+    query names (the costliest part of the hand-off from pandas)."""
     query = parse(clause)
     names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
-    table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
-    plan = compile_query(clause, table, options.get("mode", "sql"), options.get("plan"), options.get("sharing", True))
-    if strategy == "auto" and (hasattr(plan, "root") or not calls_expensive(plan)):
-        return None
-    if hasattr(plan, "root"):
-        raise SparkCepError("strategy 'tasks' runs automaton queries, not segment queries")
-    tq = task_query_of(plan)
-    opts = TaskOptions(**{"workers": -1, **task_options}).check()
-    if tq is not None:
-        result = run_sql_on_tasks(tq, table, opts)
-    else:
-        # Any other query: key groups (runs of whole partitions) are the tasks.
-        from sparkcep.tasks.groups import KeyGroups
-
-        if strategy == "auto" and not plan.query.partition_by:
-            return None  # one partition: nothing to spread
-        state_only = sorted(set(task_options) & {"pm", "queue", "block", "chunk"})
-        if state_only:
-            raise SparkCepError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
-                                "over a sequence of variables; other queries run their key groups as tasks "
-                                "(options workers, start)")
-        result = run_plan(plan, table, executor=KeyGroups(opts.worker_count, opts.start) if opts.worker_count else None)
-    return to_pandas(result, data) if kind == "pandas" else result
-
-
-def _calls_expensive(clause: str) -> bool:
-    """Whether the text names a function registered as expensive (a cheap first look)."""
-    from sparkcep import functions
-
-    return any(functions.is_expensive(n) for n in _names_of_text(clause))
-
-
-def _run_state_based(data: Any, clause: str, replicate_first: bool, options: dict) -> Any:
-    """RIP's SB / SB+ baselines: one process per pattern variable (SB+: two for the first)."""
-    from sparkcep.parallel.state_based import StateBasedMatcher
-
-    table, kind = to_arrow(data)
-    plan = compile_query(clause, table, options.get("mode", "sql"))
-    if hasattr(plan, "root"):
-        raise SparkCepError("strategies 'sb' and 'sb+' run automaton queries, not segment queries")
-    matcher = StateBasedMatcher(plan, replicate_first)
-    result = run_plan(plan, table, lambda p: matcher, use_kernel=False)
-    return to_pandas(result, data) if kind == "pandas" else result
+    return to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
 
 
 def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None, how: str | None = None,
               sharing: bool = True) -> Any:
     """match_recognize over pandas or Arrow data on this machine (``stats``: see run_plan;
     ``how``, ``sharing``: a segment query's plan and whether its aggregates share indexes)."""
-    query = parse(clause)
-    names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
-    table, kind = to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
-    plan = compile_query(clause if isinstance(clause, str) else query, table, mode, how, sharing)  # text: cached
+    table, kind = _ingest(data, clause)
+    plan = compile_query(clause if isinstance(clause, str) else parse(clause), table, mode, how, sharing)  # text: cached
     result = run_plan(plan, table, stats=stats)
     return to_pandas(result, data) if kind == "pandas" else result
 

@@ -610,7 +610,7 @@ def register_aggregate(name: str, fn: Callable[..., float], index: Callable[...,
     T-REX's index(): called once per partition with the whole columns, it returns an object
     whose ``lookup(start, end)`` answers for the rows start..end (inclusive), so overlapping
     segments share its work. Both must be deterministic."""
-    from sparkcep.segments.aggregates import UserAggregate
+    from sparkcep.aggregates.kernels import UserAggregate
 
     if not isinstance(name, str):
         raise SparkCepError(f"register_aggregate: the name must be a string, not {type(name).__name__}")

@@ -1,5 +1,9 @@
-"""A query text or tree to its executable plan: the automaton Plan, or a segment query's
-operator tree; plans of query texts are cached."""
+"""The planner and the one dispatcher: a query text or tree to its executable plan (the
+automaton Plan, or a segment query's operator tree; plans of query texts are cached), and the
+one step that picks the executor that runs a plan on this machine — the automaton (column
+scan, compiled kernel, Pike VM, NFA^b), segments (T-REX), tasks (the thesis's task engine, or
+key groups on its workers) or state-based (RIP's SB/SB+). Spark's strategies wrap these
+executors (sparkcep.spark)."""
 
 from __future__ import annotations
 
@@ -64,3 +68,87 @@ def compile_query(clause: Any, table: pa.Table, mode: str = "sql", how: str | No
 
 _plans: OrderedDict = OrderedDict()
 _plans_lock = threading.Lock()
+
+EXECUTORS = ("automaton", "segments", "tasks", "key-groups", "state-based")
+
+
+def is_segment_plan(plan) -> bool:
+    return getattr(plan, "root", False) is not False
+
+
+def run_plan(plan, table: pa.Table, matcher_factory=None, partition_runner=None, use_kernel: bool | None = None,
+             stats: dict | None = None, executor=None) -> pa.Table:
+    """A plan over a table on the executor of its kind: a segment query on the segment
+    executor, an automaton plan on the automaton driver (runtime.local.run_automaton, whose
+    arguments the others are)."""
+    if is_segment_plan(plan):
+        from sparkcep.segments.run import run_segments
+
+        return run_segments(plan, table, stats)
+    from sparkcep.runtime.local import run_automaton
+    from sparkcep.runtime.vm import Matcher
+
+    return run_automaton(plan, table, matcher_factory or Matcher, partition_runner, use_kernel, stats, executor)
+
+
+def choose_executor(plan, strategy: str = "auto", task_options: dict | None = None) -> str:
+    """Which executor runs ``plan`` on this machine under ``strategy`` ("auto",
+    "sequential", "tasks", "sb", "sb+"): one of EXECUTORS."""
+    task_options = task_options or {}
+    if task_options and strategy not in ("tasks", "auto"):
+        raise SparkCepError(f"options {', '.join(sorted(task_options))} belong to strategy 'tasks'")
+    segment = is_segment_plan(plan)
+    if strategy in ("sb", "sb+"):
+        if segment:
+            raise SparkCepError("strategies 'sb' and 'sb+' run automaton queries, not segment queries")
+        return "state-based"
+    if strategy == "tasks" and segment:
+        raise SparkCepError("strategy 'tasks' runs automaton queries, not segment queries")
+    if strategy == "tasks" or (strategy == "auto" and not segment and _calls_expensive(plan)):
+        from sparkcep.tasks.from_sql import task_query_of
+
+        if task_query_of(plan) is not None:
+            return "tasks"
+        if strategy == "auto" and not plan.query.partition_by:
+            return "automaton"  # one partition: nothing to spread
+        state_only = sorted(set(task_options) & {"pm", "queue", "block", "chunk"})
+        if state_only:
+            raise SparkCepError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
+                                "over a sequence of variables; other queries run their key groups as tasks "
+                                "(options workers, start)")
+        return "key-groups"
+    if strategy not in ("auto", "sequential"):
+        raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
+                            "(or with RIP's state-based baselines 'sb' and 'sb+', or the task engine 'tasks')")
+    return "segments" if segment else "automaton"
+
+
+def _calls_expensive(plan) -> bool:
+    from sparkcep.tasks.from_sql import calls_expensive
+
+    return calls_expensive(plan)
+
+
+def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | None = None,
+            stats: dict | None = None) -> pa.Table:
+    """Run ``plan`` over ``table`` on the executor choose_executor picks."""
+    task_options = dict(task_options or {})
+    chosen = choose_executor(plan, strategy, task_options)
+    if chosen in ("automaton", "segments"):
+        return run_plan(plan, table, stats=stats)
+    if chosen == "state-based":
+        from sparkcep.parallel.state_based import StateBasedMatcher
+
+        matcher = StateBasedMatcher(plan, strategy == "sb+")
+        return run_plan(plan, table, lambda p: matcher, use_kernel=False, stats=stats)
+    from sparkcep.tasks.engine import TaskOptions
+
+    opts = TaskOptions(**{"workers": -1, **task_options}).check()
+    if chosen == "tasks":
+        from sparkcep.tasks.from_sql import run_sql_on_tasks, task_query_of
+
+        return run_sql_on_tasks(task_query_of(plan), table, opts)
+    from sparkcep.tasks.groups import KeyGroups
+
+    return run_plan(plan, table, stats=stats,
+                    executor=KeyGroups(opts.worker_count, opts.start) if opts.worker_count else None)

@@ -48,6 +48,8 @@ def _imports(path: pathlib.Path) -> set[str]:
             found |= {a.name for a in node.names}
         elif isinstance(node, pyast.ImportFrom) and node.module:
             found.add(node.module)
+            if node.module == "sparkcep":  # from sparkcep import functions
+                found |= {f"sparkcep.{a.name}" for a in node.names}
     return found
 
 
@@ -93,29 +95,45 @@ def test_next_labels_prune_start_rows(pattern, expected):
     assert got == expected
 
 
-# Rooms a room may not import (even lazily): the data's path is language → analysis →
-# compile → runtime → parallel → spark → cli, with the facade (api, __init__) on top.
-_FORBIDDEN = {
-    "language": {"analysis", "compile", "runtime", "parallel", "segments", "spark", "cli", "api"},
-    "analysis": {"compile", "runtime", "parallel", "spark", "cli", "api"},
-    "compile": {"runtime", "parallel", "spark", "cli", "api"},
-    "runtime": {"parallel", "spark", "cli", "api"},
-    "parallel": {"spark", "cli", "api"},
-    "tasks": {"spark", "cli", "api"},
-    "segments": {"parallel", "spark", "cli", "api"},
-    "query": {"runtime", "parallel", "spark", "cli", "api"},
-    "data": {"runtime", "parallel", "spark", "cli", "api"},
-    "functions": {"runtime", "parallel", "spark", "cli", "api"},
-    "options": {"spark", "cli", "api"},
-    "spark": {"cli", "api"},
-    "cli": {"api"},
-}
+# The real order of the rooms, from the ground floor up: a room imports only rooms on lower
+# floors (even lazily), never one on its own floor or above. The data's path is language →
+# analysis → compile → the dispatcher (query) → executors (runtime: automata; segments: T-REX;
+# tasks) → parallel → spark → cli; in imports the dispatcher stands above the executors it
+# calls, and the facade (api, __init__) and the command line on top.
+FLOORS: list[set[str]] = [
+    {"errors", "types"},
+    {"values", "options"},
+    {"language", "workloads"},
+    {"aggregates"},
+    {"functions"},
+    {"analysis"},
+    {"compile"},
+    {"data"},
+    {"runtime", "segments"},
+    {"tasks"},
+    {"parallel"},
+    {"query"},
+    {"spark"},
+    {"api"},
+    {"cli", "__init__"},
+]
+_FLOOR = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
+
+
+def _room(path: pathlib.Path) -> str:
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
 
 
 def _upward(path: pathlib.Path) -> list[str]:
-    room = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+    room = _room(path)
     return sorted(m for m in _imports(path)
-                  if m.startswith("sparkcep.") and m.split(".")[1] in _FORBIDDEN.get(room, set()))
+                  if m.startswith("sparkcep.") and m.split(".")[1] != room
+                  and _FLOOR[m.split(".")[1]] >= _FLOOR[room])
+
+
+def test_every_room_has_a_floor():
+    rooms = {_room(p) for p in PACKAGE.rglob("*.py")}
+    assert rooms <= set(_FLOOR), sorted(rooms - set(_FLOOR))
 
 
 def test_no_module_imports_upward():
@@ -123,13 +141,19 @@ def test_no_module_imports_upward():
     assert not wrong
 
 
+def test_runtime_never_imports_segments_nor_segments_runtime():
+    for a, b in (("runtime", "segments"), ("segments", "runtime")):
+        for path in _modules(a):
+            assert not any(m.startswith(f"sparkcep.{b}") for m in _imports(path)), path
+
+
 def test_the_layering_rule_sees_lazy_imports(tmp_path):
     fake = tmp_path / "sparkcep" / "parallel"
     fake.mkdir(parents=True)
-    (fake / "m.py").write_text("def f():\n    from sparkcep.spark.batch import SparkRun\n")
+    (fake / "m.py").write_text("def f():\n    from sparkcep.spark.batch import SparkRun\n    from sparkcep import api\n")
     global PACKAGE
     saved, PACKAGE = PACKAGE, tmp_path / "sparkcep"
     try:
-        assert _upward(fake / "m.py") == ["sparkcep.spark.batch"]
+        assert _upward(fake / "m.py") == ["sparkcep.api", "sparkcep.spark.batch"]
     finally:
         PACKAGE = saved

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import sparkcep
-from sparkcep.segments import aggregates as agg
+from sparkcep.aggregates import kernels as agg
 from sparkcep.segments.plan import PLANS
 
 PRICES = pa.table({"t": list(range(7)), "price": [1.0, 2, 3, 2, 1, 2, 3]})

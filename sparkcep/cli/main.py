@@ -481,7 +481,7 @@ def profile(
                                       "user profile the optimizer reads first)"),
 ) -> None:
     """Measure the segment operators' costs on this machine for the T-REX optimizer."""
-    from sparkcep.segments import profile as segment_profile
+    from sparkcep.cli import profile as segment_profile
 
     with console.status("profiling the segment operators"):
         weights = segment_profile.measure()

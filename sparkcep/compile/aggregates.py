@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from sparkcep.aggregates.kernels import R2_DECIMALS
 from sparkcep.analysis.bound import AggregateSpec
 from sparkcep.compile.expressions import compile_row
 from sparkcep.functions import sql_less
-from sparkcep.segments.aggregates import R2_DECIMALS
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""The local driver: a plan over an Arrow table on this machine, partition by partition,
-on the fastest matcher that can run it (column scan, compiled kernel, Pike VM or NFA^b).
-Every other backend (Spark tasks, the run strategy's batches) ends up here or in the same
-matchers."""
+"""The automaton executor's local driver: a plan over an Arrow table on this machine,
+partition by partition, on the fastest matcher that can run it (column scan, compiled
+kernel, Pike VM or NFA^b). Every other backend of automaton queries (Spark tasks, the run
+strategy's batches, key groups) ends up here or in the same matchers."""
 
 from __future__ import annotations
 
@@ -29,26 +29,20 @@ from sparkcep.runtime.vm import Matcher, PartitionData
 from sparkcep.values import admit
 
 
-def run_plan(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None,
-             use_kernel: bool | None = None, stats: dict | None = None, executor=None) -> pa.Table:
-    """Run a plan over a table; ``matcher_factory`` builds the matcher (tests pass the
+def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None,
+                  use_kernel: bool | None = None, stats: dict | None = None, executor=None) -> pa.Table:
+    """Run an automaton plan over a table; ``matcher_factory`` builds the matcher (tests pass the
     reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
     sequential engine for each partition (tests pass the run strategy here); ``stats``, if
     given, receives which matcher ran and the most partial matches alive at once;
     ``executor`` (tasks.groups.KeyGroups) maps the partitions onto worker processes, on the
     Python matchers (the result keeps partition order)."""
-    table = admit(table, referenced_columns(plan.query))
-    if getattr(plan, "root", False) is not False:  # a segment query (segments.run.SegmentPlan)
-        from sparkcep.segments.run import run_segments
-
-        if stats is not None:
-            stats["matcher"], stats["peak_threads"] = "segments", None
-        return run_segments(plan, table, stats)
     q = plan.query
+    used = referenced_columns(q)
+    table = admit(table, used)
     parts = sort_and_partition(table, q)
     order_np = parts.order
     sorted_idx = pa.array(order_np)
-    used = referenced_columns(q)
     arrays = [(table.column(i) if parts.identity else table.column(i).take(sorted_idx)) if i in used else None
               for i in range(table.num_columns)]
     if q.within is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from sparkcep.aggregates import kernels as agg
 from sparkcep.analysis.bound import (
     AggregateSpec,
     BAgg,
@@ -39,7 +40,6 @@ from sparkcep.compile.aggregates import seconds
 from sparkcep.compile.expressions import _ARITH as SCALAR_ARITH
 from sparkcep.compile.expressions import EvaluationError, comparison
 from sparkcep.compile.vectorize import logic
-from sparkcep.segments import aggregates as agg
 from sparkcep.segments.series import Series
 from sparkcep.values import FunctionError, checked_int_op
 

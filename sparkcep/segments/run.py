@@ -11,13 +11,14 @@ import pyarrow as pa
 
 from sparkcep.analysis.bound import AnalyzedQuery
 from sparkcep.compile.expressions import EvaluationError
-from sparkcep.data import measure_types, output_table, sort_and_partition
+from sparkcep.data import measure_types, output_table, referenced_columns, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.segments.evaluate import Frame, evaluate
 from sparkcep.segments.executor import Context, Operator
 from sparkcep.segments.plan import build_plan, explain_tree
 from sparkcep.segments.series import Series
 from sparkcep.segments.space import Segs, Space
+from sparkcep.values import admit
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,12 @@ def sample_of(all_series: list[Series], k: int = 5) -> list[Series]:
 
 
 def run_segments(plan: SegmentPlan, table: pa.Table, stats: dict | None = None) -> pa.Table:
+    """Every distinct matched segment of ``plan`` over ``table`` (``stats``, if given, receives
+    the executor's counters)."""
     q = plan.query
+    table = admit(table, referenced_columns(q))
+    if stats is not None:
+        stats["matcher"], stats["peak_threads"] = "segments", None
     parts, all_series = partition_series(table, q)
     for series in all_series:
         series.sharing = plan.sharing

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkcep.segments import aggregates as agg
+from sparkcep.aggregates import kernels as agg
 
 _EPOCH = dt.datetime(1970, 1, 1)
 

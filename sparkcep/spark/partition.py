@@ -10,7 +10,7 @@ from pyspark import cloudpickle
 
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError
-from sparkcep.runtime.local import run_plan
+from sparkcep.query import run_plan
 from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, arrow_of, max_task_rows, slots
 from sparkcep.spark.wire import errors_to_driver, keyed
 

@@ -72,7 +72,7 @@ def groups_of(bounds: list[tuple[int, int]], count: int) -> list[list[int]]:
 
 @dataclass
 class KeyGroups:
-    """A map over partition bounds for ``runtime.local.run_plan``: ``workers`` processes,
+    """A map over partition bounds for ``runtime.local.run_automaton``: ``workers`` processes,
     results in partition order. ``groups`` and ``restarts`` say what the last map did."""
 
     workers: int

@@ -2,7 +2,8 @@
 synthetic series of several sizes; its time over its units of work (Equation 1: inputs plus
 outputs, or the probing side plus outputs) fits one weight in nanoseconds per unit. The
 package ships weights measured this way; ``sparkcep profile`` measures this machine's and
-stores them where the optimizer looks first."""
+stores them where the optimizer looks first. (It runs whole queries, so it sits with the
+command line, above the dispatcher.)"""
 
 from __future__ import annotations
 
@@ -47,8 +48,7 @@ CASES = [
 
 def measure(sizes=(2000, 6000), windows=(8, 24), repeat: int = 2) -> dict[str, float]:
     """Weights in ns per unit of work, from least squares through the origin."""
-    from sparkcep.query import compile_query
-    from sparkcep.runtime.local import run_plan
+    from sparkcep.query import compile_query, run_plan
 
     rng = np.random.default_rng(0)
     out: dict[str, float] = {}
@@ -78,9 +78,9 @@ def measure(sizes=(2000, 6000), windows=(8, 24), repeat: int = 2) -> dict[str, f
 def _aggregate_weights(rng) -> dict[str, float]:
     """Aggregate costs (Appendix D.2): index building per row and lookups per candidate
     (the regression's prefix sums), Mann-Kendall per pair of rows, a row-by-row fold per row."""
+    from sparkcep.aggregates import kernels as agg
     from sparkcep.analysis.bound import AggregateSpec, BColumn, Type
     from sparkcep.compile.aggregates import build
-    from sparkcep.segments import aggregates as agg
 
     n = 200_000
     x = agg.Column(rng.normal(size=n), np.ones(n, dtype=bool))
