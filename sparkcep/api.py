@@ -6,7 +6,7 @@ import functools
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from sparkcep.data import to_arrow
+from sparkcep.data.ingest import to_arrow
 from sparkcep.errors import SparkCepError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse

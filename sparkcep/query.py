@@ -16,7 +16,7 @@ import pyarrow as pa
 from sparkcep import functions
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan, build_plan
-from sparkcep.data import schema_of
+from sparkcep.data.ingest import schema_of
 from sparkcep.errors import SparkCepError
 from sparkcep.language.parser import parse
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.api import run_local
-from sparkcep.data import schema_of
+from sparkcep.data.ingest import schema_of
 from sparkcep.errors import DataError, QueryError
 from sparkcep.language.parser import parse
 from tests.oracle import oracle

@@ -22,7 +22,7 @@ def test_pandas_text_columns_the_query_does_not_read_are_not_converted():
 
     import sparkcep
     from sparkcep import DataError
-    from sparkcep.data import to_arrow
+    from sparkcep.data.ingest import to_arrow
 
     df = pd.DataFrame({"ts": [1, 2, 3, 4], "p": [5.0, 3.0, float("nan"), 7.0], "sym": ["a", "b", "a", "b"],
                        "cat": pd.Categorical(["x", "y", "x", "y"]), "bad": [1, "two", 3.0, None]})
@@ -67,7 +67,7 @@ def test_already_ordered_check():
     import pyarrow as pa
 
     from sparkcep.analysis.bound import SortKey
-    from sparkcep.data import already_ordered
+    from sparkcep.data.partitions import already_ordered
 
     def check(cols, desc=(False, False)):
         t = pa.table({f"k{i}": pa.array(c) for i, c in enumerate(cols)})
@@ -99,7 +99,8 @@ def test_partition_keys_group_as_group_by():
     import pyarrow as pa
 
     from sparkcep.analysis.analyzer import analyze
-    from sparkcep.data import schema_of, sort_and_partition
+    from sparkcep.data.ingest import schema_of
+    from sparkcep.data.partitions import sort_and_partition
     from sparkcep.language.parser import parse
 
     ts = pa.array(np.array([1_000, 1_001, 2_000, 1_002, None, None], dtype="datetime64[ns]"), pa.timestamp("ns"))

@@ -26,14 +26,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcep.compile.plan import Plan
-from sparkcep.data import (
-    LazyColumns,
-    measure_types,
-    output_table,
-    sort_and_partition,
-    table_from_ipc,
-    table_to_ipc,
-)
+from sparkcep.data.ingest import table_from_ipc, table_to_ipc
+from sparkcep.data.output import measure_types, output_table
+from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError, QueryError
 from sparkcep.runtime.engine import Selection, candidate_finder, measure_rows, select_matches
 from sparkcep.runtime.fast import KernelMatcher

@@ -12,14 +12,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcep.compile.plan import Plan
-from sparkcep.data import (
-    LazyColumns,
-    measure_array,
-    measure_types,
-    output_table,
-    referenced_columns,
-    sort_and_partition,
-)
+from sparkcep.data.ingest import referenced_columns
+from sparkcep.data.output import measure_array, measure_types, output_table
+from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import output_rows

@@ -11,7 +11,9 @@ import pyarrow as pa
 
 from sparkcep.analysis.bound import AnalyzedQuery
 from sparkcep.compile.expressions import EvaluationError
-from sparkcep.data import measure_types, output_table, referenced_columns, sort_and_partition
+from sparkcep.data.ingest import referenced_columns
+from sparkcep.data.output import measure_types, output_table
+from sparkcep.data.partitions import sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.segments.evaluate import Frame, evaluate
 from sparkcep.segments.executor import Context, Operator

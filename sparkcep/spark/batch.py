@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 
-from sparkcep.data import referenced_columns
+from sparkcep.data.ingest import referenced_columns
 from sparkcep.errors import DataError, SparkCepError
 from sparkcep.spark.choice import STRATEGIES, SparkRun, check_strategy, choose, choose_strategy
 from sparkcep.spark.frames import GIDX, ROW, compile_for

@@ -10,7 +10,8 @@ import pyarrow as pa
 
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan
-from sparkcep.data import output_schema, schema_of
+from sparkcep.data.ingest import schema_of
+from sparkcep.data.output import output_schema
 from sparkcep.language.parser import parse
 from sparkcep.query import plan_query
 

@@ -14,7 +14,8 @@ import pyarrow as pa
 from pyspark import cloudpickle
 
 from sparkcep.compile.plan import Plan
-from sparkcep.data import already_ordered, table_from_ipc, table_to_ipc
+from sparkcep.data.ingest import table_from_ipc, table_to_ipc
+from sparkcep.data.partitions import already_ordered
 from sparkcep.parallel.run_batches import Summary, Task, speculation_from
 from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import GIDX, POS, WIN, arrow_of, sort_columns, unpersist

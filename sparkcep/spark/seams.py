@@ -11,7 +11,9 @@ import weakref
 import pyarrow as pa
 
 from sparkcep.compile.plan import Plan
-from sparkcep.data import LazyColumns, output_table, referenced_columns
+from sparkcep.data.ingest import referenced_columns
+from sparkcep.data.output import output_table
+from sparkcep.data.partitions import LazyColumns
 from sparkcep.errors import DataError
 from sparkcep.parallel.run_batches import (
     RunStats,

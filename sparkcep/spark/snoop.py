@@ -21,7 +21,8 @@ from pyspark import cloudpickle
 
 from sparkcep import functions
 from sparkcep.compile.expressions import EvaluationError
-from sparkcep.data import output_schema, table_from_ipc, table_to_ipc
+from sparkcep.data.ingest import table_from_ipc, table_to_ipc
+from sparkcep.data.output import output_schema
 from sparkcep.errors import DataError, SparkCepError
 from sparkcep.spark.frames import arrow_of, slots
 from sparkcep.spark.wire import collect_errors, errors_to_driver

@@ -170,7 +170,7 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
 
     from pyspark.sql.types import StructType
 
-    from sparkcep.data import output_schema
+    from sparkcep.data.output import output_schema
 
     marker = os.path.join(checkpoint, _FLUSHED)
     if not os.path.isdir(checkpoint):
@@ -204,7 +204,7 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
 def _plan_for(clause: str, mode: str, arrow_schema: pa.Schema):
     """The plan of ``clause`` for rows of ``arrow_schema`` (on the driver and the workers)."""
     from sparkcep.analysis.analyzer import analyze
-    from sparkcep.data import schema_of
+    from sparkcep.data.ingest import schema_of
     from sparkcep.language.parser import parse
     from sparkcep.query import plan_query
 

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from pyspark import cloudpickle
 
 from sparkcep.compile.plan import Plan
-from sparkcep.data import referenced_columns
+from sparkcep.data.ingest import referenced_columns
 from sparkcep.errors import SparkCepError
 from sparkcep.parallel.run_batches import Summary, Task, Window
 from sparkcep.runtime.engine import Selection

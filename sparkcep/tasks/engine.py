@@ -29,14 +29,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkcep.data import (
-    LazyColumns,
-    measure_array,
-    measure_types,
-    output_table,
-    referenced_columns,
-    sort_and_partition,
-)
+from sparkcep.data.ingest import referenced_columns
+from sparkcep.data.output import measure_array, measure_types, output_table
+from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError, SparkCepError
 from sparkcep.runtime.engine import measure_rows
 from sparkcep.runtime.vm import Match, PartitionData

@@ -24,7 +24,7 @@ import pyarrow as pa
 from sparkcep import functions
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan, build_plan
-from sparkcep.data import schema_of
+from sparkcep.data.ingest import schema_of
 from sparkcep.errors import QueryError, Span
 from sparkcep.language import ast
 from sparkcep.language.snoop import UNIT_SECONDS, Duration, Not, SnoopQuery, Var, parse_snoop

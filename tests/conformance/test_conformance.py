@@ -21,7 +21,7 @@ import pytest
 import sparkcep
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.api import compile_query, run_plan
-from sparkcep.data import schema_of
+from sparkcep.data.ingest import schema_of
 from sparkcep.errors import DataError, InternalError, QueryError
 from sparkcep.language.parser import parse
 from sparkcep.runtime.nfab import NFAbMatcher

@@ -1,0 +1,139 @@
+"""Tables in: pandas and Arrow input as one Arrow table (nothing dropped, names checked), the
+schema the analyzer sees, the columns a query reads, and Arrow IPC bytes for rows that travel
+between processes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from sparkcep.analysis.analyzer import Column
+from sparkcep.analysis.bound import AnalyzedQuery, BColumn, BWindow, Type
+from sparkcep.errors import DataError, SparkCepError
+
+
+def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
+    """The input as an Arrow table, and which kind it came as ("pandas" or "arrow").
+
+    ``keep``: for pandas input, the upper-cased names a query mentions; text (object,
+    string, category) columns it does not mention are not converted (they become NULL
+    placeholders the query cannot read), which spares the costliest part of the hand-off."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is a dependency
+        pd = None
+    if pd is not None and isinstance(data, pd.DataFrame):
+        bad = [c for c in data.columns if not isinstance(c, str)]
+        if bad:
+            raise DataError(f"column names must be strings; got {bad[0]!r}", column=str(bad[0]))
+        if data.columns.duplicated().any():
+            dup = data.columns[data.columns.duplicated()][0]
+            raise DataError("column names must be unique", column=dup)
+        arrays = []
+        for name in data.columns:
+            col = data[name]
+            textual = col.dtype.kind in "OUS" or isinstance(col.dtype, pd.CategoricalDtype)
+            if keep is not None and textual and name.upper() not in keep:
+                arrays.append(pa.nulls(len(data)))
+                continue
+            try:
+                arrays.append(_pandas_column(col))
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+                raise DataError(f"cannot read this column: {e}", column=name) from None
+        return pa.Table.from_arrays(arrays, names=list(data.columns)), "pandas"
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data]), "arrow"
+    if isinstance(data, pa.Table):
+        names = data.column_names
+        if len(set(names)) != len(names):
+            dup = next(n for n in names if names.count(n) > 1)
+            raise DataError("column names must be unique", column=dup)
+        return data, "arrow"
+    raise SparkCepError(f"data must be a pandas DataFrame, a pyarrow Table or a Spark DataFrame, not {type(data).__name__}")
+
+
+def _pandas_column(col) -> pa.Array:
+    """One pandas column as Arrow, as pa.Table.from_pandas would convert it (NaN in a float
+    column is pandas' missing value: NULL), zero-copy where numpy already holds the values."""
+    if isinstance(col.dtype, np.dtype):  # not a pandas extension type
+        kind = col.dtype.kind
+        if kind in "iub":
+            return pa.array(col.to_numpy())
+        if kind == "f":
+            values = col.to_numpy()
+            if not np.isnan(values).any():
+                return pa.array(values)
+        if kind == "M":
+            stamps = col.to_numpy()
+            unit = np.datetime_data(stamps.dtype)[0]
+            if unit in ("s", "ms", "us", "ns") and not np.isnat(stamps).any():
+                # naive timestamps without NaT: their int64 ticks, viewed as timestamps
+                return pa.array(stamps.view(np.int64)).view(pa.timestamp(unit))
+    return pa.array(col, from_pandas=True)
+
+
+def sql_type(t: pa.DataType) -> Type | None:
+    if pa.types.is_dictionary(t):
+        return sql_type(t.value_type)
+    if pa.types.is_boolean(t):
+        return Type.BOOLEAN
+    if pa.types.is_integer(t):
+        return Type.BIGINT
+    if pa.types.is_floating(t):
+        return Type.DOUBLE
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return Type.VARCHAR
+    if pa.types.is_timestamp(t):
+        return Type.TIMESTAMP
+    if pa.types.is_date(t):
+        return Type.DATE
+    if pa.types.is_duration(t):
+        return Type.INTERVAL
+    if pa.types.is_null(t):
+        return Type.NULL
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        return Type.BINARY
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return Type.ARRAY
+    return None
+
+
+def schema_of(table: pa.Table) -> list[Column]:
+    return [Column(f.name, sql_type(f.type), f.type) for f in table.schema]
+
+
+def referenced_columns(q: AnalyzedQuery) -> set[int]:
+    """Input columns that expressions, PARTITION BY or ORDER BY read."""
+    found: set[int] = {k.index for k in q.partition_by} | {k.index for k in q.order_by}
+
+    def walk(x: Any) -> None:
+        if isinstance(x, BColumn):
+            found.add(x.index)
+        elif isinstance(x, BWindow) and x.column is not None:
+            found.add(x.column)
+        elif isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y)
+        elif hasattr(x, "__dataclass_fields__"):
+            for name in x.__dataclass_fields__:
+                if name != "impl":
+                    walk(getattr(x, name))
+
+    walk(list(q.defines.values()))
+    walk([m.expr for m in q.measures])
+    walk(list(q.define_aggregates) + list(q.measure_aggregates))
+    return found
+
+
+def table_to_ipc(table: pa.Table) -> bytes:
+    """A table as Arrow IPC stream bytes (how rows travel between driver, tasks and state)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def table_from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()

@@ -1,0 +1,135 @@
+"""Tables out: the output columns of ONE ROW / ALL ROWS PER MATCH, the Arrow type of each
+measure, and the output table built from matched rows and measure values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcep.analysis.bound import AnalyzedQuery, BColumn, Type
+from sparkcep.errors import DataError
+
+_ARROW = {
+    Type.BIGINT: pa.int64(),
+    Type.DOUBLE: pa.float64(),
+    Type.BOOLEAN: pa.bool_(),
+    Type.VARCHAR: pa.string(),
+    Type.TIMESTAMP: pa.timestamp("us"),
+    Type.DATE: pa.date32(),
+    Type.INTERVAL: pa.duration("us"),
+    Type.NULL: pa.null(),
+}
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _expr_arrow_type(e, schema: pa.Schema, aggregates) -> pa.DataType | None:
+    """The Arrow type of a measure: the column's own type for a plain column (or an
+    aggregate that keeps it: MIN, MAX, FIRST...), a list of it for COLLECT and ARRAY[...],
+    else the SQL type's. None: decided by the values (a function registered as "any")."""
+    from sparkcep.analysis.bound import BAgg, BCall, BNav
+
+    if isinstance(e, BNav) and isinstance(e.inner, BColumn):
+        return _plain(schema.field(e.inner.index).type)
+    if isinstance(e, BAgg):
+        spec = aggregates[e.index]
+        arg_type = None
+        if spec.arg is not None:
+            arg_type = (_plain(schema.field(spec.arg.index).type) if isinstance(spec.arg, BColumn)
+                        else _ARROW.get(spec.arg.type))
+        if spec.func in ("COLLECT", "MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"):
+            return pa.list_(arg_type if arg_type is not None else pa.null())
+        if spec.func in ("MIN", "MAX", "MAX_BY", "MIN_BY", "ARBITRARY") and arg_type is not None:
+            return arg_type
+    if isinstance(e, BCall) and e.name == "ARRAY":
+        kinds = {t for t in (_expr_arrow_type(a, schema, aggregates) for a in e.args) if t is not None}
+        if len(kinds) > 1 and all(pa.types.is_integer(k) or pa.types.is_floating(k) for k in kinds):
+            kinds = {pa.float64()}
+        return pa.list_(kinds.pop() if len(kinds) == 1 else pa.null())
+    if e.type is Type.TIMESTAMP:
+        # A timestamp computed from zoned columns is in their zone (date_trunc of a zoned
+        # value is that zone's midnight), else naive.
+        zones = [f.type.tz for f in (schema.field(c.index) for c in _columns_in(e))
+                 if pa.types.is_timestamp(_plain(f.type)) and _plain(f.type).tz is not None]
+        return pa.timestamp("us", zones[0] if zones else None)
+    return _ARROW.get(e.type)
+
+
+def _columns_in(e) -> list[BColumn]:
+    """The input columns an expression reads (through navigation, calls and operators)."""
+    found: list[BColumn] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, BColumn):
+            found.append(x)
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif hasattr(x, "__dataclass_fields__"):
+            stack.extend(getattr(x, name) for name in x.__dataclass_fields__ if name != "impl")
+    return found
+
+
+def measure_types(q: AnalyzedQuery, schema: pa.Schema) -> list[pa.DataType | None]:
+    return [_expr_arrow_type(m.expr, schema, q.measure_aggregates) for m in q.measures]
+
+
+def output_columns(q: AnalyzedQuery) -> list[tuple[str, int | None]]:
+    """Output column names with the input column each copies (None: the i-th measure,
+    in measure order). ONE ROW: partition columns, measures. ALL ROWS: partition columns,
+    ORDER BY columns, measures, the other input columns."""
+    out: list[tuple[str, int | None]] = [(k.column, k.index) for k in q.partition_by]
+    if q.rows_per_match == "ALL":
+        for k in q.order_by:
+            if k.column not in [n for n, _ in out]:
+                out.append((k.column, k.index))
+    out += [(m.name, None) for m in q.measures]
+    if q.rows_per_match == "ALL":
+        names = {n for n, _ in out}
+        out += [(name, i) for i, name in enumerate(q.columns) if name not in names]
+    return out
+
+
+def output_schema(q: AnalyzedQuery, schema: pa.Schema) -> pa.Schema:
+    types = iter(measure_types(q, schema))
+    fields = []
+    for name, idx in output_columns(q):
+        if idx is None:
+            t = next(types)
+            fields.append(pa.field(name, t if t is not None else pa.string()))
+        else:
+            fields.append(schema.field(idx).with_name(name))
+    return pa.schema(fields)
+
+
+def output_table(q_or_plan, table: pa.Table, rows, measures: list,
+                 types: list[pa.DataType | None] | None = None) -> pa.Table:
+    """The output rows: input columns taken from ``rows`` of ``table``, measure columns
+    from ``measures`` (per measure a list of values, or Arrow arrays to join)."""
+    q = getattr(q_or_plan, "query", q_or_plan)
+    types = types if types is not None else measure_types(q, table.schema)
+    taken = table.take(pa.array(rows, pa.int64()))
+    names, arrays = [], []
+    j = 0
+    for name, idx in output_columns(q):
+        names.append(name)
+        if idx is None:
+            values = measures[j]
+            if isinstance(values, (pa.Array, pa.ChunkedArray)):
+                arrays.append(values)
+            else:
+                arrays.append(measure_array(name, values, types[j]))
+            j += 1
+        else:
+            arrays.append(taken.column(idx))
+    return pa.table(arrays, names=names) if names else pa.table({})
+
+
+def measure_array(name: str, values: list[Any], arrow_type: pa.DataType | None) -> pa.Array:
+    try:
+        return pa.array(values, type=arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        raise DataError(f"measure {name!r} has a value that does not fit {arrow_type}: {e}", column=name) from None

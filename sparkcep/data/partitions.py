@@ -1,0 +1,204 @@
+"""Rows into partitions: sorting by PARTITION BY, ORDER BY and input position (skipped when
+the input is already in order), the partition bounds as GROUP BY groups them, and one
+partition's columns as the matchers read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numba import njit
+
+from sparkcep.analysis.bound import AnalyzedQuery, SortKey
+from sparkcep.values import as_read, numpy_values, python_values
+
+ROW_ID = "__sparkcep_row__"
+
+
+def _sort_columns(table: pa.Table, key: SortKey, descending: bool, nulls_first: bool, tag: str
+                  ) -> tuple[list[tuple[str, pa.Array]], list[tuple[str, str]]]:
+    """Helper columns and sort keys for one key: NULL placement, NaN (greater than every
+    number, as Trino orders it), then the value."""
+    col = table.column(key.index)
+    extra = [(f"{tag}_null", pc.is_null(col))]
+    keys = [(f"{tag}_null", "descending" if nulls_first else "ascending")]
+    if pa.types.is_floating(col.type):
+        extra.append((f"{tag}_nan", pc.fill_null(pc.is_nan(col), False)))
+        keys.append((f"{tag}_nan", "descending" if descending else "ascending"))
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    extra.append((f"{tag}_val", col))
+    keys.append((f"{tag}_val", "descending" if descending else "ascending"))
+    return extra, keys
+
+
+@dataclass
+class Partitions:
+    """The input sorted by partition keys, then ORDER BY, then input position."""
+
+    order: np.ndarray  # sorted position -> input row (int64)
+    bounds: list[tuple[int, int]]  # [start, end) of each partition in sorted positions
+    identity: bool = False  # the input is already in this order
+
+
+_IDENTITY = np.zeros(0, dtype=np.int64)
+
+
+def _identity(n: int) -> np.ndarray:
+    """0 .. n-1, shared read-only between calls (an ordered input's sort order); kept for
+    inputs up to 4 M rows only, so a one-off huge input does not pin its memory."""
+    global _IDENTITY
+    if n > 4_000_000:
+        return np.arange(n, dtype=np.int64)
+    if len(_IDENTITY) < n:
+        _IDENTITY = np.arange(min(max(n, 2 * len(_IDENTITY)), 4_000_000), dtype=np.int64)
+        _IDENTITY.flags.writeable = False
+    return _IDENTITY[:n]
+
+
+def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
+    n = table.num_rows
+    if not q.partition_by and (not q.order_by or already_ordered(table, q.order_by)):
+        return Partitions(_identity(n), [(0, n)] if n else [], identity=True)
+    helper: list[tuple[str, pa.Array]] = []
+    keys: list[tuple[str, str]] = []
+    for i, k in enumerate(q.partition_by):
+        extra, ks = _sort_columns(table, k, False, False, f"p{i}")
+        helper += extra
+        keys += ks
+    for i, k in enumerate(q.order_by):
+        extra, ks = _sort_columns(table, k, k.descending, k.nulls_first, f"o{i}")
+        helper += extra
+        keys += ks
+    helper.append((ROW_ID, pa.array(np.arange(n, dtype=np.int64))))
+    keys.append((ROW_ID, "ascending"))
+    t = pa.table(dict(helper))
+    order = pc.sort_indices(t, sort_keys=keys).to_numpy()
+    bounds: list[tuple[int, int]] = []
+    if not q.partition_by:
+        if n:
+            bounds.append((0, n))
+        return Partitions(order, bounds)
+    if n:
+        starts = np.flatnonzero(_key_changes(table, q.partition_by, order)) + 1
+        bounds = list(zip([0, *starts.tolist()], [*starts.tolist(), n], strict=True))
+    return Partitions(order, bounds)
+
+
+def _key_changes(table: pa.Table, keys: tuple[SortKey, ...], order: np.ndarray) -> np.ndarray:
+    """Per pair of neighbouring sorted rows, whether their PARTITION BY keys differ, as
+    GROUP BY groups: NULL with NULL, NaN with NaN; timestamps at the microsecond precision
+    expressions read them at (vectorized: a Python loop here cost seconds per million rows)."""
+    n = len(order)
+    change = np.zeros(max(n - 1, 0), dtype=bool)
+    idx = pa.array(order)
+    for k in keys:
+        col = as_read(table.column(k.index)).take(idx)
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_null(col.type):
+            continue  # all NULL: one group
+        plain = ~pc.is_null(col).to_numpy(zero_copy_only=False)
+        change |= plain[1:] != plain[:-1]
+        if pa.types.is_floating(col.type):
+            nan = pc.fill_null(pc.is_nan(col), False).to_numpy(zero_copy_only=False)
+            change |= nan[1:] != nan[:-1]
+            plain &= ~nan
+        differs = pc.fill_null(pc.not_equal(col.slice(1), col.slice(0, n - 1)), False).to_numpy(zero_copy_only=False)
+        change |= differs & plain[1:] & plain[:-1]
+    return change
+
+
+def already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
+    """Whether the rows already stand in ORDER BY order (event streams usually do), so
+    sorting can be skipped. Only for numeric and timestamp keys without NULL or NaN."""
+    n = table.num_rows
+    if n < 2:
+        return True
+    ties: np.ndarray | None = None  # pairs (i, i+1) equal on every key so far; None: all pairs
+    for k in keys:
+        col = table.column(k.index)
+        t = col.type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_timestamp(t) or pa.types.is_date(t)):
+            return False
+        if col.null_count:
+            return False
+        a = col.to_numpy()
+        if a.dtype.kind in "mM":
+            a = a.view(np.int64)
+        if ties is None:
+            # The first key in one compiled pass: 0 strictly ordered, 1 ordered with ties,
+            # 2 out of order (or NaN).
+            verdict = _ordered_pass(a, k.descending)
+            if verdict != 1:
+                return verdict == 0
+            first, second = (a[1:], a[:-1]) if k.descending else (a[:-1], a[1:])
+            ties = np.flatnonzero(first == second)
+            continue
+        first, second = (a[1:], a[:-1]) if k.descending else (a[:-1], a[1:])
+        first, second = first[ties], second[ties]
+        if pa.types.is_floating(t) and (np.isnan(first).any() or np.isnan(second).any()):
+            return False
+        if (first > second).any():
+            return False
+        same = np.flatnonzero(first == second)
+        if not len(same):
+            return True
+        ties = ties[same]
+    return True
+
+
+@njit(cache=True)
+def _ordered_pass(a, descending):
+    """0: strictly increasing (decreasing), 1: with equal neighbours, 2: neither (or NaN)."""
+    ties = False
+    for i in range(a.shape[0] - 1):
+        x, y = a[i], a[i + 1]
+        if x != x or y != y:
+            return 2
+        if descending:
+            x, y = y, x
+        if x > y:
+            return 2
+        if x == y:
+            ties = True
+    return 1 if ties else 0
+
+
+class LazyColumns:
+    """Columns of one partition (or window): Arrow arrays, turned into Python lists only
+    when the Python evaluator asks (``cols[i]``) and into numpy arrays for the kernel
+    (``numpy(i)``). Unread columns are None."""
+
+    def __init__(self, arrays: list[pa.Array | pa.ChunkedArray | None]):
+        self._arrow = arrays
+        self._py: list[list[Any] | None] = [None] * len(arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrow)
+
+    def __getitem__(self, i: int) -> list[Any] | None:
+        if self._arrow[i] is None:
+            return None
+        if self._py[i] is None:
+            self._py[i] = python_values(self._arrow[i])
+        return self._py[i]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def numpy(self, i: int):
+        """(data, valid) as numpy for numeric and boolean columns, else None."""
+        col = self._arrow[i]
+        return None if col is None else numpy_values(col)
+
+    def arrow(self, i: int):
+        return self._arrow[i]
+
+    def slice(self, start: int, length: int) -> LazyColumns:
+        return LazyColumns([None if a is None else a.slice(start, length) for a in self._arrow])
+
+    def materialized(self) -> list[list[Any] | None]:
+        return [self[i] for i in range(len(self))]
