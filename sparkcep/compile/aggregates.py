@@ -18,7 +18,7 @@ import numpy as np
 from sparkcep.aggregates.kernels import R2_DECIMALS
 from sparkcep.analysis.bound import AggregateSpec
 from sparkcep.compile.expressions import compile_row
-from sparkcep.functions import sql_less
+from sparkcep.functions.library import sql_less
 
 
 @dataclass(frozen=True)

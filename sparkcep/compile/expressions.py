@@ -39,7 +39,7 @@ from sparkcep.analysis.bound import (
     nodes,
 )
 from sparkcep.errors import DataError
-from sparkcep.functions import array_equal
+from sparkcep.functions.library import array_equal
 from sparkcep.values import FunctionError, fits_bigint, localize, shift
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sparkcep.analysis.analyzer import Column
 from sparkcep.analysis.bound import AnalyzedQuery, BColumn, BWindow, Type
+from sparkcep.analysis.scope import Column
 from sparkcep.errors import DataError, SparkCepError
 
 

@@ -72,7 +72,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     from pyspark.sql import functions as F
     from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
 
-    from sparkcep.analysis.analyzer import find_in_pattern
+    from sparkcep.analysis.patterns import find_in_pattern
     from sparkcep.language import ast
     from sparkcep.runtime.incremental import IncrementalMatcher
     from sparkcep.spark.frames import compile_for
