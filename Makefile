@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench lint clean
+.PHONY: install test test-all demo bench lint clean
 
 install: $(STAMP)
 
@@ -14,8 +14,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The fast tier: every module's tests, property tests with a tenth of their examples, a
+# sample of the conformance corpus on Spark; no standalone-cluster test.
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow and not cluster"
+
+# The full tier (what CI runs): every example, every case, the slow and cluster tests.
+test-all: install
+	SPARKCEP_TEST_TIER=full $(BIN)/python -m pytest -q
 
 demo: install
 	$(BIN)/python -m examples.demo

@@ -4,8 +4,6 @@ data, and the SQL engine where the strategy is SQL's own."""
 
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,13 +12,14 @@ from hypothesis import strategies as st
 from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError, QueryError
 from sparkcep.runtime.nfab import Backtrack, NFAbMatcher
-from sparkcep.runtime.reference import ReferenceMatcher, SelectionReference
 from sparkcep.runtime.vm import Matcher
+from tests.reference_matchers import ReferenceMatcher, SelectionReference
 from tests.test_properties import comparable
+from tests.tiers import examples
 
 from .test_properties import conditions, patterns, tables, used_vars
 
-EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500"))
+EXAMPLES = examples(1500, scaled=True)
 SELECTIONS = ["STRICT CONTIGUITY", "PARTITION CONTIGUITY", "SKIP TILL NEXT MATCH", "SKIP TILL ANY MATCH"]
 
 
@@ -78,7 +77,7 @@ def _run(plan, table, factory, use_kernel=None):
         return ("error", str(e))
 
 
-@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=max(EXAMPLES // 2, 5), deadline=None, suppress_health_check=list(HealthCheck))
 @given(selection_queries(), tables())
 def test_nfab_equals_reference(text, table):
     plan = compile_query(text, table)

@@ -5,7 +5,6 @@ is run on a table with rows (NULLs included), so evaluation is fuzzed too."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
@@ -14,8 +13,9 @@ from hypothesis import strategies as st
 from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import InternalError, SparkCepError
 from sparkcep.language.sase import parse_sase
+from tests.tiers import examples
 
-EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500")) // 3
+EXAMPLES = examples(500, scaled=True)
 TABLE = pa.table({
     "ts": pa.array([0, 1, 2, 3, 4, 5], pa.int64()),
     "price": pa.array([1.0, None, 3.5, float("nan"), 0.0, -2.0], pa.float64()),

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import sparkcep
 from sparkcep.api import compile_query
 from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
+from tests.tiers import examples
 
 QUERIES = [
     "ORDER BY t MEASURES FIRST(A.t) AS s, LAST(B.t) AS e, COUNT(*) AS c PATTERN (A B+) "
@@ -96,7 +97,7 @@ def run_stream(query: str, times, values, delay, arrival, cuts, roundtrip, use_k
 
 @pytest.mark.parametrize("query", QUERIES)
 @given(data=streams())
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_stream_equals_batch(query, data):
     got, want, _ = run_stream(query, *data)
     assert got.to_pylist() == want.to_pylist()
@@ -108,7 +109,7 @@ KERNEL_QUERIES = [q for q in QUERIES
 
 @pytest.mark.parametrize("query", KERNEL_QUERIES)
 @given(data=streams())
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_stream_on_the_python_vm_equals_batch(query, data):
     # The queries the kernel answers by default, forced onto the Python VM.
     got, want, _ = run_stream(query, *data, use_kernel=False)
@@ -213,7 +214,7 @@ def _timeouts_of(query: str, times, values, chunks: list[int], delay: int):
 @pytest.mark.parametrize("query", TIMEOUT_QUERIES)
 @given(values=st.lists(st.integers(0, 9), max_size=40), chunks=st.lists(st.integers(1, 7), min_size=1, max_size=12),
        delay=st.integers(0, 4))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_timeouts_do_not_depend_on_chunks(query, values, chunks, delay):
     # The timed-out partial matches a stream reports are the same whatever the micro-batches.
     times = [i + i // 3 for i in range(len(values))]

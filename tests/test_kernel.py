@@ -4,8 +4,6 @@ every example exercises it."""
 
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -15,10 +13,11 @@ from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError, QueryError
 from sparkcep.parallel.run_batches import LocalBackend, run_partition
 from sparkcep.runtime.fast import KernelMatcher
-from sparkcep.runtime.reference import ReferenceMatcher
+from tests.reference_matchers import ReferenceMatcher
 from tests.test_properties import comparable, patterns, tables, used_vars
+from tests.tiers import examples
 
-EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500"))
+EXAMPLES = examples(1500, scaled=True)
 
 
 @st.composite

@@ -23,6 +23,7 @@ import sparkcep
 from sparkcep.api import compile_query, run_plan
 from sparkcep.tasks.groups import KeyGroups, groups_of
 from tests.test_properties import comparable, queries, tables
+from tests.tiers import examples
 
 
 def _slow_id(x):
@@ -50,7 +51,7 @@ def _result(table, text, mode, **options):
         return ("error", type(e).__name__, str(e))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
 @given(query=queries(), table=tables(), workers=st.integers(1, 2), start=st.sampled_from(["spawn", "fork"]))
 def test_tasks_equal_the_sequential_engine(query, table, workers, start):
     text, mode = query

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
 
 import pyarrow as pa
 from hypothesis import HealthCheck, assume, given, settings
@@ -19,8 +18,9 @@ from sparkcep.errors import DataError, QueryError
 from sparkcep.language.parser import parse
 from tests.oracle import oracle
 from tests.test_properties import _reads_partial, conditions, patterns, used_vars
+from tests.tiers import examples
 
-EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "300"))
+EXAMPLES = examples(300)
 
 
 @st.composite

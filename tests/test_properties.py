@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
 
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
@@ -14,10 +13,11 @@ from hypothesis import strategies as st
 from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError
 from sparkcep.runtime.nfab import NFAbMatcher
-from sparkcep.runtime.reference import ReferenceMatcher
 from sparkcep.runtime.vm import Matcher
+from tests.reference_matchers import ReferenceMatcher
+from tests.tiers import examples
 
-EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500"))
+EXAMPLES = examples(1500, scaled=True)
 VARS = ["A", "B", "C"]
 
 

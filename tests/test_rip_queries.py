@@ -5,10 +5,10 @@ import pytest
 
 import sparkcep
 from sparkcep.api import compile_query, run_plan
-from sparkcep.runtime.reference import ReferenceMatcher
 from sparkcep.runtime.vm import Matcher
 from sparkcep.workloads import rip
 from sparkcep.workloads.stock import stock_trades
+from tests.reference_matchers import ReferenceMatcher
 
 
 @pytest.fixture(scope="module")

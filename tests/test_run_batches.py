@@ -4,8 +4,6 @@ and matches that cross several batches."""
 
 from __future__ import annotations
 
-import os
-
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -13,8 +11,9 @@ from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError
 from sparkcep.parallel.run_batches import LocalBackend, RunStats, run_partition
 from tests.test_properties import comparable, queries, tables
+from tests.tiers import examples
 
-EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500")) // 2
+EXAMPLES = examples(750, scaled=True)
 
 
 def runs(batch: int, shared: int | None, stats: RunStats | None = None, speculate: bool = True,

@@ -5,8 +5,6 @@ forced plan and the optimizer's must give the reference's segments."""
 
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -16,8 +14,9 @@ import sparkcep
 from sparkcep.segments.plan import PLANS
 from tests.conformance.test_conformance import same_rows
 from tests.segment_reference import SegmentReferenceError, segment_reference
+from tests.tiers import examples
 
-EXAMPLES = int(os.environ.get("SPARKCEP_PROPERTY_EXAMPLES", "1500")) // 3
+EXAMPLES = examples(500, scaled=True)
 
 SEGMENT_CONDITIONS = [
     "last(price) > first(price)", "last(price) < first(price)", "window(2, 3)", "window(1, 2)", "window(3)",
@@ -149,7 +148,7 @@ def test_figure_5_style_reference_on_every_plan(how):
     assert sparkcep.match_recognize(t, q, plan=how).to_pylist() == segment_reference(q, t)
 
 
-@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=max(EXAMPLES // 2, 5), deadline=None, suppress_health_check=list(HealthCheck))
 @given(wild_window_queries(), series())
 def test_wild_window_concatenation_equals_the_reference(query, table):
     want = segment_reference(query, table)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import sparkcep
 from sparkcep.tasks.query import compile_snoop
 from sparkcep.tasks.translate import to_match_recognize
+from tests.tiers import examples
 
 STRATEGIES = ["reference", "sequential", "tasks"]
 
@@ -276,7 +277,7 @@ def translatable(draw):
     return "SELECT * FROM " + pattern + where + within + ret
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query=translatable(), xs=st.lists(st.one_of(st.none(), st.integers(0, 4)), max_size=9),
        ts=st.lists(st.sampled_from("ab"), min_size=9, max_size=9))
 def test_translatable_queries_agree_with_match_recognize(query, xs, ts):

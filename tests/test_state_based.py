@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import sparkcep
 from sparkcep.workloads import rip
 from sparkcep.workloads.stock import stock_trades
+from tests.tiers import examples
 
 
 @pytest.mark.parametrize("name", ["Q1", "Q4", "Q7", "Q2", "Q8"])
@@ -44,7 +45,7 @@ def sequences(draw):
             f"{rows} {skip} PATTERN ({pattern}){maxlength} DEFINE " + ", ".join(defines))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clause=sequences(), xs=st.lists(st.one_of(st.none(), st.integers(0, 7)), max_size=12),
        ks=st.lists(st.integers(0, 1), min_size=12, max_size=12), plus=st.booleans())
 def test_state_based_equals_sequential(clause, xs, ks, plus):

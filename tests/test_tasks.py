@@ -23,6 +23,7 @@ import sparkcep
 from sparkcep.tasks.engine import TaskOptions, TaskStats, run_tasks, sorted_data
 from sparkcep.tasks.query import compile_snoop
 from sparkcep.tasks.reference import SnoopReference
+from tests.tiers import examples
 
 TYPES = ["A", "B", "C", "D"]
 
@@ -141,7 +142,7 @@ def engine_table(tq, table, **opts):
     return run_tasks(tq, table, TaskOptions(**opts).check())
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query=snoop_queries(), table=streams(), window=st.one_of(st.none(), st.integers(1, 4)),
        pm=st.sampled_from(["tree", "tree+hash", "graph"]), queue=st.sampled_from(["fifo", "priority"]),
        block=st.integers(1, 10), chunk=st.one_of(st.none(), st.integers(1, 3)), keyed=st.booleans())
@@ -161,7 +162,7 @@ def _delayed(a):
     return a
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(query=snoop_queries(), table=streams(), pm=st.sampled_from(["tree", "tree+hash", "graph"]),
        queue=st.sampled_from(["fifo", "priority"]), block=st.integers(1, 10), start=st.sampled_from(["spawn", "fork"]))
 def test_worker_processes_equal_reference_with_delays(query, table, pm, queue, block, start):
@@ -297,7 +298,7 @@ def test_options_are_checked():
             sparkcep.snoop(table, "SELECT * FROM E1", **bad)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 7)), max_size=40),
        kind=st.sampled_from(["tree", "tree+hash", "graph"]))
 def test_structures_drop_exactly_the_partial_matches_holding_a_consumed_event(ops, kind):
@@ -401,7 +402,7 @@ def oracle_cases(draw):
     return text, pattern, [(vs, fn) for _, vs, fn in constraints], picks, within, consuming
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=oracle_cases(), table=streams(), window=st.one_of(st.none(), st.integers(1, 4)),
        pm=st.sampled_from(["tree", "tree+hash", "graph"]), queue=st.sampled_from(["fifo", "priority"]),
        block=st.integers(1, 6))
@@ -441,7 +442,7 @@ def any_match_queries(draw):
             + (" DEFINE " + ", ".join(defines) if defines else ""))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clause=any_match_queries(), table=streams(), block=st.integers(1, 6),
        pm=st.sampled_from(["tree", "tree+hash", "graph"]))
 def test_match_recognize_on_the_task_engine_equals_the_sequential_engine(clause, table, block, pm):

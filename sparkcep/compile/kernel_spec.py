@@ -24,7 +24,6 @@ from sparkcep.compile.vectorize import conjuncts, is_row_local
 # Operand kinds.
 LITERAL, CURRENT, REGISTER, MATCH_START = 0, 1, 2, 3
 OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4, "<>": 5}
-SKIP_MODES = {"PAST_LAST": 0, "NEXT_ROW": 1, "FIRST": 2, "LAST": 3, "ALL_MATCHES": 4}
 MAX_SLOTS = 8
 
 

@@ -58,10 +58,35 @@ class Instruction:
 
 
 @dataclass(frozen=True)
+class Place:
+    """Where a thread can go from a place in the program before it takes the next row: a
+    MATCH or ACCEPT instruction, and what the epsilon instructions on the way ask and do.
+    Computed once per program (compile_pattern), in preference order; every matcher reads
+    these instead of walking SPLIT and JUMP itself."""
+
+    pc: int  # a MATCH or ACCEPT
+    at_start: bool = False  # ^ on the way: only at the partition's first row
+    at_end: bool = False  # $ on the way: only after the partition's last row
+    excl: int = 0  # change of the exclusion depth
+    enters: tuple[int, ...] = ()  # loop slots whose iteration begins here (LOOP_ENTER)
+    # Loop slots whose current iteration must have taken a row before this walk began
+    # (LOOP_CHECK of a slot not entered on the way; one entered on the way fails at once).
+    checks: tuple[int, ...] = ()
+    negates: tuple[int, ...] = ()  # labels negated on the way (SASE's !X), sorted
+
+
+# Places a program may hold in all (a pattern whose epsilon paths multiply beyond this is refused).
+MAX_PLACES = 200_000
+
+
+@dataclass(frozen=True)
 class Program:
     instructions: tuple[Instruction, ...]
     labels: tuple[str, ...]
     slots: int  # number of LOOP slots a thread carries
+    # closures[pc]: the places reachable from pc without taking a row, for pc 0 and every
+    # pc after a MATCH (where threads stand between rows); None elsewhere.
+    closures: tuple[tuple[Place, ...] | None, ...] = ()
 
     def listing(self) -> str:
         """A readable listing, one instruction a line (used by golden tests and explain)."""
@@ -175,7 +200,66 @@ def compile_pattern(pattern: Pattern, labels: tuple[str, ...]) -> Program:
     b = _Builder(labels)
     b.node(pattern)
     b.emit(ACCEPT)
-    return Program(tuple(Instruction(*c) for c in b.code), labels, b.slots)
+    code = tuple(Instruction(*c) for c in b.code)
+    return Program(code, labels, b.slots, closures(code))
+
+
+def closures(code: tuple[Instruction, ...]) -> tuple[tuple[Place, ...] | None, ...]:
+    """The places reachable from pc 0 and from each pc after a MATCH (see Place)."""
+    starts = {0} | {pc + 1 for pc, ins in enumerate(code) if ins.op == MATCH}
+    out: list[tuple[Place, ...] | None] = [None] * (len(code) + 1)
+    total = 0
+    for pc in sorted(starts):
+        out[pc] = _walk(code, pc)
+        total += len(out[pc])
+        if total > MAX_PLACES:
+            raise QueryError("PATTERN_TOO_LARGE", "the pattern has too many ways to skip between rows "
+                             "(optional parts, anchors and loops combine); simplify its nested quantifiers")
+    return tuple(out)
+
+
+def _walk(code: tuple[Instruction, ...], start: int) -> tuple[Place, ...]:
+    """The one epsilon-closure walk: depth first, the preferred target of a SPLIT first, each
+    state once (a path that meets a state already met adds nothing new)."""
+    out: list[Place] = []
+    emitted: set[Place] = set()
+    seen: set = set()
+    stack = [(start, False, False, 0, frozenset(), frozenset(), frozenset())]
+    while stack:
+        item = stack.pop()
+        if item in seen:
+            continue
+        seen.add(item)
+        pc, at_start, at_end, excl, enters, checks, negates = item
+        ins = code[pc]
+        op, a = ins.op, ins.a
+        if op == MATCH or op == ACCEPT:
+            place = Place(pc, at_start, at_end, excl, tuple(sorted(enters)), tuple(sorted(checks)),
+                          tuple(sorted(negates)))
+            if place not in emitted:
+                emitted.add(place)
+                out.append(place)
+        elif op == SPLIT:
+            stack.append((ins.b, *item[1:]))
+            stack.append((a, *item[1:]))
+        elif op == JUMP:
+            stack.append((a, *item[1:]))
+        elif op == ASSERT_START:
+            stack.append((pc + 1, True, at_end, excl, enters, checks, negates))
+        elif op == ASSERT_END:
+            stack.append((pc + 1, at_start, True, excl, enters, checks, negates))
+        elif op == EXCL_BEGIN or op == EXCL_END:
+            stack.append((pc + 1, at_start, at_end, excl + (1 if op == EXCL_BEGIN else -1), enters, checks, negates))
+        elif op == LOOP_ENTER:
+            stack.append((pc + 1, at_start, at_end, excl, enters | {a}, checks, negates))
+        elif op == LOOP_CHECK:
+            if a not in enters:  # entered on the way: the iteration took no row
+                stack.append((pc + 1, at_start, at_end, excl, enters, checks | {a}, negates))
+        elif op == NEGATE:
+            stack.append((pc + 1, at_start, at_end, excl, enters, checks, negates | {a}))
+        else:  # pragma: no cover
+            raise AssertionError(op)
+    return tuple(out)
 
 
 def next_labels(program: Program) -> dict[int, tuple[frozenset[int], bool]]:
@@ -183,33 +267,13 @@ def next_labels(program: Program) -> dict[int, tuple[frozenset[int], bool]]:
     second row, and whether the match may end after the first. A superset (anchors, loop
     checks and negations are taken as passing), for pruning start rows only."""
     code = program.instructions
-
-    def reach(pc: int) -> tuple[set[int], set[int], bool]:
-        matches, labels, accept = set(), set(), False
-        stack, seen = [pc], set()
-        while stack:
-            p = stack.pop()
-            if p in seen:
-                continue
-            seen.add(p)
-            ins = code[p]
-            if ins.op == MATCH:
-                matches.add(p)
-                labels.add(ins.a)
-            elif ins.op == ACCEPT:
-                accept = True
-            elif ins.op == SPLIT:
-                stack += [ins.a, ins.b]
-            elif ins.op == JUMP:
-                stack.append(ins.a)
-            else:
-                stack.append(p + 1)
-        return matches, labels, accept
-
-    firsts, _, _ = reach(0)
     out: dict[int, tuple[frozenset[int], bool]] = {}
-    for m in firsts:
-        _, labels, accept = reach(m + 1)
-        old = out.get(code[m].a, (frozenset(), False))
-        out[code[m].a] = (old[0] | labels, old[1] or accept)
+    for first in program.closures[0]:
+        if code[first.pc].op != MATCH:
+            continue
+        after = program.closures[first.pc + 1]
+        labels = frozenset(code[p.pc].a for p in after if code[p.pc].op == MATCH)
+        accept = any(code[p.pc].op == ACCEPT for p in after)
+        old = out.get(code[first.pc].a, (frozenset(), False))
+        out[code[first.pc].a] = (old[0] | labels, old[1] or accept)
     return out

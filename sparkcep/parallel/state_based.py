@@ -28,7 +28,7 @@ from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.pattern import Concat, Label, Repeat
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError, ExecutionError, SparkCepError
-from sparkcep.runtime.reference import ConditionContext
+from sparkcep.runtime.context import ConditionContext
 from sparkcep.runtime.vm import Match, PartitionData
 
 BATCH = 5000

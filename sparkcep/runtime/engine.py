@@ -14,6 +14,7 @@ from typing import Any
 from sparkcep.analysis.bound import AnalyzedQuery
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
+from sparkcep.compile.skip import SkipStrategy
 from sparkcep.errors import DataError
 from sparkcep.runtime.measures import MeasureContext
 from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
@@ -57,6 +58,7 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
     stop = n if stop is None else min(stop, n)
     tell = numbering if numbering is not None else (lambda k: None)
     want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
+    skip = SkipStrategy.of(q)
 
     if q.mode == "matchregex":
         while st.pos < stop:
@@ -112,7 +114,7 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
             st.pos = pos + 1
         else:
             st.covered = max(st.covered, m.last)
-            st.pos = _resume(q.skip_mode, q.skip_target, q.skip_target_name, m, input_row)
+            st.pos = skip.resume(m, input_row)
         yield ("match", m, st.number)
 
 
@@ -120,32 +122,7 @@ def resume_row(q: AnalyzedQuery, m: Match, input_row: Callable[[int], int] = lam
     """The row the selection goes on from after match ``m`` (AFTER MATCH SKIP)."""
     if q.skip_mode == "ALL_MATCHES" or m.empty:
         return m.start + 1
-    if q.mode == "matchregex":
-        return m.end
-    return _resume(q.skip_mode, q.skip_target, q.skip_target_name, m, input_row)
-
-
-def _resume(mode: str, target: frozenset[int] | None, target_name: str | None, m: Match,
-            input_row: Callable[[int], int]) -> int:
-    if mode == "PAST_LAST":
-        return m.end
-    if mode == "NEXT_ROW":
-        return m.start + 1
-    rows = [i for i, lab in enumerate(m.labels) if lab in target]
-    if not rows:
-        raise DataError(
-            f"AFTER MATCH SKIP TO {mode} {target_name}: the match has no row labelled "
-            f"{target_name}, so there is no row to resume at",
-            row=input_row(m.start),
-        )
-    at = m.row(rows[0] if mode == "FIRST" else rows[-1])
-    if at == m.start:
-        raise DataError(
-            f"AFTER MATCH SKIP TO {mode} {target_name} would resume at the first row of the "
-            "same match and loop forever",
-            row=input_row(m.start),
-        )
-    return at
+    return SkipStrategy.of(q).resume(m, input_row)
 
 
 def output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list[int] | None = None,

@@ -8,11 +8,11 @@ import os
 
 import numpy as np
 
-from sparkcep.compile.kernel_spec import SKIP_MODES, KernelSpec, kernel_spec
+from sparkcep.compile.kernel_spec import KernelSpec, kernel_spec
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import next_labels
+from sparkcep.compile.skip import SkipStrategy
 from sparkcep.compile.vectorize import arrays_for, condition_mask
-from sparkcep.errors import DataError
 from sparkcep.runtime import kernel
 from sparkcep.runtime.vm import UNRESOLVED, Match, PartitionData, _columns_in
 
@@ -28,7 +28,7 @@ class KernelMatcher:
         ins = plan.program.instructions
         self.op = np.array([i.op for i in ins], dtype=np.int64)
         self.a = np.array([i.a for i in ins], dtype=np.int64)
-        self.b = np.array([i.b for i in ins], dtype=np.int64)
+        self.closure = kernel.closure_table(plan.program)
         self.maxlength = plan.query.maxlength if plan.query.maxlength is not None else -1
         q = plan.query
         # stats[0]: the most partial matches (threads) alive at once, over every search so far
@@ -36,9 +36,8 @@ class KernelMatcher:
         self.stats = np.zeros(3, dtype=np.int64)
         self.scanned = False  # a fixed-length pattern ran as a column scan, no threads at all
         self.second = next_labels(plan.program)
-        self.skip_member = np.zeros(len(plan.labels), dtype=np.bool_)
-        for lab in q.skip_target or ():
-            self.skip_member[lab] = True
+        self.skip = SkipStrategy.of(q)
+        self.skip_member = self.skip.members(len(plan.labels))
 
     @classmethod
     def for_plan(cls, plan: Plan) -> KernelMatcher | None:
@@ -121,20 +120,13 @@ class KernelMatcher:
         if self.plan.fixed is not None and s.dyn_int.shape[0] == 0:
             return self._select_fixed(part, masks, order0, within, input_row)
         first_ok = self._first_ok(part, masks)
-        skip = SKIP_MODES.get(q.skip_mode, 0)
         want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
         starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
-            skip, q.mode == "matchregex", self.skip_member, want_unmatched, self.op, self.a, self.b, masks,
+            self.skip.code, q.mode == "matchregex", self.skip_member, want_unmatched, self.op, self.a, self.closure, masks,
             s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok, self.stats)
         if err:
-            name = q.skip_target_name
-            mode = q.skip_mode
-            if err == 1:
-                raise DataError(f"AFTER MATCH SKIP TO {mode} {name}: the match has no row labelled {name}, "
-                                "so there is no row to resume at", row=input_row(int(err_row)))
-            raise DataError(f"AFTER MATCH SKIP TO {mode} {name} would resume at the first row of the same "
-                            "match and loop forever", row=input_row(int(err_row)))
+            raise self.skip.error(int(err), input_row(int(err_row)))
         labels, excl = labels.tolist(), excl.tolist()
         offs = offs.tolist()
         matches = [Match(st, en, tuple(labels[offs[i]:offs[i + 1]]), tuple(bool(x) for x in excl[offs[i]:offs[i + 1]]))
@@ -186,20 +178,11 @@ class KernelMatcher:
         if q.within is not None:
             ok &= np.abs(order0[k - 1:] - order0[: n - k + 1]) <= within
         hits = np.flatnonzero(ok).astype(np.int64)
-        if q.mode == "matchregex" or q.skip_mode == "PAST_LAST":
-            delta = k
-        elif q.skip_mode in ("NEXT_ROW", "ALL_MATCHES"):
+        if self.skip.mode in ("NEXT_ROW", "ALL_MATCHES"):
             return hits  # every candidate start is a match (one assignment each)
-        else:
-            rows = [i for i, lab in enumerate(labels) if lab in q.skip_target]
-            delta = (rows[0] if q.skip_mode == "FIRST" else rows[-1]) if rows else -1
-            if delta <= 0 and len(hits):
-                name = q.skip_target_name
-                if delta < 0:
-                    raise DataError(f"AFTER MATCH SKIP TO {q.skip_mode} {name}: the match has no row labelled {name}, "
-                                    "so there is no row to resume at", row=input_row(int(hits[0])))
-                raise DataError(f"AFTER MATCH SKIP TO {q.skip_mode} {name} would resume at the first row of the same "
-                                "match and loop forever", row=input_row(int(hits[0])))
+        delta = self.skip.offset(labels)
+        if delta < 0 and len(hits):
+            raise self.skip.error(-delta, input_row(int(hits[0])))
         return kernel.nonoverlapping(hits, delta)
 
     def _select_fixed(self, part: PartitionData, masks, order0, within, input_row):
@@ -237,7 +220,7 @@ class KernelMatcher:
         q, s = self.plan.query, self.spec
         first_ok = self._first_ok(part, masks)
         ends, offs, labels, excl = kernel.candidates(
-            first, last, earliest, self.op, self.a, self.b, masks, s.reg_member, s.reg_first, s.dyn_int,
+            first, last, earliest, self.op, self.a, self.closure, masks, s.reg_member, s.reg_first, s.dyn_int,
             s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok, self.stats)
         ends, offs, labels, excl = ends.tolist(), offs.tolist(), labels.tolist(), excl.tolist()

@@ -17,15 +17,6 @@ from numba import njit
 
 from sparkcep.compile.program import (
     ACCEPT,
-    ASSERT_END,
-    ASSERT_START,
-    EXCL_BEGIN,
-    EXCL_END,
-    JUMP,
-    LOOP_CHECK,
-    LOOP_ENTER,
-    MATCH,
-    SPLIT,
 )
 
 UNRESOLVED = -2
@@ -91,98 +82,93 @@ def _push(dest, dest_h, count, row, h):
 
 
 @njit(cache=True)
-def _closure(t, h, pos, dest, dest_h, count, stack, stack_h, op_, a_, b_, n, complete, base, n_regs, u,
-             by_history=False):
-    """Follow epsilon instructions from thread ``t`` (history ``h``) at row ``pos``; append
-    the threads that stop at MATCH or ACCEPT to dest[count:] in preference order, skipping
-    any already there (finished threads compare by instruction only). Returns the arrays
-    (grown if needed) and the new count. ``u`` is a scratch row (no allocation per step).
-    ``by_history`` (ALL MATCHES): threads with different histories are never duplicates."""
+def _closure(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history=False):
+    """Append to dest[count:] the threads ``t`` (history ``h``) becomes at row ``pos`` at the
+    places the program's precomputed closure lists for its pc (``cl``: closure_table), in
+    preference order, skipping any already there (finished threads compare by instruction
+    only). Returns the arrays (grown if needed) and the new count. ``u`` is a scratch row (no
+    allocation per step). ``by_history`` (ALL MATCHES): threads with different histories are
+    never duplicates."""
+    cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept = cl
     W = t.shape[0]
-    stack[0] = t
-    stack_h[0] = h
-    sp = 1
-    while sp > 0:
-        sp -= 1
-        u[:] = stack[sp]
-        uh = stack_h[sp]
-        upc = u[0]
-        op = op_[upc]
+    pc = t[0]
+    for k in range(cl_lo[pc], cl_hi[pc]):
+        f = flags[k]
+        if (f & 1) != 0 and pos + base != 0:
+            continue
+        if (f & 2) != 0 and not (complete and pos == n):
+            continue
+        ok = True
+        for j in range(chk_lo[k], chk_hi[k]):
+            if t[2 + n_regs + slot_list[j]] == pos:  # the loop's iteration took no row
+                ok = False
+                break
+        if not ok:
+            continue
+        u[:] = t
+        u[0] = target[k]
+        u[1] += excl[k]
+        for j in range(ent_lo[k], ent_hi[k]):
+            u[2 + n_regs + slot_list[j]] = pos
+        accept = is_accept[k]
         dup = False
         for j in range(count):
-            if by_history and dest_h[j] != uh:
+            if by_history and dest_h[j] != h:
                 continue
-            if op == ACCEPT:
-                same = dest[j, 0] == upc
+            if accept:
+                same = dest[j, 0] == u[0]
             else:
                 same = True
-                for k in range(W):
-                    if dest[j, k] != u[k]:
+                for x in range(W):
+                    if dest[j, x] != u[x]:
                         same = False
                         break
             if same:
                 dup = True
                 break
-        if dup:
-            continue
-        if op == MATCH or op == ACCEPT:
-            dest, dest_h, count = _push(dest, dest_h, count, u, uh)
-            continue
-        if sp + 2 >= stack.shape[0]:
-            s2 = np.empty((stack.shape[0] * 2, W), dtype=np.int64)
-            s2[:sp] = stack[:sp]
-            stack = s2
-            sh2 = np.empty(stack.shape[0], dtype=np.int64)
-            sh2[:sp] = stack_h[:sp]
-            stack_h = sh2
-        if op == SPLIT:
-            stack[sp] = u
-            stack[sp, 0] = b_[upc]
-            stack_h[sp] = uh
-            sp += 1
-            stack[sp] = u
-            stack[sp, 0] = a_[upc]
-            stack_h[sp] = uh
-            sp += 1
-            continue
-        if op == JUMP:
-            u[0] = a_[upc]
-        elif op == ASSERT_START:
-            if pos + base != 0:
-                continue
-            u[0] = upc + 1
-        elif op == ASSERT_END:
-            if not (complete and pos == n):
-                continue
-            u[0] = upc + 1
-        elif op == EXCL_BEGIN:
-            u[0] = upc + 1
-            u[1] += 1
-        elif op == EXCL_END:
-            u[0] = upc + 1
-            u[1] -= 1
-        elif op == LOOP_ENTER:
-            u[0] = upc + 1
-            u[2 + n_regs + a_[upc]] = pos
-        elif op == LOOP_CHECK:
-            if u[2 + n_regs + a_[upc]] == pos:
-                continue
-            u[0] = upc + 1
-        stack[sp] = u
-        stack_h[sp] = uh
-        sp += 1
-    return dest, dest_h, count, stack, stack_h
+        if not dup:
+            dest, dest_h, count = _push(dest, dest_h, count, u, h)
+    return dest, dest_h, count
+
+
+def closure_table(program):
+    """The program's precomputed closures (compile.program.Place) as flat arrays for the
+    kernel: per pc the range [lo, hi) of its places; per place its target, flags (1: ^,
+    2: $), exclusion change, entered and checked loop slots (ranges into one slot list) and
+    whether the target is ACCEPT."""
+    size = len(program.instructions) + 1
+    lo = np.zeros(size, dtype=np.int64)
+    hi = np.zeros(size, dtype=np.int64)
+    target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, is_accept, slots = [], [], [], [], [], [], [], [], []
+    for pc, places in enumerate(program.closures):
+        lo[pc] = len(target)
+        for p in places or ():
+            target.append(p.pc)
+            flags.append((1 if p.at_start else 0) | (2 if p.at_end else 0))
+            excl.append(p.excl)
+            ent_lo.append(len(slots))
+            slots.extend(p.enters)
+            ent_hi.append(len(slots))
+            chk_lo.append(len(slots))
+            slots.extend(p.checks)
+            chk_hi.append(len(slots))
+            is_accept.append(program.instructions[p.pc].op == ACCEPT)
+        hi[pc] = len(target)
+
+    def arr(xs, dtype=np.int64):
+        return np.array(xs, dtype=dtype) if xs else np.zeros(0, dtype=dtype)
+    return (lo, hi, arr(target), arr(flags), arr(excl), arr(ent_lo), arr(ent_hi), arr(chk_lo), arr(chk_hi),
+            arr(slots), arr(is_accept, np.bool_))
 
 
 @njit(cache=True)
 def _work(n_regs, n_slots, stats):
-    """Thread lists and the closure stack, allocated once per partition and reused, and
+    """Thread lists, allocated once per partition and reused, and
     ``stats`` (stats[0]: the most threads alive at once; [1]: thread steps; [2]: searches)."""
     W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
     cap = 64
     # scratch rows: 0 the closure's current thread, 1 an advancing thread, 2 the first thread
     return (np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64),
-            np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64),
             np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64), stats,
             np.empty((3, W), dtype=np.int64), np.empty(max(n_regs, 1), dtype=np.int64))
 
@@ -218,7 +204,7 @@ def _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn
 
 
 @njit(cache=True)
-def _search(start, how, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
+def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float,
             cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
             n_regs, n_slots, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
     """From ``start``: how 0, the preferred match; 1, the most preferred of those that end
@@ -231,14 +217,13 @@ def _search(start, how, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_
     one node), and a finished match keeps its place in the thread list (as MARK), so the
     order of the matches is preference order."""
     every = how == 2
-    cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs = work
+    cur, cur_h, nxt, nxt_h, stats, scratch, regs = work
     n_hist = 0
     init = scratch[2]
     init[:] = -1
     init[0] = 0
     init[1] = 0
-    cur, cur_h, ncur, stack, stack_h = _closure(init, -1, start, cur, cur_h, 0, stack, stack_h,
-                                                op_, a_, b_, n, complete, base, n_regs, scratch[0], every)
+    cur, cur_h, ncur = _closure(init, -1, start, cur, cur_h, 0, cl, n, complete, base, n_regs, scratch[0], every)
     if ncur > stats[0]:
         stats[0] = ncur
     pos = start
@@ -250,7 +235,7 @@ def _search(start, how, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_
         if how == 1:
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
-                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h
+                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
         # may the match take row pos?
         extend = 1
         if maxlength >= 0 and pos - start + 1 > maxlength:
@@ -277,7 +262,7 @@ def _search(start, how, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_
             if extend == 0:
                 continue
             if extend == -1:
-                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h
+                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
             label = a_[pc]
             if not _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float,
                           cols, valid, n, n_regs, regs):
@@ -307,8 +292,7 @@ def _search(start, how, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_
             for r in range(n_regs):
                 t[2 + r] = regs[r]
             live = True
-            nxt, nxt_h, nn, stack, stack_h = _closure(t, h, pos + 1, nxt, nxt_h, nn, stack, stack_h,
-                                                      op_, a_, b_, n, complete, base, n_regs, scratch[0], every)
+            nxt, nxt_h, nn = _closure(t, h, pos + 1, nxt, nxt_h, nn, cl, n, complete, base, n_regs, scratch[0], every)
         if not live:
             if every:
                 best_end = 0
@@ -320,7 +304,7 @@ def _search(start, how, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_
                         acc_end[best_end] = nxt[i, 1]
                         acc_h[best_end] = nxt_h[i]
                         best_end += 1
-            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h
+            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
         # swap
         tmp = cur
         cur = nxt
@@ -332,7 +316,7 @@ def _search(start, how, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_
         if ncur > stats[0]:
             stats[0] = ncur
         pos += 1
-    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stack, stack_h, stats, scratch, regs), acc_end, acc_h  # pragma: no cover
+    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h  # pragma: no cover
 
 
 @njit(cache=True)
@@ -376,7 +360,7 @@ MARK = -2  # ALL MATCHES: a thread-list entry that is a finished match (column 1
 
 
 @njit(cache=True)
-def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, masks, reg_member,
+def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, masks, reg_member,
            reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
            n_regs, n_slots, first_ok, stats):
     """The whole partition's selected matches, in order: (starts, ends, label offsets,
@@ -403,7 +387,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
             k = 0
             if first_ok[pos]:
                 k, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-                    pos, 2, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                    pos, 2, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                     n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
                     hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
             for j in range(k):
@@ -425,7 +409,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                     s += 1
                     continue
                 e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-                    s, 1, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                    s, 1, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                     n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
                     hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
                 if e >= 0 and (best_s < 0 or e - 1 < best_e - 1):
@@ -441,7 +425,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                     unmatched[r] = True
             # search the chosen start again: later searches reused the history arena
             e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-                best_s, 1, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                best_s, 1, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                 n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
                 hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
             s = best_s
@@ -452,7 +436,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
                 pos += 1
                 continue
             e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-                pos, 0, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                pos, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
                 n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
                 hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
             if e < 0:
@@ -494,7 +478,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, b_, mask
 
 
 @njit(cache=True)
-def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float,
+def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float,
                cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
                first_ok, stats):
     """Per start row in [first, last): end (NO_MATCH / UNRESOLVED) and label offsets."""
@@ -516,7 +500,7 @@ def candidates(first, last, want_earliest, op_, a_, b_, masks, reg_member, reg_f
             offs[i + 1] = offs[i]
             continue
         e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-            s, 1 if want_earliest else 0, op_, a_, b_, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+            s, 1 if want_earliest else 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
             limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
             hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
         ends[i] = e

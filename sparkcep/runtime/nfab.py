@@ -47,14 +47,6 @@ from sparkcep.compile.program import (
     ACCEPT,
     ASSERT_END,
     ASSERT_START,
-    EXCL_BEGIN,
-    EXCL_END,
-    JUMP,
-    LOOP_CHECK,
-    LOOP_ENTER,
-    MATCH,
-    NEGATE,
-    SPLIT,
 )
 from sparkcep.errors import QueryError
 from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
@@ -88,54 +80,42 @@ class NFAbMatcher(Matcher):
         # Without anchors a closure depends on the run's place alone: computed once each.
         anchored = any(i.op in (ASSERT_START, ASSERT_END) for i in plan.program.instructions)
         self._closures: dict | None = None if anchored else {}
+        self.places = plan.program.closures
 
     # ------------------------------------------------------------ transitions
     def closure(self, run: tuple, pos: int, part: PartitionData) -> list[tuple]:
         """The places ``run`` can go at row ``pos`` without selecting a row, in preference
-        order: ("accept",) or (pc of a MATCH, slots, excl, pending)."""
+        order: ("accept",) or (pc of a MATCH, slots, excl, pending), from the program's
+        precomputed closure."""
         start_item = (run[PC], run[SLOTS], run[EXCL], run[PEND])
         if self._closures is not None:
             got = self._closures.get(start_item)
             if got is not None:
                 return got
-        code = self.code
+        _, slots0, excl0, pend0 = start_item
         out: list[tuple] = []
         seen: set = set()
-        stack = [start_item]
-        n = part.n if part.complete else -1
-        while stack:
-            item = stack.pop()
+        at_first = pos + part.base == 0
+        at_end = part.complete and pos == part.n
+        for place in self.places[run[PC]]:
+            if (place.at_start and not at_first) or (place.at_end and not at_end):
+                continue
+            if any(slots0[s] for s in place.checks):
+                continue  # the loop's iteration selected nothing
+            slots = slots0
+            if place.enters:
+                slots = list(slots0)
+                for s in place.enters:
+                    slots[s] = True
+                slots = tuple(slots)
+            pend = pend0
+            if place.negates:
+                pend = tuple(sorted(set(pend0) | set(place.negates)))
+            item = (place.pc, slots, excl0 + place.excl, pend)
             if item in seen:
                 continue
             seen.add(item)
-            pc, slots, excl, pend = item
-            op, a, b = code[pc]
-            if op == MATCH:
-                out.append(item)
-            elif op == ACCEPT:
-                out.append(("accept",))
-            elif op == SPLIT:
-                stack.append((b, slots, excl, pend))
-                stack.append((a, slots, excl, pend))
-            elif op == JUMP:
-                stack.append((a, slots, excl, pend))
-            elif op == NEGATE:
-                stack.append((pc + 1, slots, excl, pend if a in pend else tuple(sorted(pend + (a,)))))
-            elif op == EXCL_BEGIN:
-                stack.append((pc + 1, slots, excl + 1, pend))
-            elif op == EXCL_END:
-                stack.append((pc + 1, slots, excl - 1, pend))
-            elif op == LOOP_ENTER:
-                stack.append((pc + 1, slots[:a] + (True,) + slots[a + 1:], excl, pend))
-            elif op == LOOP_CHECK:
-                if not slots[a]:
-                    stack.append((pc + 1, slots, excl, pend))
-            elif op == ASSERT_START:
-                if pos + part.base == 0:
-                    stack.append((pc + 1, slots, excl, pend))
-            elif op == ASSERT_END:
-                if pos == n:
-                    stack.append((pc + 1, slots, excl, pend))
+            out.append(("accept",) if self.code[place.pc][0] == ACCEPT else item)
         if self._closures is not None:
             self._closures[start_item] = out
         return out

@@ -21,16 +21,6 @@ from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import (
     ACCEPT,
-    ASSERT_END,
-    ASSERT_START,
-    EXCL_BEGIN,
-    EXCL_END,
-    JUMP,
-    LOOP_CHECK,
-    LOOP_ENTER,
-    MATCH,
-    NEGATE,
-    SPLIT,
 )
 from sparkcep.compile.vectorize import arrays_for, condition_mask
 
@@ -198,6 +188,7 @@ class Matcher:
     def __init__(self, plan: Plan):
         self.plan = plan
         self.code = [(i.op, i.a, i.b) for i in plan.program.instructions]
+        self.closures = plan.program.closures
         self.maxlength = plan.query.maxlength
         self.within = plan.query.within
         self.initial_nav = tuple(((), ()) for _ in plan.tracked)
@@ -232,48 +223,34 @@ class Matcher:
 
     # ------------------------------------------------------------ epsilon closure
     def _closure(self, out: list, seen: set, thread: tuple, pos: int, part: PartitionData, by_history: bool) -> None:
-        """Follow epsilon instructions from ``thread`` at row ``pos``; append the threads
-        that stop at MATCH or ACCEPT to ``out`` in preference order."""
-        code = self.code
-        base = part.base
-        # $ holds only after the partition's real last row.
-        n = part.n if part.complete else -1
-        stack = [thread]
-        while stack:
-            t = stack.pop()
-            pc = t[0]
-            op, a, b = code[pc]
-            if op == ACCEPT:
-                # Finished threads differ only in what they matched.
-                key = (pc, id(t[1])) if by_history else (pc,)
+        """Append to ``out`` the threads ``thread`` becomes at row ``pos`` at the places the
+        program's precomputed closure lists (MATCH or ACCEPT), in preference order; a thread
+        equal to one already in ``seen`` is dropped (finished threads differ only in what
+        they matched)."""
+        pc, hist, nav, aggs, slots, excl = thread
+        at_first = pos + part.base == 0
+        at_end = part.complete and pos == part.n  # $ holds only after the partition's real last row
+        for place in self.closures[pc]:
+            if (place.at_start and not at_first) or (place.at_end and not at_end):
+                continue
+            if place.checks and any(slots[s] == pos for s in place.checks):
+                continue  # the loop's iteration took no row
+            if place.enters:
+                slots = list(thread[4])
+                for s in place.enters:
+                    slots[s] = pos
+                slots = tuple(slots)
             else:
-                key = (pc, id(t[1]) if by_history else t[2], t[3], t[4], t[5])
+                slots = thread[4]
+            target = place.pc
+            if self.code[target][0] == ACCEPT:
+                key = (target, id(hist)) if by_history else (target,)
+            else:
+                key = (target, id(hist) if by_history else nav, aggs, slots, excl + place.excl)
             if key in seen:
                 continue
             seen.add(key)
-            if op == MATCH or op == ACCEPT:
-                out.append(t)
-            elif op == SPLIT:
-                stack.append((b,) + t[1:])
-                stack.append((a,) + t[1:])
-            elif op == JUMP or op == NEGATE:  # contiguous rows: nothing to negate between them
-                stack.append((a if op == JUMP else pc + 1,) + t[1:])
-            elif op == ASSERT_START:
-                if pos + base == 0:
-                    stack.append((pc + 1,) + t[1:])
-            elif op == ASSERT_END:
-                if pos == n:
-                    stack.append((pc + 1,) + t[1:])
-            elif op == EXCL_BEGIN:
-                stack.append((pc + 1, t[1], t[2], t[3], t[4], t[5] + 1))
-            elif op == EXCL_END:
-                stack.append((pc + 1, t[1], t[2], t[3], t[4], t[5] - 1))
-            elif op == LOOP_ENTER:
-                slots = t[4][:a] + (pos,) + t[4][a + 1 :]
-                stack.append((pc + 1, t[1], t[2], t[3], slots, t[5]))
-            elif op == LOOP_CHECK:
-                if t[4][a] != pos:
-                    stack.append((pc + 1,) + t[1:])
+            out.append((target, hist, nav, aggs, slots, excl + place.excl))
 
     # ------------------------------------------------------------ one step
     def _advance(self, t: tuple, part: PartitionData, start: int, pos: int, intern: dict | None, masks: list):

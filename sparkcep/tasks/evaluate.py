@@ -9,7 +9,7 @@ variable.
 from __future__ import annotations
 
 from sparkcep.compile.expressions import EvaluationError
-from sparkcep.runtime.reference import ConditionContext
+from sparkcep.runtime.context import ConditionContext
 from sparkcep.runtime.vm import PartitionData
 from sparkcep.tasks.query import TaskQuery
 

@@ -25,10 +25,10 @@ from sparkcep.data.ingest import schema_of
 from sparkcep.errors import DataError, InternalError, QueryError
 from sparkcep.language.parser import parse
 from sparkcep.runtime.nfab import NFAbMatcher
-from sparkcep.runtime.reference import ReferenceMatcher
 from sparkcep.runtime.vm import Matcher
 from tests.conformance.case import Case
 from tests.oracle import oracle
+from tests.reference_matchers import ReferenceMatcher
 
 TOPICS = sorted(m.name for m in pkgutil.iter_modules([__file__.rsplit("/", 1)[0]]) if m.name.startswith("cases_"))
 

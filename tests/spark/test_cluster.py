@@ -19,6 +19,8 @@ import sparkcep
 from sparkcep.workloads import rip
 from sparkcep.workloads.stock import stock_trades
 
+pytestmark = pytest.mark.cluster
+
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -1,6 +1,7 @@
-"""A brute-force reference matcher written straight from the definitions.
+"""Brute-force reference matchers for tests, written straight from the definitions (they live
+with the tests, not in the engine: nothing the engine runs depends on them).
 
-It walks the row pattern tree by backtracking, which yields candidate label assignments in
+ReferenceMatcher walks the row pattern tree by backtracking, which yields candidate label assignments in
 exactly the standard's preference order (alternatives left to right, greedy quantifiers
 longest first, reluctant shortest first, PERMUTE in lexicographic order), and evaluates every
 condition from scratch on the whole assignment so far: no automaton, no shared state, no
@@ -13,7 +14,6 @@ either, and property tests compare the two.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from sparkcep.compile import program as P
 from sparkcep.compile.pattern import (
@@ -29,70 +29,8 @@ from sparkcep.compile.pattern import (
     Start,
 )
 from sparkcep.compile.plan import Plan
+from sparkcep.runtime.context import Assignment, ConditionContext
 from sparkcep.runtime.vm import Match, PartitionData
-
-Assignment = tuple[tuple[int, bool], ...]  # (label, excluded) per row from the start
-
-
-class _Context:
-    """A DEFINE condition's view, computed from the full assignment every time; ``rows``
-    are the selected rows when a match may skip rows (default: consecutive from start)."""
-
-    def __init__(self, plan: Plan, part: PartitionData, start: int, assign: Assignment,
-                 rows: list[int] | None = None):
-        self.plan = plan
-        self.cols = part.py()
-        self.n = part.n
-        self.start = start
-        self.labels = [lab for lab, _ in assign]
-        self.rows = rows if rows is not None else list(range(start, start + len(assign)))
-        self.pos = self.rows[-1] if self.rows else start - 1
-        self.part_match_number = part.match_number
-
-    def _index(self, pointer) -> int | None:
-        rows = [i for i, lab in enumerate(self.labels) if pointer.labels is None or lab in pointer.labels]
-        k = pointer.offset
-        if pointer.last:
-            return rows[-1 - k] if k < len(rows) else None
-        return rows[k] if k < len(rows) else None
-
-    def at(self, pid: int):
-        p = self.plan.define_pointers[pid].pointer
-        i = self._index(p)
-        if i is None:
-            return None
-        q = self.rows[i] + p.physical
-        return q if 0 <= q < self.n else None
-
-    def label_at(self, pid: int):
-        p = self.plan.define_pointers[pid].pointer
-        i = self._index(p)
-        if i is None:
-            return None
-        if p.physical:
-            q = self.rows[i] + p.physical
-            if q not in self.rows:
-                return None  # outside the match so far, or a skipped row
-            i = self.rows.index(q)
-        return self.plan.labels[self.labels[i]]
-
-    @property
-    def match_number(self) -> int:
-        return self.part_match_number
-
-    def agg(self, i: int) -> Any:
-        agg = self.plan.define_aggregates[i]
-        state = agg.initial
-        # PREVIOUS: the rows before the current (last) one.
-        upto = len(self.labels) - 1 if agg.spec.previous else len(self.labels)
-        for j, lab in enumerate(self.labels[:upto]):
-            if agg.applies_to(lab):
-                state = agg.step(state, self.cols, self.rows[j], lab)
-        return agg.result(state)
-
-
-# Other engines evaluate conditions over a labelled set of rows the same way (the task engine).
-ConditionContext = _Context
 
 
 class ReferenceMatcher:
@@ -121,7 +59,7 @@ class ReferenceMatcher:
             label = node.id
             new = assign + ((label, excluded),)
             cond = self.plan.conditions[label]
-            if cond is None or cond(_Context(self.plan, part, start, new)) is True:
+            if cond is None or cond(ConditionContext(self.plan, part, start, new)) is True:
                 yield pos + 1, new
         elif isinstance(node, (Empty, Negate)):  # contiguous rows: nothing lies between
             yield pos, assign
@@ -241,7 +179,7 @@ class SelectionReference:
 
     def _holds(self, part, start, assign, rows, label, row) -> bool:
         cond = self.plan.conditions[label]
-        ctx = _Context(self.plan, part, start, assign + ((label, False),), rows + [row])
+        ctx = ConditionContext(self.plan, part, start, assign + ((label, False),), rows + [row])
         return cond is None or cond(ctx) is True
 
     _row_ok = ReferenceMatcher._row_ok
