@@ -129,12 +129,21 @@ def in_zone(instant: dt.datetime, zone: dt.tzinfo) -> dt.datetime:
     return zoned(instant.astimezone(zone))
 
 
-def localize(naive: dt.datetime, tz: dt.tzinfo) -> dt.datetime:
+def localize(naive: dt.datetime, tz: dt.tzinfo, prefer: dt.timedelta | None = None) -> dt.datetime:
     """A naive timestamp read as wall time in the zone of ``tz`` (a TIMESTAMP literal next
-    to a zoned column; a truncated wall time)."""
+    to a zoned column; a truncated wall time). A wall time the zone shows twice (the hour a
+    DST change repeats) is its first instant, or the one at offset ``prefer`` when that is
+    one of the two (date_trunc keeps the offset of the value it truncates, as Trino does)."""
     zone = tz.zone if isinstance(tz, ZoneAt) else tz
     localize_fn = getattr(zone, "localize", None)  # pytz zones need localize()
-    return zoned(localize_fn(naive) if localize_fn is not None else naive.replace(tzinfo=zone))
+    if localize_fn is not None:
+        return zoned(localize_fn(naive))
+    first = naive.replace(tzinfo=zone, fold=0)
+    if prefer is not None and first.utcoffset() != prefer:
+        second = naive.replace(tzinfo=zone, fold=1)
+        if second.utcoffset() == prefer:
+            return zoned(second)
+    return zoned(first)
 
 
 def shift(ts: dt.datetime, delta: dt.timedelta) -> dt.datetime:

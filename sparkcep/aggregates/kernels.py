@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from sparkcep.values import FunctionError, fits_bigint
+
 Values = tuple[np.ndarray, np.ndarray]  # (data, valid)
 
 # R² is rounded to this many decimals: the prefix-sum form and a direct computation then agree
@@ -68,9 +70,13 @@ class Sums:
         ok = col.valid & ~nan
         self.count = _prefix(col.valid.astype(np.int64))
         self.nans = _prefix(nan.astype(np.int64))
-        self.integral = col.data.dtype.kind in "iu"
-        if self.integral:  # exact integer sums (Python ints would overflow int64 only past 2**63)
-            self.sum = _prefix(np.where(col.valid, col.data, 0).astype(np.int64))
+        self.integral = col.data.dtype.kind in "iub"
+        if self.integral:
+            # int64 prefix sums wrap, but a difference of two is exact modulo 2^64: exact for
+            # every segment whose sum fits BIGINT. Float prefix sums find the others.
+            self.ints = np.where(col.valid, col.data, 0).astype(np.int64)
+            self.sum = _prefix(self.ints)
+            self.approx = _prefix(self.ints.astype(np.float64))
         else:
             # Shift by a reference value: prefix sums of large numbers (epoch seconds) lose
             # the digits a segment's difference needs.
@@ -82,18 +88,37 @@ class Sums:
         c = _range(self.count, starts, ends)
         return c, np.ones(len(c), dtype=bool)
 
+    def _int_sums(self, starts, ends) -> tuple[np.ndarray, dict[int, int]]:
+        """Segment sums of an integer column, and the exact (Python) sums of the segments
+        whose sum may lie beyond 64 bits."""
+        s = _range(self.sum, starts, ends)
+        doubt = np.flatnonzero(np.abs(_range(self.approx, starts, ends)) >= 2.0**62)
+        exact = {int(k): int(self.ints[starts[k]:ends[k] + 1].astype(object).sum()) for k in doubt}
+        return s, exact
+
     def sum_of(self, starts, ends) -> Values:
         c = _range(self.count, starts, ends)
         if self.integral:
-            return _range(self.sum, starts, ends), c > 0
+            s, exact = self._int_sums(starts, ends)
+            for v in exact.values():
+                if not fits_bigint(v):
+                    raise FunctionError("bigint overflow in sum")
+            return s, c > 0
         k = _range(self.ok, starts, ends)
         s = _range(self.sum, starts, ends) + k * self.ref
         s = np.where(_range(self.nans, starts, ends) > 0, np.nan, s)
         return s, c > 0
 
     def avg_of(self, starts, ends) -> Values:
-        s, valid = self.sum_of(starts, ends)
         c = _range(self.count, starts, ends)
+        if self.integral:  # AVG of integers is a double of their exact sum (no BIGINT limit)
+            s, exact = self._int_sums(starts, ends)
+            with np.errstate(all="ignore"):
+                out = s / np.maximum(c, 1)
+            for k, v in exact.items():
+                out[k] = v / max(int(c[k]), 1)
+            return out, c > 0
+        s, valid = self.sum_of(starts, ends)
         with np.errstate(all="ignore"):
             return s / np.maximum(c, 1), valid
 
@@ -101,17 +126,24 @@ class Sums:
 # ---------------------------------------------------------------- min / max
 class SparseTable:
     """O(1) range minimum and maximum after an O(n log n) build (NULLs skipped; NaN is the
-    largest value, as SQL orders it)."""
+    largest value, as SQL orders it). Integer columns stay int64 throughout (a float64 table
+    would round values beyond 2^53)."""
 
     def __init__(self, col: Column):
-        data = col.data.astype(np.float64)
-        self.is_float = col.data.dtype.kind == "f"
-        nan = col.valid & np.isnan(data)
+        self.exact = col.data.dtype.kind in "iub"
+        if self.exact:
+            data = col.data.astype(np.int64)
+            nan = np.zeros(len(data), dtype=bool)
+            low_fill, high_fill = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        else:
+            data = col.data.astype(np.float64)
+            nan = col.valid & np.isnan(data)
+            low_fill, high_fill = np.inf, -np.inf
         ok = col.valid & ~nan
         self.nans = _prefix(nan.astype(np.int64))
         self.count = _prefix(col.valid.astype(np.int64))
-        self.lo = self._build(np.where(ok, data, np.inf), np.minimum)
-        self.hi = self._build(np.where(ok, data, -np.inf), np.maximum)
+        self.lo = self._build(np.where(ok, data, low_fill), np.minimum)
+        self.hi = self._build(np.where(ok, data, high_fill), np.maximum)
         self.ok = _prefix(ok.astype(np.int64))
         self.raw = col.data
 
@@ -127,10 +159,10 @@ class SparseTable:
 
     def _query(self, levels, op, starts, ends) -> np.ndarray:
         length = ends - starts + 1
+        out = np.zeros(len(starts), dtype=levels[0].dtype)
         if len(length) == 0:
-            return np.zeros(0)
+            return out
         k = np.floor(np.log2(np.maximum(length, 1))).astype(np.int64)
-        out = np.empty(len(starts))
         for level in np.unique(k):
             sel = k == level
             a = levels[level]
@@ -141,21 +173,18 @@ class SparseTable:
     def min_of(self, starts, ends) -> Values:
         v = self._query(self.lo, np.minimum, starts, ends)
         has_ok = _range(self.ok, starts, ends) > 0
+        if self.exact:
+            return np.where(has_ok, v, 0), has_ok
         has_nan = _range(self.nans, starts, ends) > 0
-        v = np.where(has_ok, v, np.nan)  # only NaNs: the minimum is NaN
-        return self._typed(v), has_ok | has_nan
+        return np.where(has_ok, v, np.nan), has_ok | has_nan  # only NaNs: the minimum is NaN
 
     def max_of(self, starts, ends) -> Values:
         v = self._query(self.hi, np.maximum, starts, ends)
         has_ok = _range(self.ok, starts, ends) > 0
+        if self.exact:
+            return np.where(has_ok, v, 0), has_ok
         has_nan = _range(self.nans, starts, ends) > 0
-        v = np.where(has_nan, np.nan, v)
-        return self._typed(v), has_ok | has_nan
-
-    def _typed(self, v: np.ndarray) -> np.ndarray:
-        if self.raw.dtype.kind in "iu":
-            return np.where(np.isfinite(v), v, 0).astype(self.raw.dtype)
-        return v
+        return np.where(has_nan, np.nan, v), has_ok | has_nan
 
 
 # ---------------------------------------------------------------- regression

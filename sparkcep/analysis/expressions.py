@@ -26,6 +26,7 @@ from sparkcep.analysis.bound import (
     Pointer,
     Type,
 )
+from sparkcep.analysis.patterns import find_in_pattern
 from sparkcep.analysis.scope import Scope
 from sparkcep.functions import casts, library
 from sparkcep.language import ast
@@ -250,8 +251,8 @@ class ExpressionBinder:
         if name == "MATCH_NUMBER":
             if e.args:
                 raise self.error("WRONG_ARGUMENTS", "MATCH_NUMBER takes no arguments", e)
-            if in_row:
-                raise self.error("NOT_SUPPORTED", "MATCH_NUMBER inside a navigation or aggregate is not supported", e)
+            if in_row and self.segment:
+                raise self.error("NOT_SUPPORTED", "MATCH_NUMBER inside an aggregate of a segment query is not supported", e)
             if scope.clause == "DEFINE" and self.q.all_matches:
                 raise self.error("NOT_SUPPORTED", "MATCH_NUMBER in DEFINE is not supported with ALL MATCHES (the "
                                  "matches from one row are numbered only once all are found)", e)
@@ -358,11 +359,13 @@ class ExpressionBinder:
         return BNav(Pointer(labels, name == "LAST", offset, 0, running), inner, inner.type)
 
     def check_classifier_define(self, scope: Scope, labels: LabelSet, physical: int, node: ast.Node) -> None:
-        """In DEFINE a condition sees the labels of the match so far; PREV/NEXT from the
-        label of a variable's row would need the label of any earlier row."""
-        if scope.clause == "DEFINE" and physical and labels is not None:
-            raise self.error("NOT_SUPPORTED", "in DEFINE, PREV/NEXT of CLASSIFIER is supported for CLASSIFIER() "
-                             "(all rows), not for one variable's rows", node)
+        """In DEFINE, PREV/NEXT of a variable's CLASSIFIER needs the label of the row next
+        to that variable's row: the match so far knows it where rows are contiguous, not
+        where event selection or negation lets a match skip rows."""
+        if (scope.clause == "DEFINE" and physical and labels is not None
+                and (self.q.event_selection != "PARTITION" or find_in_pattern(self.q.pattern, (ast.PNot,)))):
+            raise self.error("NOT_SUPPORTED", "in DEFINE, PREV/NEXT of CLASSIFIER(v) is not supported when a match "
+                             "may skip rows (EVENT SELECTION or negation); CLASSIFIER() is", node)
 
     def bind_aggregate(self, e: ast.Call, name: str, scope: Scope) -> BExpr:
         name = functions.AGGREGATE_ALIASES.get(name, name)

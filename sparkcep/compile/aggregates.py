@@ -17,15 +17,17 @@ import numpy as np
 
 from sparkcep.aggregates.kernels import R2_DECIMALS
 from sparkcep.analysis.bound import AggregateSpec
-from sparkcep.compile.expressions import compile_row
+from sparkcep.compile.expressions import EvaluationError, compile_row
 from sparkcep.functions.library import sql_less
+from sparkcep.values import fits_bigint
 
 
 @dataclass(frozen=True)
 class Aggregate:
     spec: AggregateSpec
     initial: Any
-    step: Callable[[Any, list, int, int], Any]  # (state, cols, pos, label) -> state
+    # (state, cols, pos, label, match number) -> state; the number is what MATCH_NUMBER() in the argument reads
+    step: Callable[..., Any]
     result: Callable[[Any], Any]
 
     def applies_to(self, label: int) -> bool:
@@ -33,7 +35,7 @@ class Aggregate:
         return labels is None or label in labels
 
 
-def _count_star(state, cols, pos, label):
+def _count_star(state, cols, pos, label, number=None):
     return state + 1
 
 
@@ -88,12 +90,23 @@ def _moments(kind: str) -> tuple[Any, Callable, Callable]:
     return (0, 0.0, 0.0), fold, result
 
 
+def _sum(s, v):
+    """SUM's fold: a BIGINT total beyond 64 bits is an error (Trino's overflow error), as in
+    every other evaluator."""
+    if s is None:
+        return v
+    r = s + v
+    if type(r) is int and not fits_bigint(r):
+        raise EvaluationError("bigint overflow in sum")
+    return r
+
+
 def _folding(func: str) -> tuple[Any, Callable[[Any, Any], Any], Callable[[Any], Any]]:
     """(initial state, fold(state, non-NULL value), result) of the aggregates that skip NULLs."""
     if func == "COUNT":
         return 0, lambda s, v: s + 1, _identity
     if func == "SUM":
-        return None, lambda s, v: v if s is None else s + v, _identity
+        return None, _sum, _identity
     if func == "AVG":
         return (0, 0), lambda s, v: (s[0] + v, s[1] + 1), lambda s: None if s[1] == 0 else s[0] / s[1]
     if func in ("MIN", "MAX"):
@@ -166,15 +179,15 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         key = compile_row(spec.key, names)
         initial, fold, result = _regression(func.endswith("SIGNED"))
 
-        def step(s, cols, pos, label):
-            x, y = value(cols, pos, label), key(cols, pos, label)
+        def step(s, cols, pos, label, number=None):
+            x, y = value(cols, pos, label, number), key(cols, pos, label, number)
             return s if x is None or y is None else fold(s, seconds(x), seconds(y))
         return Aggregate(spec, initial, step, result)
     if func == "MANN_KENDALL_TEST":
         # (values so far as a shared list, count, S): S grows by the signs against every
         # earlier value, exactly (SQL order: NaN above every number).
-        def step(s, cols, pos, label):
-            v = value(cols, pos, label)
+        def step(s, cols, pos, label, number=None):
+            v = value(cols, pos, label, number)
             if v is None:
                 return s
             v = seconds(v)
@@ -190,8 +203,8 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         user = user_aggregate(func[5:])
         key = compile_row(spec.key, names) if spec.key is not None else None
 
-        def step(s, cols, pos, label):
-            row = (value(cols, pos, label),) + ((key(cols, pos, label),) if key is not None else ())
+        def step(s, cols, pos, label, number=None):
+            row = (value(cols, pos, label, number),) + ((key(cols, pos, label, number),) if key is not None else ())
             return (row, s)
 
         def result(s):
@@ -202,8 +215,8 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         return Aggregate(spec, None, step, result)
     if func == "DELTA":
         # (first value, last value, seen any row): last minus first of the rows aggregated.
-        def step(s, cols, pos, label):
-            v = value(cols, pos, label)
+        def step(s, cols, pos, label, number=None):
+            v = value(cols, pos, label, number)
             return (v, v, True) if not s[2] else (s[0], v, True)
 
         def result(s):
@@ -213,8 +226,8 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         return Aggregate(spec, (None, None, False), step, result)
     if func == "COLLECT" and not spec.distinct:
         # A shared linked list (value, previous): forks share their common prefix.
-        def step(s, cols, pos, label):
-            return (value(cols, pos, label), s)
+        def step(s, cols, pos, label, number=None):
+            return (value(cols, pos, label, number), s)
         return Aggregate(spec, None, step, lambda s: None if s is None else _linked(s))
     if func in ("MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"):
         return _top_n(spec, value, compile_row(spec.key, names) if spec.key is not None else value)
@@ -224,18 +237,18 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
 
         # (key, value) of the best row so far; rows whose key is NULL are skipped, ties keep
         # the earlier row.
-        def step(s, cols, pos, label):
-            k = key(cols, pos, label)
+        def step(s, cols, pos, label, number=None):
+            k = key(cols, pos, label, number)
             if k is None or (s is not None and not better(k, s[0])):
                 return s
-            return (k, value(cols, pos, label))
+            return (k, value(cols, pos, label, number))
         return Aggregate(spec, None, step, lambda s: None if s is None else s[1])
     if spec.distinct:
         return _distinct(spec, value)
     initial, fold, result = _folding(func)
 
-    def step(s, cols, pos, label):
-        v = value(cols, pos, label)
+    def step(s, cols, pos, label, number=None):
+        v = value(cols, pos, label, number)
         return s if v is None else fold(s, v)
     return Aggregate(spec, initial, step, result)
 
@@ -247,9 +260,9 @@ def _top_n(spec: AggregateSpec, value, key) -> Aggregate:
     list of (key, value), as COLLECT's, so forks share their prefix."""
     largest = spec.func.startswith("MAX")
 
-    def step(s, cols, pos, label):
-        k = key(cols, pos, label)
-        return s if k is None else ((k, value(cols, pos, label)), s)
+    def step(s, cols, pos, label, number=None):
+        k = key(cols, pos, label, number)
+        return s if k is None else ((k, value(cols, pos, label, number)), s)
 
     def order(a, b):
         (ka, _), (kb, _) = a, b
@@ -280,8 +293,8 @@ def _distinct(spec: AggregateSpec, value) -> Aggregate:
 
     keep_null = func == "COLLECT"  # array_agg keeps NULL (once, with DISTINCT)
 
-    def step(s, cols, pos, label):
-        v = value(cols, pos, label)
+    def step(s, cols, pos, label, number=None):
+        v = value(cols, pos, label, number)
         key = _distinct_key(v)
         if (v is None and not keep_null) or key in s[0]:
             return s

@@ -1,7 +1,7 @@
 """Bound expressions → Python closures, with SQL's three-valued logic and NULL rules.
 
 Two kinds of closure come out:
-- row closures ``f(cols, pos, label=None)`` evaluate an expression on one row (navigation and
+- row closures ``f(cols, pos, label=None, number=None)`` evaluate an expression on one row (navigation and
   aggregate arguments); ``label`` is the row's variable id, which CLASSIFIER() in an
   aggregate's argument reads;
 - match closures ``g(ctx)`` evaluate DEFINE conditions and MEASURES against a context that
@@ -214,7 +214,7 @@ class PointerTable:
 
 
 def compile_row(e: BExpr, names: tuple[str, ...] = ()) -> Callable[..., Any]:
-    """A closure ``f(cols, pos, label=None)`` for a row expression (columns of a single row;
+    """A closure ``f(cols, pos, label=None, number=None)`` for a row expression (columns of a single row;
     ``names`` are the variable names CLASSIFIER() gives)."""
     return _compile(e, None, row=True, names=names)
 
@@ -222,6 +222,11 @@ def compile_row(e: BExpr, names: tuple[str, ...] = ()) -> Callable[..., Any]:
 def compile_match(e: BExpr, pointers: PointerTable, names: tuple[str, ...] = ()) -> Callable[[Any], Any]:
     """A closure ``g(ctx)`` for a DEFINE condition or a measure."""
     return _compile(e, pointers, row=False, names=names)
+
+
+def reads_match_number(e: BExpr) -> bool:
+    """Whether a row expression reads MATCH_NUMBER() (its caller then passes the number)."""
+    return any(isinstance(x, BMatchNumber) for x in nodes(e))
 
 
 def reads_row_label(e: BExpr) -> bool:
@@ -235,14 +240,14 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
 
     if isinstance(e, BLiteral):
         v = e.value
-        return (lambda cols, pos, label=None: v) if row else (lambda ctx: v)
+        return (lambda cols, pos, label=None, number=None: v) if row else (lambda ctx: v)
     if isinstance(e, BColumn):
         i = e.index
         if not row:  # pragma: no cover - the analyzer wraps columns in BNav
             raise AssertionError("bare column outside a row context")
-        return lambda cols, pos, label=None: cols[i][pos]
+        return lambda cols, pos, label=None, number=None: cols[i][pos]
     if isinstance(e, BRowLabel):
-        return lambda cols, pos, label=None: None if label is None else names[label]
+        return lambda cols, pos, label=None, number=None: None if label is None else names[label]
     if isinstance(e, BNav):
         pid = pointers.id(e.pointer)
         inner = _compile(e.inner, None, row=True, names=names)
@@ -255,8 +260,14 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
                 if q is None:
                     return None
                 label = ctx.label_at(pid)
-                return inner(ctx.cols, q, None if label is None else ids[label])
+                return inner(ctx.cols, q, None if label is None else ids[label], ctx.match_number)
             return nav_labelled
+
+        if reads_match_number(e.inner):
+            def nav_numbered(ctx):
+                q = ctx.at(pid)
+                return None if q is None else inner(ctx.cols, q, None, ctx.match_number)
+            return nav_numbered
 
         def nav(ctx):
             q = ctx.at(pid)
@@ -270,15 +281,17 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
         pid = pointers.id(e.pointer)
         return lambda ctx: ctx.label_at(pid)
     if isinstance(e, BMatchNumber):
+        if row:  # inside a navigation or an aggregate: the number its caller passes
+            return lambda cols, pos, label=None, number=None: number
         return lambda ctx: ctx.match_number
     if isinstance(e, BUnary):
         f = sub(e.operand)
         if e.op == "NOT":
             if row:
-                return lambda cols, pos, label=None: (lambda v: None if v is None else not v)(f(cols, pos, label))
+                return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else not v)(f(cols, pos, label, number))
             return lambda ctx: (lambda v: None if v is None else not v)(f(ctx))
         if row:
-            return lambda cols, pos, label=None: (lambda v: None if v is None else -v)(f(cols, pos, label))
+            return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else -v)(f(cols, pos, label, number))
         return lambda ctx: (lambda v: None if v is None else -v)(f(ctx))
     if isinstance(e, BBinary):
         lf, rf = sub(e.left), sub(e.right)
@@ -286,9 +299,9 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
             short = False if e.op == "AND" else True
             comb = _and if e.op == "AND" else _or
             if row:
-                def logic_row(cols, pos, label=None):
-                    a = lf(cols, pos, label)
-                    return short if a is short else comb(a, rf(cols, pos, label))
+                def logic_row(cols, pos, label=None, number=None):
+                    a = lf(cols, pos, label, number)
+                    return short if a is short else comb(a, rf(cols, pos, label, number))
                 return logic_row
 
             def logic(ctx):
@@ -302,11 +315,11 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
         else:
             op = (_TIME_ARITH if _is_time(e.left, e.right) else _ARITH)[e.op]
         if row:
-            def binop_row(cols, pos, label=None):
-                a = lf(cols, pos, label)
+            def binop_row(cols, pos, label=None, number=None):
+                a = lf(cols, pos, label, number)
                 if a is None:
                     return None
-                b = rf(cols, pos, label)
+                b = rf(cols, pos, label, number)
                 return None if b is None else op(a, b)
             return binop_row
 

@@ -76,6 +76,9 @@ class Plan:
     lookbehind: int
     lookahead: int
     define_match_number: bool = False  # a DEFINE condition reads MATCH_NUMBER()
+    # A DEFINE reads PREV/NEXT of CLASSIFIER(v): the label of a row next to v's, which only
+    # the thread's history holds, so threads with different histories never merge.
+    label_history: bool = False
     # A measure reads MATCH_NUMBER() inside an expression (not as the measure itself).
     measure_match_number: bool = False
     match_number_measures: tuple[int, ...] = ()  # measures that are MATCH_NUMBER() itself
@@ -122,6 +125,12 @@ def _and_all(parts: list[BExpr]) -> BExpr:
     for p in parts[1:]:
         out = BBinary("AND", out, p, Type.BOOLEAN)
     return out
+
+
+def _reads_match_number(exprs: list[BExpr], aggregates) -> bool:
+    """Whether the expressions, or the aggregates they use, read MATCH_NUMBER()."""
+    found = [e for e in exprs] + [x for a in aggregates for x in (a.arg, a.key) if x is not None]
+    return any(isinstance(x, BMatchNumber) for e in found for x in nodes(e))
 
 
 def build_plan(q: AnalyzedQuery) -> Plan:
@@ -224,8 +233,9 @@ def build_plan(q: AnalyzedQuery) -> Plan:
         measure_sets=tuple(msets),
         lookbehind=max([0] + [-x for x in physical]),
         lookahead=max([0] + physical),
-        define_match_number=any(isinstance(x, BMatchNumber) for c in q.defines.values() for x in nodes(c)),
-        measure_match_number=any(isinstance(x, BMatchNumber) for m in q.measures if not isinstance(m.expr, BMatchNumber)
-                                 for x in nodes(m.expr)),
+        label_history=any(p.labels is not None and p.physical for p in label_rows),
+        define_match_number=_reads_match_number(list(q.defines.values()), q.define_aggregates),
+        measure_match_number=_reads_match_number([m.expr for m in q.measures if not isinstance(m.expr, BMatchNumber)],
+                                                 q.measure_aggregates),
         match_number_measures=tuple(i for i, m in enumerate(q.measures) if isinstance(m.expr, BMatchNumber)),
     )

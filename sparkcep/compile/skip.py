@@ -51,9 +51,9 @@ class SkipStrategy:
         return DataError(f"{where} would resume at the first row of the same match and loop forever", row=row)
 
     def offset(self, labels: Sequence[int]) -> int:
-        """Where the selection resumes after a non-empty match with these labels, counted
-        from its first row (rows of a gapped match are counted as taken); raises the
-        strategy's errors with ``row`` -1 (the caller knows the row: see resume)."""
+        """Where the selection resumes after a non-empty match of contiguous rows with these
+        labels, counted from its first row, or -NO_TARGET / -LOOPS for the strategy's errors
+        (the caller knows the row: see resume)."""
         if self.mode == "PAST_LAST":
             return len(labels)
         if self.mode in ("NEXT_ROW", "ALL_MATCHES"):
@@ -69,6 +69,8 @@ class SkipStrategy:
         runtime Match: start, end, labels, row(i))."""
         if self.mode == "PAST_LAST":
             return match.end
+        if self.mode in ("NEXT_ROW", "ALL_MATCHES"):
+            return match.start + 1  # the row after the first, whether the match took it or not
         off = self.offset(match.labels)
         if off < 0:
             raise self.error(-off, input_row(match.start))

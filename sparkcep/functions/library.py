@@ -251,7 +251,7 @@ def _date_trunc(unit, ts):
     if zone is not None:
         # Truncated in the value's zone, then read as wall time there (the day of a zoned
         # timestamp is its day in that zone).
-        return localize(_date_trunc(unit, ts.replace(tzinfo=None)), zone)
+        return localize(_date_trunc(unit, ts.replace(tzinfo=None)), zone, prefer=ts.utcoffset())
     unit = unit.lower()
     if isinstance(ts, dt.datetime):
         if unit == "second":

@@ -65,5 +65,5 @@ class ConditionContext:
         upto = len(self.labels) - 1 if agg.spec.previous else len(self.labels)
         for j, lab in enumerate(self.labels[:upto]):
             if agg.applies_to(lab):
-                state = agg.step(state, self.cols, self.rows[j], lab)
+                state = agg.step(state, self.cols, self.rows[j], lab, self.part_match_number)
         return agg.result(state)

@@ -53,7 +53,7 @@ class MeasureContext:
             labset = agg.spec.labels
             for i, lab in enumerate(labels):
                 if labset is None or lab in labset:
-                    state = agg.step(state, cols, match.row(i), lab)
+                    state = agg.step(state, cols, match.row(i), lab, match_number)
                 if every_row:
                     values.append(agg.result(state))
             if not every_row and labels:

@@ -65,6 +65,8 @@ PC, LAB, LAST, NAV, AGGS, SLOTS, EXCL, PEND, HIST, FRESH = range(10)
 class NFAbMatcher(Matcher):
     """Matches with event selection (plan.query.event_selection) and negation."""
 
+    steps = 0  # (run, row) evaluations of the depth-first search (Backtrack)
+
     def __init__(self, plan: Plan, merge: bool = True, max_runs: int = DEFAULT_MAX_RUNS):
         super().__init__(plan)
         q = plan.query
@@ -147,7 +149,7 @@ class NFAbMatcher(Matcher):
         return self._evaluate(run, label, cond, pos, part, start)
 
     def _evaluate(self, run: tuple, label: int, cond, pos: int, part: PartitionData, start: int):
-        return self.select_row(label, cond, pos, part, start, run[NAV], run[AGGS])
+        return self.select_row(label, cond, pos, part, start, run[NAV], run[AGGS], run[HIST])
 
     def _negations_hold(self, run: tuple, pending: tuple, pos: int, part: PartitionData, start: int) -> bool:
         """No row skipped since the run's last selected row satisfies a negated variable."""
@@ -194,6 +196,10 @@ class NFAbMatcher(Matcher):
         # The one-pass search knows the preference order of the matches it finds (their
         # versions); the breadth-first search only their completion order. One pass per
         # partition, whichever start rows are asked for.
+        if self.plan.label_history:
+            # DEFINE reads labels next to a variable's row, which only whole histories hold
+            # (the one-pass search shares them): depth first from this row, as Backtrack.
+            return Backtrack._search(self, part, start, "all")
         found = part.cache.get("nfab_all")
         if found is None:
             found = part.cache["nfab_all"] = self.all_matches(part)
@@ -211,6 +217,8 @@ class NFAbMatcher(Matcher):
         key = (run[PC], run[LAB], run[NAV], run[AGGS], run[SLOTS], run[EXCL], run[FRESH])
         if self.selection == "STRICT" or self.plan.query.negated:
             key += (run[LAST],)
+        if self.plan.label_history:  # conditions read labels of earlier rows: histories differ
+            key += (id(run[HIST]),)
         return key
 
     def _step(self, run: tuple, pos: int, part: PartitionData, start: int, masks: list, with_history: bool):
@@ -465,8 +473,6 @@ class Backtrack(NFAbMatcher):
     on a stack and are resumed (re-reading rows) when the current one fails or completes.
     Forks are stacked in preference order, so the first match popped is the preferred one.
     ``steps`` counts (run, row) evaluations, to compare with the breadth-first search."""
-
-    steps = 0
 
     def _search(self, part: PartitionData, start: int, how: str):
         masks, starts = self.prepare(part)

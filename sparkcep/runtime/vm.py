@@ -106,9 +106,10 @@ UNRESOLVED = _Unresolved()
 class DefineContext:
     """What a DEFINE condition sees: the candidate row, its label, and the thread's past."""
 
-    __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "prev_values", "_plan", "part")
+    __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "prev_values", "_plan", "part", "hist")
 
-    def __init__(self, plan: Plan, cols, pos, label, start, n, nav, agg_states, prev_states=None, part=None):
+    def __init__(self, plan: Plan, cols, pos, label, start, n, nav, agg_states, prev_states=None, part=None,
+                 hist=None):
         self._plan = plan
         self.part = part
         self.cols = cols
@@ -119,6 +120,7 @@ class DefineContext:
         self.nav = nav
         self.agg_values = agg_states
         self.prev_values = prev_states  # before the current row was added (PREVIOUS)
+        self.hist = hist  # the labels of rows start..pos-1, newest first (label, excluded, older)
 
     def _entry(self, pid: int):
         dp = self._plan.define_pointers[pid]
@@ -167,6 +169,15 @@ class DefineContext:
         for row, label in lasts + firsts:
             if row == q:
                 return self._plan.labels[label]
+        h = self.hist
+        if h is not None and len(h) == 4:  # NFA^b's history: (row, label, excluded, older)
+            while h is not None and h[0] > q:
+                h = h[3]
+            return self._plan.labels[h[1]] if h is not None and h[0] == q else None
+        if h is not None:  # the Pike VM's, of contiguous rows: q's label is (pos - 1 - q) steps back
+            for _ in range(self.pos - 1 - q):
+                h = h[2]
+            return self._plan.labels[h[0]]
         return None  # a row the match skipped
 
     def agg(self, i: int):
@@ -263,7 +274,7 @@ class Matcher:
             cond = self.plan.residuals[label]
         else:
             cond = self.plan.conditions[label]
-        state = self.select_row(label, cond, pos, part, start, t[2], t[3])
+        state = self.select_row(label, cond, pos, part, start, t[2], t[3], t[1])
         if state is None:
             return None
         excluded = t[5] > 0
@@ -276,7 +287,8 @@ class Matcher:
             hist = (label, excluded, t[1])
         return (t[0] + 1, hist, state[0], state[1], t[4], t[5])
 
-    def select_row(self, label: int, cond, pos: int, part: PartitionData, start: int, nav: tuple, aggs: tuple):
+    def select_row(self, label: int, cond, pos: int, part: PartitionData, start: int, nav: tuple, aggs: tuple,
+                   hist=None):
         """(nav, aggregate states) of a partial match after row ``pos`` is labelled
         ``label``, or None when ``cond`` (the condition, or its non-vectorized rest) fails."""
         plan = self.plan
@@ -284,11 +296,11 @@ class Matcher:
         if aggs:
             cols = part.py()
             aggs = tuple(
-                a.step(s, cols, pos, label) if a.applies_to(label) else s
+                a.step(s, cols, pos, label, part.match_number) if a.applies_to(label) else s
                 for a, s in zip(plan.define_aggregates, aggs, strict=True)
             )
         if cond is not None:
-            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, nav, aggs, before, part)
+            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, nav, aggs, before, part, hist)
             try:
                 ok = cond(ctx)
             except EvaluationError as e:
@@ -371,7 +383,7 @@ class Matcher:
         masks, starts = self.prepare(part)
         if starts is not None and start < part.limit and not starts[start]:
             return [] if how == "all" else None  # no variable that can come first matches here
-        by_history = how == "all"
+        by_history = how == "all" or self.plan.label_history
         intern: dict | None = {} if by_history else None
         clist: list = []
         self._closure(clist, set(), (0, None, self.initial_nav, self.initial_aggs, self.initial_slots, 0), start, part, by_history)

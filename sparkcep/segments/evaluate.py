@@ -207,7 +207,8 @@ def _agg(e: BAgg, frame: Frame) -> Values:
         return _indexed(series, ("sums", spec.arg), agg.Sums, [_column(spec.arg, series)], ask, starts, ends)
     if f in ("MIN", "MAX") and _numeric(spec.arg) and spec.arg.type is not Type.TIMESTAMP:
         ask = agg.SparseTable.min_of if f == "MIN" else agg.SparseTable.max_of
-        return _indexed(series, ("sparse", spec.arg), agg.SparseTable, [_column(spec.arg, series)], ask, starts, ends)
+        d, v = _indexed(series, ("sparse", spec.arg), agg.SparseTable, [_column(spec.arg, series)], ask, starts, ends)
+        return (d.astype(bool), v) if spec.type is Type.BOOLEAN else (d, v)  # booleans are held as 0/1
     if f in ("LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED"):
         signed = f.endswith("SIGNED")
         if not series.sharing:  # compiled, so the baseline measures sharing, not Python

@@ -308,4 +308,19 @@ CASES: list[Case] = [
         note="Trino: max(x, n) is the n largest values, largest first; max_by(x, y, n) the x of the "
         "n largest y. NULL keys are skipped; equal keys keep row order (a before d); NULL over no rows.",
     ),
+    Case(
+        name="agg_match_number_inside_aggregates_and_navigation",
+        data={"id": [1, 2, 3, 4, 5], "v": [1, 2, 3, 1, 5]},
+        query="""ORDER BY id
+                 MEASURES sum(MATCH_NUMBER()) AS s, array_agg(MATCH_NUMBER() * 10 + id) AS a,
+                          PREV(v + MATCH_NUMBER()) AS p
+                 PATTERN (A B)
+                 DEFINE B AS sum(MATCH_NUMBER()) < 5 AND PREV(v * MATCH_NUMBER()) < 5""",
+        expected=rows(("s", "a", "p"), (2, [11, 12], 2), (4, [24, 25], 3)),
+        note="Trino: MATCH_NUMBER() may stand in aggregate and navigation arguments; it is the number "
+        "of the match (in DEFINE, of the match being tried). Match 1 = rows 1-2 (sum 1+1; PREV(v*1) = 1). "
+        "From row 3 the tried number is 2: B = row 4 has sum 2+2 = 4 but PREV(v*2) = 6, no match; from "
+        "row 4, B = row 5 has PREV(v*2) = 2. Measures of match 2: sum 2+2, [2*10+4, 2*10+5], PREV(v+2) "
+        "at row 5 = 1+2.",
+    ),
 ]

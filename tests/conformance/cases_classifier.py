@@ -285,4 +285,21 @@ CASES: list[Case] = [
         expected=rows(("labels", "m"), (["A", "A"], 1), (["B"], 2), (["B"], 3)),
         note="Match 1: A+ takes rows 1-2 (row 3 has v 5). Later matches may not use A.",
     ),
+    Case(
+        name="cls_prev_classifier_of_a_variable_in_define",
+        data={"id": [1, 2, 3, 4, 5, 6]},
+        query="""ORDER BY id
+                 MEASURES CLASSIFIER() AS c
+                 ALL ROWS PER MATCH
+                 PATTERN (A B* C D)
+                 SUBSET U = (A, C)
+                 DEFINE B AS id <= 3, C AS PREV(CLASSIFIER(A)) IS NULL AND PREV(CLASSIFIER(U)) = 'B',
+                        D AS PREV(CLASSIFIER(U)) = 'B' AND NEXT(CLASSIFIER(C)) = 'D'""",
+        expected=[{"id": 1, "c": "A"}, {"id": 2, "c": "B"}, {"id": 3, "c": "B"}, {"id": 4, "c": "C"},
+                  {"id": 5, "c": "D"}],
+        note="Trino: in DEFINE, PREV/NEXT of CLASSIFIER(v) is the label of the row next to v's last row "
+        "in the match so far (NULL outside it). At row 4 as C: A's row is 1, the row before it is outside "
+        "the match (NULL); U's last row is the current row 4, the row before it is a B. At row 5 as D: U's "
+        "last row is 4 (C), the row before it is a B, and the row after C's row is the current row, D.",
+    ),
 ]
