@@ -118,7 +118,8 @@ REGISTER_CASES = [
     "PATTERN (A B+) DEFINE B AS price <= FIRST(B.price)",
     "PATTERN (A B+ C) DEFINE B AS price > A.price, C AS price < A.price",
     "PATTERN (A B* C) DEFINE B AS price >= PREV(B.price), C AS price < LAST(B.price)",
-    "PATTERN (A (B | C)+ D) SUBSET U = (B, C) DEFINE D AS price < FIRST(U.price)",
+    # the reference's backtracking takes ~10 s on this one: full tier only
+    pytest.param("PATTERN (A (B | C)+ D) SUBSET U = (B, C) DEFINE D AS price < FIRST(U.price)", marks=pytest.mark.slow),
     "PATTERN (A (B | C)+ D) SUBSET U = (B, C) DEFINE D AS price > LAST(U.price)",
     "PATTERN (A+ B) DEFINE A AS price >= FIRST(price), B AS price < FIRST(price)",
     "PATTERN (A B+) DEFINE B AS PREV(price) < A.price * 2",

@@ -32,6 +32,7 @@ def workdir(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
 def test_run_writes_parquet_and_prints_summary(workdir):
     r = run_cli("run", "-q", "q7.sql", "-i", "stock.parquet", "-o", "out_q7", "--strategy", "runs", "--batch", "700", cwd=workdir)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -41,6 +42,7 @@ def test_run_writes_parquet_and_prints_summary(workdir):
     assert expected.num_rows > 0 and rows(got) == rows(expected)  # every row, every column
 
 
+@pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
 def test_run_csv_in_json_out(workdir):
     r = run_cli("run", "-q", "q7.sql", "-i", "stock.csv", "-o", "out_json", "--format", "json", cwd=workdir)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -50,6 +52,7 @@ def test_run_csv_in_json_out(workdir):
     assert len(expected) > 0 and rows(got) == rows(expected)
 
 
+@pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
 def test_clear_errors(workdir):
     (workdir / "bad.sql").write_text("ORDER BY timestampp PATTERN (A)")
     r = run_cli("run", "-q", "bad.sql", "-i", "stock.parquet", "-o", "x", cwd=workdir)
@@ -70,12 +73,14 @@ def test_clear_errors(workdir):
     assert r.returncode == 2 and "SPARK_SQL" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
 def test_explain(workdir):
     r = run_cli("explain", "-q", "q7.sql", "-i", "stock.parquet", cwd=workdir)
     assert r.returncode == 0, r.stderr
     assert "program:" in r.stdout and "strategy:" in r.stdout
 
 
+@pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
 def test_run_a_sase_query(workdir):
     (workdir / "rise.sase").write_text(
         "-- a rising run of prices, then a drop\n"

@@ -10,6 +10,7 @@ import pytest
 
 import sparkcep
 from tests.spark.helpers import assert_same
+from tests.tiers import sample
 
 IDS = list(range(8))
 K = ["a", "a", "b", "b", "a", "b", "a", "b"]
@@ -38,7 +39,7 @@ QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", list(COLUMNS))
+@pytest.mark.parametrize("dtype", sample(list(COLUMNS), every=2))
 def test_dtypes_on_spark_equal_the_local_engine(spark, dtype):
     pdf = pd.DataFrame({"id": IDS, "k": K, "x": COLUMNS[dtype]()})
     for clause in QUERIES:

@@ -37,6 +37,7 @@ def close_fn():
     sparkcep.unregister_function("close")
 
 
+@pytest.mark.slow  # the fast tier keeps one coordinator per key and the errors
 def test_tasks_on_spark_equal_the_local_engine(spark, close_fn):
     t = _events(120)
     expected = sparkcep.snoop(t, QUERY, order_by="ts", type_column="type", window=10, strategy="sequential")
@@ -46,6 +47,7 @@ def test_tasks_on_spark_equal_the_local_engine(spark, close_fn):
     assert len(expected) > 3
 
 
+@pytest.mark.slow  # the fast tier keeps the errors on Spark
 def test_one_coordinator_per_key_on_spark(spark, close_fn):
     t = _events(150, seed=2)
     expected = sparkcep.snoop(t, QUERY, order_by="ts", partition_by="k", type_column="type", window=10)

@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 import sparkcep
+from tests.tiers import sample
 
 SCHEMA = StructType([StructField("ts", TimestampType()), StructField("k", StringType()), StructField("v", LongType())])
 QUERIES = [
@@ -66,7 +67,7 @@ def _batch(spark, rows: list[dict], query: str) -> list:
     return sorted(map(tuple, sparkcep.match_recognize(df, query).collect()), key=repr)
 
 
-@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("query", sample(QUERIES, every=4))
 def test_stream_equals_batch(spark, tmp_path, query):
     src = tmp_path / "in"
     src.mkdir()
@@ -157,6 +158,7 @@ def _cli_output_is_batch(spark, tmp_path, rows: list[dict], query: str) -> None:
         sorted((k, s, e, c) for k, s, e, c in want)
 
 
+@pytest.mark.slow
 def test_command_line_stream_with_end_of_input(spark, tmp_path):
     # `sparkcep stream` as a user runs it: a folder of JSON files, Parquet out, then a second
     # run from the checkpoint with more files and --end-of-input: every match exactly once.
@@ -180,6 +182,7 @@ def test_command_line_stream_with_end_of_input(spark, tmp_path):
     assert r.returncode == 2 and "flushed already" in r.stderr
 
 
+@pytest.mark.slow
 def test_late_rows_are_dropped(spark, tmp_path):
     # A row whose event time the watermark has passed never joins a match: the output is
     # the batch output without it.
@@ -201,6 +204,7 @@ def test_late_rows_are_dropped(spark, tmp_path):
     assert 0 < m["buffered"] <= 6 and m["state_bytes"] > 0  # the rows past the last watermark, two keys
 
 
+@pytest.mark.slow
 def test_late_rows_can_stop_the_query(spark, tmp_path):
     src = tmp_path / "in"
     src.mkdir()
@@ -216,6 +220,7 @@ def test_late_rows_can_stop_the_query(spark, tmp_path):
     assert e.value.column == "ts" and e.value.key["k"] == "a"
 
 
+@pytest.mark.slow
 def test_timeouts_side_output(spark, tmp_path):
     # A WITHIN query: the stream's timed-out partial matches (with its end of input) are those
     # of the incremental matcher run over each key's rows at once.
@@ -259,6 +264,7 @@ def test_timeouts_side_output(spark, tmp_path):
         sorted((k, s.replace(tzinfo=None), v, n, x.replace(tzinfo=None)) for k, s, v, n, x in want)
 
 
+@pytest.mark.slow
 def test_numeric_event_time(spark, tmp_path):
     # Event time a number (seconds here, any unit): the watermark is a number of its units.
     src = tmp_path / "in"
@@ -281,6 +287,7 @@ def test_numeric_event_time(spark, tmp_path):
     assert sorted(map(tuple, got.collect())) == sorted(map(tuple, want.collect())) and want.count() > 3
 
 
+@pytest.mark.slow
 def test_killed_mid_stream_and_restarted_emits_every_match_once(spark, tmp_path):
     # `sparkcep stream` with a processing-time trigger is killed (SIGKILL) once it has
     # written some micro-batches; a second run from the checkpoint finishes the input: the
@@ -307,6 +314,7 @@ def test_killed_mid_stream_and_restarted_emits_every_match_once(spark, tmp_path)
     _cli_output_is_batch(spark, tmp_path, rows, query)
 
 
+@pytest.mark.slow
 def test_command_line_timeouts_and_late_error(spark, tmp_path):
     # --timeouts writes the timed-out partial matches beside the matches; --late error stops
     # the stream with one clear line naming the late row.
@@ -332,6 +340,7 @@ def test_command_line_timeouts_and_late_error(spark, tmp_path):
     assert r.returncode == 2 and "arrived after the watermark" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_state_stays_flat_on_a_rate_source(spark, tmp_path):
     # Spark's rate source for about half a minute (some 10^5 rows over 10 keys): the rows in
     # state stay bounded by what the watermark delay holds back, whatever the stream's length.
