@@ -157,3 +157,25 @@ def test_the_layering_rule_sees_lazy_imports(tmp_path):
         assert _upward(fake / "m.py") == ["sparkcep.api", "sparkcep.spark.batch"]
     finally:
         PACKAGE = saved
+
+
+@pytest.mark.parametrize("pattern, rows, expected", [
+    ("((A)*)*", "a", [(0, "A")]),  # a loop entered at one place, checked at the next, on one thread
+    ("((A)*)*", "aa", [(0, "AA")]),
+    ("(A* B*)*", "ab", [(0, "AB")]),
+    ("((A?)*)*", "a", [(0, "A")]),
+])
+def test_nested_nullable_loops_on_every_matcher(pattern, rows, expected):
+    import pyarrow as pa
+
+    from sparkcep.api import compile_query, run_plan
+    from sparkcep.runtime.nfab import NFAbMatcher
+    from sparkcep.runtime.vm import Matcher
+
+    table = pa.table({"i": list(range(len(rows))), "c": list(rows)})
+    defines = ", ".join(f"{v} AS c = '{v.lower()}'" for v in "AB" if v in pattern)
+    text = f"ORDER BY i MEASURES CLASSIFIER() AS cls ALL ROWS PER MATCH PATTERN ({pattern}) DEFINE {defines}"
+    plan = compile_query(text, table)
+    for factory, kernel in ((Matcher, False), (Matcher, True), (NFAbMatcher, False)):
+        got = run_plan(plan, table, factory, use_kernel=kernel).to_pylist()
+        assert [(got[0]["i"], "".join(r["cls"] for r in got))] == expected, (factory, kernel)

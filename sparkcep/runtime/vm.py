@@ -238,21 +238,20 @@ class Matcher:
         program's precomputed closure lists (MATCH or ACCEPT), in preference order; a thread
         equal to one already in ``seen`` is dropped (finished threads differ only in what
         they matched)."""
-        pc, hist, nav, aggs, slots, excl = thread
+        pc, hist, nav, aggs, slots0, excl = thread
         at_first = pos + part.base == 0
         at_end = part.complete and pos == part.n  # $ holds only after the partition's real last row
         for place in self.closures[pc]:
             if (place.at_start and not at_first) or (place.at_end and not at_end):
                 continue
-            if place.checks and any(slots[s] == pos for s in place.checks):
+            if place.checks and any(slots0[s] == pos for s in place.checks):
                 continue  # the loop's iteration took no row
+            slots = slots0
             if place.enters:
-                slots = list(thread[4])
+                slots = list(slots0)
                 for s in place.enters:
                     slots[s] = pos
                 slots = tuple(slots)
-            else:
-                slots = thread[4]
             target = place.pc
             if self.code[target][0] == ACCEPT:
                 key = (target, id(hist)) if by_history else (target,)
