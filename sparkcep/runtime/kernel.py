@@ -204,6 +204,53 @@ def _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn
 
 
 @njit(cache=True)
+def _extend(start, pos, maxlength, limit, complete, use_within, order0, within):
+    """May a match from ``start`` take row ``pos``: 1 yes, 0 no, -1 not known yet (the row is
+    past the window of a partition that goes on)."""
+    if maxlength >= 0 and pos - start + 1 > maxlength:
+        return 0
+    if pos >= limit:
+        return 0 if complete else -1
+    if use_within and not abs(order0[pos] - order0[start]) <= within:  # NaN is never within
+        return 0
+    return 1
+
+
+@njit(cache=True)
+def _history_node(every, label, flag, parent, step_first, n_hist, hist_label, hist_excl, hist_parent):
+    """The history node for ``parent`` extended by ``label`` (ALL MATCHES: shared by identical
+    label paths of this step): (node, node count, the arena, grown if needed)."""
+    if every:
+        for x in range(step_first, n_hist):
+            if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
+                return x, n_hist, hist_label, hist_excl, hist_parent
+    if n_hist >= hist_label.shape[0]:
+        hist_label = _grow(hist_label, n_hist + 1)
+        hist_excl = _grow(hist_excl, n_hist + 1)
+        hist_parent = _grow(hist_parent, n_hist + 1)
+    hist_label[n_hist] = label
+    hist_excl[n_hist] = flag
+    hist_parent[n_hist] = parent
+    return n_hist, n_hist + 1, hist_label, hist_excl, hist_parent
+
+
+@njit(cache=True)
+def _finished(nxt, nxt_h, nn, acc_end, acc_h):
+    """ALL MATCHES: the finished threads (MARK) of the last step, in preference order, as
+    (count, ends, history nodes)."""
+    count = 0
+    for i in range(nn):
+        if nxt[i, 0] == MARK:
+            if count >= acc_end.shape[0]:
+                acc_end = _grow(acc_end, count + 1)
+                acc_h = _grow(acc_h, count + 1)
+            acc_end[count] = nxt[i, 1]
+            acc_h[count] = nxt_h[i]
+            count += 1
+    return count, acc_end, acc_h
+
+
+@njit(cache=True)
 def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float,
             cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
             n_regs, n_slots, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
@@ -236,14 +283,7 @@ def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
                     return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
-        # may the match take row pos?
-        extend = 1
-        if maxlength >= 0 and pos - start + 1 > maxlength:
-            extend = 0
-        elif pos >= limit:
-            extend = 0 if complete else -1
-        elif use_within and not abs(order0[pos] - order0[start]) <= within:  # NaN is never within
-            extend = 0
+        extend = _extend(start, pos, maxlength, limit, complete, use_within, order0, within)
         nn = 0
         live = False
         step_first = n_hist
@@ -267,25 +307,9 @@ def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_
             if not _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float,
                           cols, valid, n, n_regs, regs):
                 continue
-            # history node (ALL MATCHES: shared by identical label paths)
-            flag = 1 if cur[i, 1] > 0 else 0
-            parent = cur_h[i]
-            h = -1
-            if every:
-                for x in range(step_first, n_hist):
-                    if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
-                        h = x
-                        break
-            if h < 0:
-                if n_hist >= hist_label.shape[0]:
-                    hist_label = _grow(hist_label, n_hist + 1)
-                    hist_excl = _grow(hist_excl, n_hist + 1)
-                    hist_parent = _grow(hist_parent, n_hist + 1)
-                hist_label[n_hist] = label
-                hist_excl[n_hist] = flag
-                hist_parent[n_hist] = parent
-                h = n_hist
-                n_hist += 1
+            h, n_hist, hist_label, hist_excl, hist_parent = _history_node(
+                every, label, 1 if cur[i, 1] > 0 else 0, cur_h[i], step_first, n_hist, hist_label, hist_excl,
+                hist_parent)
             t = scratch[1]
             t[:] = cur[i]
             t[0] = pc + 1
@@ -295,15 +319,7 @@ def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_
             nxt, nxt_h, nn = _closure(t, h, pos + 1, nxt, nxt_h, nn, cl, n, complete, base, n_regs, scratch[0], every)
         if not live:
             if every:
-                best_end = 0
-                for i in range(nn):
-                    if nxt[i, 0] == MARK:
-                        if best_end >= acc_end.shape[0]:
-                            acc_end = _grow(acc_end, best_end + 1)
-                            acc_h = _grow(acc_h, best_end + 1)
-                        acc_end[best_end] = nxt[i, 1]
-                        acc_h[best_end] = nxt_h[i]
-                        best_end += 1
+                best_end, acc_end, acc_h = _finished(nxt, nxt_h, nn, acc_end, acc_h)
             return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
         # swap
         tmp = cur
@@ -360,6 +376,84 @@ MARK = -2  # ALL MATCHES: a thread-list entry that is a finished match (column 1
 
 
 @njit(cache=True)
+def _resume(skip_mode, skip_member, labels, offs, nm, s, e):
+    """(next start row, error code) after the non-empty match [s, e) just recorded as match
+    nm - 1: compile.skip.SkipStrategy's rule (codes 0 past last row, 1 next row, 2/3 to the
+    first/last row of a target label; errors 1 no target row, 2 the match's own first row)."""
+    if skip_mode == 0:
+        return e, 0
+    if skip_mode == 1:
+        return s + 1, 0
+    target = -1
+    for i in range(e - s):
+        if skip_member[labels[offs[nm - 1] + i]]:
+            target = s + i
+            if skip_mode == 2:
+                break
+    if target < 0:
+        return s, 1
+    if target == s:
+        return s, 2
+    return target, 0
+
+
+@njit(cache=True)
+def _select_all(prog, n, want_unmatched, first_ok, out, arena, work):
+    """ALL MATCHES: every match from every row, recorded into ``out``."""
+    starts, ends, offs, labels, excl, unmatched, nm = out
+    hist_label, hist_excl, hist_parent, acc_end, acc_h = arena
+    covered = -1
+    for pos in range(n):
+        k = 0
+        if first_ok[pos]:
+            k, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
+                prog, pos, 2, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+        for j in range(k):
+            starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos,
+                                                           acc_end[j], acc_h[j], hist_label, hist_excl,
+                                                           hist_parent)
+            if acc_end[j] - 1 > covered:
+                covered = acc_end[j] - 1
+        if k == 0 and want_unmatched and pos > covered:
+            unmatched[pos] = True
+    return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
+
+
+@njit(cache=True)
+def _earliest(prog, pos, n, first_ok, arena, work):
+    """matchregex: among matches from pos on that start before the best end so far, the
+    earliest-ending one (the longest of those): (start, end, history node, arena, work), or
+    start -1. The chosen start is searched again at the end, as later searches reused the
+    history arena."""
+    hist_label, hist_excl, hist_parent, acc_end, acc_h = arena
+    best_s = -1
+    best_e = -1
+    s = pos
+    while s < n and (best_s < 0 or s <= best_e - 1):
+        if first_ok[s]:
+            e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
+                prog, s, 1, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+            if e >= 0 and (best_s < 0 or e - 1 < best_e - 1):
+                best_s, best_e = s, e
+        s += 1
+    h = -1
+    if best_s >= 0:
+        best_e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
+            prog, best_s, 1, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+    return best_s, best_e, h, (hist_label, hist_excl, hist_parent, acc_end, acc_h), work
+
+
+@njit(cache=True)
+def _search_with(prog, start, how, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
+    """_search with the partition's fixed arguments packed in ``prog``."""
+    (op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
+     order0, within, n_regs, n_slots) = prog
+    return _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+                   n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
+                   hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+
+
+@njit(cache=True)
 def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, masks, reg_member,
            reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
            n_regs, n_slots, first_ok, stats):
@@ -367,6 +461,8 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
     labels, excluded, unmatched rows, error code, error row). Error codes: 1 skip target
     absent from the match, 2 skip to the match's own first row. ``first_ok[row]`` is False
     where no match can start (no variable that can come first matches the row)."""
+    prog = (op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
+            order0, within, n_regs, n_slots)
     starts = np.empty(16, dtype=np.int64)
     ends = np.empty(16, dtype=np.int64)
     offs = np.zeros(17, dtype=np.int64)
@@ -374,81 +470,41 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
     excl = np.empty(64, dtype=np.int64)
     unmatched = np.zeros(n, dtype=np.bool_)
     nm = 0
-    hist_label = np.empty(256, dtype=np.int64)
-    hist_excl = np.empty(256, dtype=np.int64)
-    hist_parent = np.empty(256, dtype=np.int64)
+    arena = (np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64),
+             np.empty(16, dtype=np.int64), np.empty(16, dtype=np.int64))
     work = _work(n_regs, n_slots, stats)
-    acc_end = np.empty(16, dtype=np.int64)
-    acc_h = np.empty(16, dtype=np.int64)
+    if skip_mode == 4:  # ALL MATCHES: every match from every row
+        return _select_all(prog, n, want_unmatched, first_ok, (starts, ends, offs, labels, excl, unmatched, nm),
+                           arena, work)
     covered = -1
     pos = 0
-    if skip_mode == 4:  # ALL MATCHES: every match from every row
-        for pos in range(n):
-            k = 0
-            if first_ok[pos]:
-                k, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-                    pos, 2, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
-                    n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                    hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
-            for j in range(k):
-                starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos,
-                                                               acc_end[j], acc_h[j], hist_label, hist_excl,
-                                                               hist_parent)
-                if acc_end[j] - 1 > covered:
-                    covered = acc_end[j] - 1
-            if k == 0 and want_unmatched and pos > covered:
-                unmatched[pos] = True
-        return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
     while pos < n:
         if matchregex:
-            best_s = -1
-            best_e = -1
-            s = pos
-            while s < n and (best_s < 0 or s <= best_e - 1):
-                if not first_ok[s]:
-                    s += 1
-                    continue
-                e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-                    s, 1, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
-                    n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                    hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
-                if e >= 0 and (best_s < 0 or e - 1 < best_e - 1):
-                    best_s, best_e = s, e
-                s += 1
-            if best_s < 0:
+            s, e, h, arena, work = _earliest(prog, pos, n, first_ok, arena, work)
+            if s < 0:
                 if want_unmatched:
-                    for r in range(pos, n):
-                        unmatched[r] = True
+                    unmatched[pos:] = True
                 break
             if want_unmatched:
-                for r in range(pos, best_s):
-                    unmatched[r] = True
-            # search the chosen start again: later searches reused the history arena
-            e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-                best_s, 1, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
-                n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
-            s = best_s
+                unmatched[pos:s] = True
         else:
             if not first_ok[pos]:
                 if want_unmatched and pos > covered:
                     unmatched[pos] = True
                 pos += 1
                 continue
-            e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-                pos, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
-                n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+            hist_label, hist_excl, hist_parent, acc_end, acc_h = arena
+            e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
+                prog, pos, 0, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+            arena = (hist_label, hist_excl, hist_parent, acc_end, acc_h)
             if e < 0:
                 if want_unmatched and pos > covered:
                     unmatched[pos] = True
                 pos += 1
                 continue
             s = pos
-        # record the match
         starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, s, e, h,
-                                                       hist_label, hist_excl, hist_parent)
-        length = e - s
+                                                       arena[0], arena[1], arena[2])
         if matchregex:
             pos = e if e > s else s + 1
             continue
@@ -457,23 +513,9 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
             continue
         if e - 1 > covered:
             covered = e - 1
-        if skip_mode == 0:
-            pos = e
-        elif skip_mode == 1:
-            pos = s + 1
-        else:
-            target = -1
-            for i in range(length):
-                if skip_member[labels[offs[nm - 1] + i]]:
-                    if skip_mode == 2:
-                        target = s + i
-                        break
-                    target = s + i
-            if target < 0:
-                return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 1, s
-            if target == s:
-                return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 2, s
-            pos = target
+        pos, err = _resume(skip_mode, skip_member, labels, offs, nm, s, e)
+        if err:
+            return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, err, s
     return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
 
 

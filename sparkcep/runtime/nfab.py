@@ -304,7 +304,6 @@ class NFAbMatcher(Matcher):
         with predecessor pointers labelled by Dewey version numbers; a run holds members
         (version, entry, start row); equivalent runs are merged when ``merge`` is set."""
         masks, starts = self.prepare(part)
-        code = self.code
         out: dict[int, list[Match]] = {}
         runs: list[tuple[tuple, list]] = []  # (run state, members)
         n = part.limit
@@ -333,80 +332,92 @@ class NFAbMatcher(Matcher):
                     next_start += 1
             elif pos < n:
                 runs.append((self.initial(), [((pos,), None, pos)]))
-            merged: dict[tuple, tuple[tuple, list]] = {}
-            order: list[tuple] = []
-            entries: dict[tuple, _Entry] = {}  # (label, excluded) -> buffer entry for row pos
-            for run, members in runs:
-                items = self.closure(run, pos, part)
-                live = [m for m in members if pos < n and self._can_extend(part, m[2], pos)]
-                if (self.within is not None and len(live) < len(members) and run[LAST] >= 0
-                        and any(len(it) > 1 for it in items)):
-                    alive = {id(m) for m in live}
-                    for m in members:
-                        if id(m) not in alive and self.past_within(part, m[2], pos):
-                            self._emit(expired, m[0], m[1], m[2])  # WITHIN ended it (a stream's timeout)
-                home, last_test = self.home(run, items)
-                took_home = False
-                # Outcomes in preference order: a finished match (None, None), a new run
-                # with its buffer entry, or the run itself ignoring the row (run, None).
-                outcomes: list[tuple] = []
-                # Conditions may read the start row (FIRST of the match), so a merged run
-                # evaluates them for its youngest member; merged members agree on all else.
-                start = live[-1][2] if live else -1
-                for i, item in enumerate(items):
-                    if len(item) == 1:
-                        if run[FRESH]:
-                            outcomes.append((None, None))
-                        continue
-                    if live:
-                        state = self.take(run, item, pos, part, start, masks)
-                        if state is not None:
-                            took_home = took_home or i in home
-                            label = code[item[0]][1]
-                            nrun = self.advanced(item, label, pos, state, None)
-                            ek = (label, item[2] > 0)
-                            entry = entries.get(ek)
-                            if entry is None:
-                                entry = entries[ek] = _Entry(pos, label, item[2] > 0)
-                            outcomes.append((nrun, entry))
-                    if i == last_test and live and self.ignores(run, took_home):
-                        outcomes.append((run[:FRESH] + (False,), None))
-                # Dewey numbers: a digit per branching, in preference order, so versions
-                # also sort the matches of one start row by preference.
-                split = len(outcomes) > 1
-                for j, (nrun, entry) in enumerate(outcomes):
-                    if nrun is None:
-                        for version, last, start in members:
-                            self._emit(out, version + (j,) if split else version, last, start)
-                        continue
-                    new_members = []
-                    for version, prev, start in live:
-                        v = version + (j,) if split else version
-                        if entry is None:
-                            new_members.append((v, prev, start))
-                        else:
-                            entry.add(v, prev)
-                            new_members.append((v, entry, start))
-                    key = self._merge_key(nrun, live[0][2]) if self.merge else (len(order),)
-                    slot = merged.get(key)
-                    if slot is None:
-                        merged[key] = (nrun, new_members)
-                        order.append(key)
-                    else:
-                        slot[1].extend(new_members)
-            runs = []
-            total = 0
-            self.rows_read += 1
-            self.run_steps += len(order)
-            for key in order:
-                run, members = merged[key]
-                members.sort(key=lambda m: m[2])  # oldest start first; the last is the youngest
-                runs.append((run, members))
-                total += len(members)
-            if pos < n:
-                self._check_bound(total, pos)
+            runs = self._all_step(runs, pos, n, part, masks, out, expired)
         part.cache["nfab_expired"] = {s: min(ms, key=lambda vm: vm[0])[1] for s, ms in expired.items()}
         return {s: _by_preference(ms) for s, ms in out.items()}
+
+    def _all_step(self, runs: list, pos: int, n: int, part: PartitionData, masks: list, out: dict,
+                  expired: dict) -> list:
+        """Every run of the one-pass search at row ``pos``: matches it finishes go to
+        ``out``, what it becomes (merged with equivalent runs) is returned."""
+        merged: dict[tuple, tuple[tuple, list]] = {}
+        order: list[tuple] = []
+        entries: dict[tuple, _Entry] = {}  # (label, excluded) -> buffer entry for row pos
+        for run, members in runs:
+            items = self.closure(run, pos, part)
+            live = [m for m in members if pos < n and self._can_extend(part, m[2], pos)]
+            if (self.within is not None and len(live) < len(members) and run[LAST] >= 0
+                    and any(len(it) > 1 for it in items)):
+                alive = {id(m) for m in live}
+                for m in members:
+                    if id(m) not in alive and self.past_within(part, m[2], pos):
+                        self._emit(expired, m[0], m[1], m[2])  # WITHIN ended it (a stream's timeout)
+            outcomes = self._outcomes(run, items, live, pos, part, masks, entries)
+            # Dewey numbers: a digit per branching, in preference order, so versions
+            # also sort the matches of one start row by preference.
+            split = len(outcomes) > 1
+            for j, (nrun, entry) in enumerate(outcomes):
+                if nrun is None:
+                    for version, last, start in members:
+                        self._emit(out, version + (j,) if split else version, last, start)
+                    continue
+                new_members = []
+                for version, prev, start in live:
+                    v = version + (j,) if split else version
+                    if entry is None:
+                        new_members.append((v, prev, start))
+                    else:
+                        entry.add(v, prev)
+                        new_members.append((v, entry, start))
+                key = self._merge_key(nrun, live[0][2]) if self.merge else (len(order),)
+                slot = merged.get(key)
+                if slot is None:
+                    merged[key] = (nrun, new_members)
+                    order.append(key)
+                else:
+                    slot[1].extend(new_members)
+        out_runs = []
+        total = 0
+        self.rows_read += 1
+        self.run_steps += len(order)
+        for key in order:
+            run, members = merged[key]
+            members.sort(key=lambda m: m[2])  # oldest start first; the last is the youngest
+            out_runs.append((run, members))
+            total += len(members)
+        if pos < n:
+            self._check_bound(total, pos)
+        return out_runs
+
+    def _outcomes(self, run: tuple, items: list, live: list, pos: int, part: PartitionData, masks: list,
+                  entries: dict) -> list[tuple]:
+        """What ``run`` does at row ``pos``, in preference order: a finished match (None,
+        None), a new run with its buffer entry, or the run itself ignoring the row (run, None)."""
+        home, last_test = self.home(run, items)
+        took_home = False
+        outcomes: list[tuple] = []
+        # Conditions may read the start row (FIRST of the match), so a merged run
+        # evaluates them for its youngest member; merged members agree on all else.
+        start = live[-1][2] if live else -1
+        for i, item in enumerate(items):
+            if len(item) == 1:
+                if run[FRESH]:
+                    outcomes.append((None, None))
+                continue
+            if live:
+                state = self.take(run, item, pos, part, start, masks)
+                if state is not None:
+                    took_home = took_home or i in home
+                    label = self.code[item[0]][1]
+                    nrun = self.advanced(item, label, pos, state, None)
+                    ek = (label, item[2] > 0)
+                    entry = entries.get(ek)
+                    if entry is None:
+                        entry = entries[ek] = _Entry(pos, label, item[2] > 0)
+                    outcomes.append((nrun, entry))
+            if i == last_test and live and self.ignores(run, took_home):
+                outcomes.append((run[:FRESH] + (False,), None))
+        return outcomes
 
     def _merge_key(self, run: tuple, start: int) -> tuple:
         # Runs with the same future merge (SASE's masks over the computation state): the
