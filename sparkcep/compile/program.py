@@ -74,6 +74,23 @@ class Place:
     checks: tuple[int, ...] = ()
     negates: tuple[int, ...] = ()  # labels negated on the way (SASE's !X), sorted
 
+    def passes(self, at_first: bool, at_end: bool, slots: tuple, here) -> bool:
+        """Whether a thread with loop ``slots`` may stand here now: at the partition's first
+        row (``at_first``), after its last (``at_end``), with ``here`` the mark of a slot
+        entered at this row (a matcher marks slots its own way: a row, or True)."""
+        if (self.at_start and not at_first) or (self.at_end and not at_end):
+            return False
+        return not any(slots[s] == here for s in self.checks)
+
+    def entered(self, slots: tuple, here) -> tuple:
+        """``slots`` with the loops entered on the way marked ``here``."""
+        if not self.enters:
+            return slots
+        out = list(slots)
+        for s in self.enters:
+            out[s] = here
+        return tuple(out)
+
 
 # Places a program may hold in all (a pattern whose epsilon paths multiply beyond this is refused).
 MAX_PLACES = 200_000

@@ -100,16 +100,9 @@ class NFAbMatcher(Matcher):
         at_first = pos + part.base == 0
         at_end = part.complete and pos == part.n
         for place in self.places[run[PC]]:
-            if (place.at_start and not at_first) or (place.at_end and not at_end):
+            if not place.passes(at_first, at_end, slots0, True):
                 continue
-            if any(slots0[s] for s in place.checks):
-                continue  # the loop's iteration selected nothing
-            slots = slots0
-            if place.enters:
-                slots = list(slots0)
-                for s in place.enters:
-                    slots[s] = True
-                slots = tuple(slots)
+            slots = place.entered(slots0, True)  # True while the iteration has selected nothing
             pend = pend0
             if place.negates:
                 pend = tuple(sorted(set(pend0) | set(place.negates)))

@@ -242,16 +242,9 @@ class Matcher:
         at_first = pos + part.base == 0
         at_end = part.complete and pos == part.n  # $ holds only after the partition's real last row
         for place in self.closures[pc]:
-            if (place.at_start and not at_first) or (place.at_end and not at_end):
+            if not place.passes(at_first, at_end, slots0, pos):
                 continue
-            if place.checks and any(slots0[s] == pos for s in place.checks):
-                continue  # the loop's iteration took no row
-            slots = slots0
-            if place.enters:
-                slots = list(slots0)
-                for s in place.enters:
-                    slots[s] = pos
-                slots = tuple(slots)
+            slots = place.entered(slots0, pos)  # a slot holds the row its iteration began at
             target = place.pc
             if self.code[target][0] == ACCEPT:
                 key = (target, id(hist)) if by_history else (target,)
