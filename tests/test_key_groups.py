@@ -128,6 +128,7 @@ def test_an_error_names_its_row_as_the_sequential_engine_does():
     assert _result(table, QUERY, "sql", strategy="tasks", workers=2) == sequential
 
 
+@pytest.mark.slow  # ~10 s of restarts: full tier
 def test_workers_that_keep_dying_end_the_query_with_a_clear_error():
     sparkcep.register_function("pr", lambda x: os._exit(3), "bigint", cost="expensive")
     table = _keyed(20, 2)

@@ -39,7 +39,7 @@ QUERIES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", sample(list(COLUMNS), every=2))
+@pytest.mark.parametrize("dtype", sample(list(COLUMNS), every=3))
 def test_dtypes_on_spark_equal_the_local_engine(spark, dtype):
     pdf = pd.DataFrame({"id": IDS, "k": K, "x": COLUMNS[dtype]()})
     for clause in QUERIES:
