@@ -11,7 +11,7 @@ from sparkcep.errors import SparkCepError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
 from sparkcep.options import OPTIONS, SNOOP_OPTIONS, TASK_OPTIONS, check_options
-from sparkcep.query import compile_query, execute, plan_query, run_plan
+from sparkcep.query import compile_query, execute, is_segment_plan, plan_query, run_plan
 from sparkcep.values import to_pandas
 
 __all__ = ["compile_query", "explain", "match_recognize", "plan_query", "run_local", "run_plan", "sase", "snoop"]
@@ -79,14 +79,14 @@ def explain(data: Any, clause: str, picture: str | None = None, **options: Any) 
 
         plan = compile_for(data, clause, mode, options.get("plan"), options.get("sharing", True))[0]
         run = choose_strategy(data, clause, **options)
-        if hasattr(plan, "root"):
+        if is_segment_plan(plan):
             return plan.explain(None, picture) + "\n" + run.describe()
         if picture is not None:
             raise SparkCepError("picture draws a segment query's plan; this query runs on the automaton engine")
         return plan.explain() + "\n" + run.describe()
     table, _ = to_arrow(data)
     plan = compile_query(clause, table, mode, options.get("plan"), options.get("sharing", True))
-    if hasattr(plan, "root"):
+    if is_segment_plan(plan):
         return plan.explain(table, picture)
     if picture is not None:
         raise SparkCepError("picture draws a segment query's plan; this query runs on the automaton engine")

@@ -94,46 +94,45 @@ def run_plan(plan, table: pa.Table, matcher_factory=None, partition_runner=None,
 def choose_executor(plan, strategy: str = "auto", task_options: dict | None = None) -> str:
     """Which executor runs ``plan`` on this machine under ``strategy`` ("auto",
     "sequential", "tasks", "sb", "sb+"): one of EXECUTORS."""
-    task_options = task_options or {}
+    return _choose(plan, strategy, task_options or {})[0]
+
+
+def _choose(plan, strategy: str, task_options: dict):
+    """(executor, the task engine's view of the plan when the executor is "tasks")."""
     if task_options and strategy not in ("tasks", "auto"):
         raise SparkCepError(f"options {', '.join(sorted(task_options))} belong to strategy 'tasks'")
     segment = is_segment_plan(plan)
     if strategy in ("sb", "sb+"):
         if segment:
             raise SparkCepError("strategies 'sb' and 'sb+' run automaton queries, not segment queries")
-        return "state-based"
+        return "state-based", None
     if strategy == "tasks" and segment:
         raise SparkCepError("strategy 'tasks' runs automaton queries, not segment queries")
-    if strategy == "tasks" or (strategy == "auto" and not segment and _calls_expensive(plan)):
-        from sparkcep.tasks.from_sql import task_query_of
+    from sparkcep.tasks.from_sql import calls_expensive, task_query_of
 
-        if task_query_of(plan) is not None:
-            return "tasks"
+    if strategy == "tasks" or (strategy == "auto" and not segment and calls_expensive(plan)):
+        tq = task_query_of(plan)
+        if tq is not None:
+            return "tasks", tq
         if strategy == "auto" and not plan.query.partition_by:
-            return "automaton"  # one partition: nothing to spread
+            return "automaton", None  # one partition: nothing to spread
         state_only = sorted(set(task_options) & {"pm", "queue", "block", "chunk"})
         if state_only:
             raise SparkCepError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
                                 "over a sequence of variables; other queries run their key groups as tasks "
                                 "(options workers, start)")
-        return "key-groups"
+        return "key-groups", None
     if strategy not in ("auto", "sequential"):
         raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
                             "(or with RIP's state-based baselines 'sb' and 'sb+', or the task engine 'tasks')")
-    return "segments" if segment else "automaton"
-
-
-def _calls_expensive(plan) -> bool:
-    from sparkcep.tasks.from_sql import calls_expensive
-
-    return calls_expensive(plan)
+    return ("segments" if segment else "automaton"), None
 
 
 def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | None = None,
             stats: dict | None = None) -> pa.Table:
     """Run ``plan`` over ``table`` on the executor choose_executor picks."""
     task_options = dict(task_options or {})
-    chosen = choose_executor(plan, strategy, task_options)
+    chosen, tq = _choose(plan, strategy, task_options)
     if chosen in ("automaton", "segments"):
         return run_plan(plan, table, stats=stats)
     if chosen == "state-based":
@@ -145,9 +144,9 @@ def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | 
 
     opts = TaskOptions(**{"workers": -1, **task_options}).check()
     if chosen == "tasks":
-        from sparkcep.tasks.from_sql import run_sql_on_tasks, task_query_of
+        from sparkcep.tasks.from_sql import run_sql_on_tasks
 
-        return run_sql_on_tasks(task_query_of(plan), table, opts)
+        return run_sql_on_tasks(tq, table, opts)
     from sparkcep.tasks.groups import KeyGroups
 
     return run_plan(plan, table, stats=stats,

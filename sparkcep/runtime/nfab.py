@@ -81,8 +81,7 @@ class NFAbMatcher(Matcher):
         self._reads_start = any(dp.track < 0 for dp in plan.define_pointers)
         # Without anchors a closure depends on the run's place alone: computed once each.
         anchored = any(i.op in (ASSERT_START, ASSERT_END) for i in plan.program.instructions)
-        self._closures: dict | None = None if anchored else {}
-        self.places = plan.program.closures
+        self._closure_cache: dict | None = None if anchored else {}
 
     # ------------------------------------------------------------ transitions
     def closure(self, run: tuple, pos: int, part: PartitionData) -> list[tuple]:
@@ -90,8 +89,8 @@ class NFAbMatcher(Matcher):
         order: ("accept",) or (pc of a MATCH, slots, excl, pending), from the program's
         precomputed closure."""
         start_item = (run[PC], run[SLOTS], run[EXCL], run[PEND])
-        if self._closures is not None:
-            got = self._closures.get(start_item)
+        if self._closure_cache is not None:
+            got = self._closure_cache.get(start_item)
             if got is not None:
                 return got
         _, slots0, excl0, pend0 = start_item
@@ -99,7 +98,7 @@ class NFAbMatcher(Matcher):
         seen: set = set()
         at_first = pos + part.base == 0
         at_end = part.complete and pos == part.n
-        for place in self.places[run[PC]]:
+        for place in self.closures[run[PC]]:  # the program's, as the Pike VM reads them
             if not place.passes(at_first, at_end, slots0, True):
                 continue
             slots = place.entered(slots0, True)  # True while the iteration has selected nothing
@@ -111,8 +110,8 @@ class NFAbMatcher(Matcher):
                 continue
             seen.add(item)
             out.append(("accept",) if self.code[place.pc][0] == ACCEPT else item)
-        if self._closures is not None:
-            self._closures[start_item] = out
+        if self._closure_cache is not None:
+            self._closure_cache[start_item] = out
         return out
 
     def home(self, run: tuple, items: list[tuple]) -> tuple[frozenset[int], int]:
