@@ -19,6 +19,9 @@ everywhere:
 from __future__ import annotations
 
 import datetime as dt
+import decimal
+import fractions
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcep.errors import DataError, SparkCepError
-from sparkcep.types import Type
+from sparkcep.types import DecimalType, Type, as_decimal, decimal_result, is_decimal
 
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
 
@@ -64,6 +67,90 @@ def checked_int_op(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> 
         what = {"+": "addition", "-": "subtraction", "*": "multiplication"}[op]
         raise FunctionError(f"bigint overflow in {what}")
     return r
+
+
+# ---------------------------------------------------------------- DECIMAL(p, s)
+# Decimal values are Python Decimals at their type's scale. Every operation on them goes
+# through this context, never Python's thread-wide one (28 digits, which would round a
+# DECIMAL(38) silently): wide enough that + - * of two 38-digit values is exact.
+DECIMAL_CONTEXT = decimal.Context(prec=100, rounding=decimal.ROUND_HALF_UP, Emax=999_999, Emin=-999_999,
+                                  traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
+
+
+@functools.lru_cache(maxsize=None)
+def _decimal_bounds(precision: int, scale: int) -> tuple[decimal.Decimal, decimal.Decimal]:
+    """(quantum, limit): values of DECIMAL(p, s) are multiples of 10^-s below 10^(p-s)."""
+    return decimal.Decimal(1).scaleb(-scale), decimal.Decimal(10) ** (precision - scale)
+
+
+def fit_decimal(v: decimal.Decimal | int, t: DecimalType, what: str = "value") -> decimal.Decimal:
+    """``v`` rounded half away from zero to ``t``'s scale; a FunctionError if it then has more
+    digits than ``t``'s precision (Trino's "decimal overflow")."""
+    quantum, limit = _decimal_bounds(t.precision, t.scale)
+    r = DECIMAL_CONTEXT.quantize(decimal.Decimal(v), quantum)
+    if DECIMAL_CONTEXT.abs(r) >= limit:
+        raise FunctionError(f"decimal overflow: {what} {format(r, 'f')} does not fit {t.value}")
+    return r
+
+
+def round_fraction(q: fractions.Fraction, t: DecimalType, what: str) -> decimal.Decimal:
+    """An exact quotient as DECIMAL ``t``: rounded half away from zero at ``t``'s scale."""
+    scaled = q * 10**t.scale
+    units = (abs(scaled.numerator) * 2 + scaled.denominator) // (2 * scaled.denominator)
+    return fit_decimal(decimal.Decimal(units if scaled >= 0 else -units).scaleb(-t.scale, DECIMAL_CONTEXT), t, what)
+
+
+def decimal_op(op: str, t: DecimalType) -> Callable[[Any, Any], decimal.Decimal]:
+    """``a op b`` (op one of + - * / %) on decimals and BIGINTs, with result type ``t``: exact,
+    then rounded half away from zero to ``t``'s scale (only / and % can need it)."""
+    ctx = DECIMAL_CONTEXT
+    what = {"+": "sum", "-": "difference", "*": "product", "/": "quotient", "%": "remainder"}[op]
+    if op in ("+", "-", "*"):
+        exact = {"+": ctx.add, "-": ctx.subtract, "*": ctx.multiply}[op]
+
+        def arith(a, b):
+            return fit_decimal(exact(a, b), t, what)
+        return arith
+
+    def divide(a, b):
+        if b == 0:
+            raise FunctionError("division by zero")
+        if op == "%":
+            return fit_decimal(ctx.remainder(a, b), t, what)  # the sign of the dividend, as SQL
+        return round_fraction(fractions.Fraction(a) / fractions.Fraction(b), t, what)
+    return divide
+
+
+def decimal_negate(a: decimal.Decimal) -> decimal.Decimal:
+    return DECIMAL_CONTEXT.minus(a)
+
+
+def decimal_sum(t: DecimalType) -> Callable[[Any, Any], decimal.Decimal]:
+    """SUM's fold over DECIMAL values (``t`` the result type, DECIMAL(38, s))."""
+    def fold(s, v):
+        return v if s is None else fit_decimal(DECIMAL_CONTEXT.add(s, v), t, "sum")
+    return fold
+
+
+def decimal_average(total: decimal.Decimal | int, count: int, t: DecimalType) -> decimal.Decimal:
+    """AVG of DECIMAL values: the exact mean rounded half away from zero to the input scale."""
+    return round_fraction(fractions.Fraction(total) / count, t, "average")
+
+
+def decimal_from_double(x: float) -> decimal.Decimal:
+    """A double as the decimal it prints as (its shortest round-trip digits, as Java's
+    BigDecimal.valueOf): CAST(0.1 AS DECIMAL(3, 2)) is 0.10, not 0.1000000000000000055."""
+    if not math.isfinite(x):
+        raise FunctionError(f"cannot cast {x} to decimal")
+    return decimal.Decimal(repr(float(x)))
+
+
+def decimal_arithmetic_type(op: str, a: Any, b: Any) -> DecimalType | None:
+    """The result type of ``a op b`` when one side is DECIMAL and the other DECIMAL or BIGINT."""
+    if not (is_decimal(a) or is_decimal(b)):
+        return None
+    da, db = as_decimal(a), as_decimal(b)
+    return decimal_result(op, da, db) if da is not None and db is not None else None
 
 
 # ---------------------------------------------------------------- zoned instants
@@ -272,7 +359,7 @@ def function_result(v: Any, rtype: Type, name: str) -> Any:
         if ok and not fits_bigint(v):
             raise FunctionError(f"function {name} returned {v}, outside BIGINT's range")
     elif rtype is Type.DOUBLE:
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        ok = isinstance(v, (int, float, decimal.Decimal)) and not isinstance(v, bool)
         v = float(v) if ok else v
     elif rtype is Type.VARCHAR:
         ok = isinstance(v, str)

@@ -23,6 +23,7 @@ negation ``!X``; bound node types this module does not know.
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import functools
 import itertools
 import math
@@ -53,6 +54,7 @@ from sparkcep.analysis.bound import (
     Type,
 )
 from sparkcep.language import ast
+from sparkcep.types import is_decimal
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -307,9 +309,15 @@ def _e_agg(node: BAgg, ctx: _Ctx) -> Any:
         return None
     if f == "SUM":
         total = present[0]
-        for v in present[1:]:
-            total = total + v
+        with decimal.localcontext(decimal.Context(prec=200)):  # decimals: exact
+            for v in present[1:]:
+                total = total + v
         return _check_int(total, spec.type)
+    if f == "AVG" and is_decimal(spec.type):
+        # Trino: the exact mean at the argument's scale, rounded half away from zero
+        with decimal.localcontext(decimal.Context(prec=200, rounding=decimal.ROUND_HALF_UP)):
+            mean = sum(present, decimal.Decimal(0)) / len(present)
+            return mean.quantize(decimal.Decimal(1).scaleb(-spec.type.scale))
     if f == "AVG":
         return math.fsum(float(v) for v in present) / len(present) if not any(
             _is_nan(v) or (isinstance(v, float) and math.isinf(v)) for v in present) else sum(present) / len(present)

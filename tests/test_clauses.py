@@ -215,13 +215,14 @@ def test_data_errors_name_column_and_row():
     with pytest.raises(DataError) as e:
         sparkcep.match_recognize(t, "ORDER BY ts PATTERN (A) WITHIN 3")
     assert e.value.column == "ts" and e.value.row == 1
-    t = pa.table({"ts": [1], "price": pa.array([1], pa.decimal128(5, 2))})
-    with pytest.raises(DataError) as e:
-        sparkcep.match_recognize(t, "ORDER BY ts PATTERN (A) DEFINE A AS price > 0")
-    assert e.value.column == "price"
-    # An unsupported type that the query does not read passes through untouched.
-    out = sparkcep.match_recognize(t, "ORDER BY ts MEASURES A.ts AS t ALL ROWS PER MATCH PATTERN (A)")
-    assert out.column("price").type == pa.decimal128(5, 2)
+    for t in (pa.table({"ts": [1], "price": pa.array([{"a": 1}])}),  # a struct
+              pa.table({"ts": [1], "price": pa.array([1], pa.decimal256(40, 2))})):  # above 38 digits
+        with pytest.raises(DataError) as e:
+            sparkcep.match_recognize(t, "ORDER BY ts PATTERN (A) DEFINE A AS price IS NOT NULL")
+        assert e.value.column == "price"
+        # An unsupported type that the query does not read passes through untouched.
+        out = sparkcep.match_recognize(t, "ORDER BY ts MEASURES A.ts AS t ALL ROWS PER MATCH PATTERN (A)")
+        assert out.column("price").type == t.schema.field("price").type
 
 
 def test_division_by_zero_names_the_row():

@@ -267,3 +267,55 @@ def test_timestamp_results_of_functions_are_zoned_values(registered):
     z = pd.DataFrame({"id": [1], "ts": _berlin("2024-03-31 00:30")})
     out = match_recognize(z, "ORDER BY id MEASURES later(A.ts) - A.ts AS gap PATTERN (A)")
     assert out.gap.tolist() == [pd.Timedelta(hours=1)]
+
+
+# ---------------------------------------------------------------- DECIMAL(p, s)
+def _decimals(*values: str, precision: int = 38, scale: int = 2) -> pa.Table:
+    import decimal
+
+    xs = [None if v is None else decimal.Decimal(v) for v in values]
+    return pa.table({"id": list(range(len(xs))), "x": pa.array(xs, pa.decimal128(precision, scale))})
+
+
+def test_decimal_sum_is_exact_at_38_digits():
+    import decimal
+
+    big = "1" + "0" * 34 + ".01"  # 37 digits: doubles keep 16, Python's default context 28
+    out = match_recognize(_decimals(big, "0.01", big), "ORDER BY id MEASURES SUM(x) AS s, AVG(x) AS av "
+                          "PATTERN (A+) DEFINE A AS true").to_pandas()
+    assert out.s.tolist() == [decimal.Decimal("2" + "0" * 34 + ".03")]
+    assert out.av.tolist() == [decimal.Decimal("6" * 34 + ".68")]  # (2e34 + 0.03) / 3 = 6…6.67666…, half up
+
+
+@pytest.mark.parametrize("expr, message", [
+    ("A.x * A.x", "decimal overflow"),                   # 2 × 37 digits > 38
+    ("SUM(x) * 1000", "decimal overflow"),
+    ("A.x / 0", "division by zero"),
+    ("A.x % 0", "division by zero"),
+    ("CAST(A.x AS DECIMAL(5, 2))", "cannot cast"),
+    ("CAST('abc' AS DECIMAL(5, 2))", "cannot cast"),
+])
+def test_decimal_errors_name_the_row(expr, message):
+    big = "9" * 35 + ".99"
+    with pytest.raises(DataError, match=message) as e:
+        match_recognize(_decimals("1.00", big), f"ORDER BY id MEASURES {expr} AS v PATTERN (A) DEFINE A AS x > 1")
+    assert e.value.row == 1 or "CAST('abc'" in expr
+
+
+def test_decimal_try_cast_and_pandas_round_trip():
+    import decimal
+
+    df = pd.DataFrame({"id": [1, 2], "x": [decimal.Decimal("1.5"), None]})
+    out = match_recognize(df, "ORDER BY id MEASURES TRY_CAST(A.x * 1000 AS DECIMAL(3, 1)) AS t, A.x AS ax "
+                          "ALL ROWS PER MATCH PATTERN (A)")
+    assert out.t.tolist() == [None, None] and out.ax.tolist() == [decimal.Decimal("1.5"), None]
+
+
+def test_decimal_functions_read_doubles_and_user_functions_get_decimals(registered):
+    import decimal
+
+    seen = []
+    registered("show", lambda v: seen.append(v) or v, returns="double")
+    out = match_recognize(_decimals("2.25"), "ORDER BY id MEASURES sqrt(A.x) AS r, show(A.x) AS s PATTERN (A)").to_pandas()
+    assert out.r.tolist() == [1.5] and out.s.tolist() == [2.25]
+    assert seen == [decimal.Decimal("2.25")]

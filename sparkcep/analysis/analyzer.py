@@ -57,7 +57,7 @@ class Analyzer(ExpressionBinder, SegmentRules, SelectionRules):
         if col.type is None:
             raise DataError(
                 f"column type {col.arrow_type} is not supported in expressions, PARTITION BY or ORDER BY "
-                "(supported: integers, floating point, boolean, string, timestamp, date, duration, binary, list)",
+                "(supported: integers, floating point, decimal up to 38 digits, boolean, string, timestamp, date, duration, binary, list)",
                 column=col.name,
             )
         return idx, col

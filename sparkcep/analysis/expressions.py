@@ -30,6 +30,8 @@ from sparkcep.analysis.patterns import find_in_pattern
 from sparkcep.analysis.scope import Scope
 from sparkcep.functions import casts, library
 from sparkcep.language import ast
+from sparkcep.types import MAX_DECIMAL_PRECISION, DecimalType, is_decimal
+from sparkcep.values import DECIMAL_CONTEXT, decimal_arithmetic_type, decimal_from_double
 
 _LITERAL_TYPES = {
     "string": Type.VARCHAR,
@@ -55,9 +57,50 @@ def element_type(e: BExpr, aggregates: list[AggregateSpec]) -> Type:
 
 
 _ARRAY_AGGREGATES = {"COLLECT", "MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"}  # arrays of their argument
+# Built-in functions that take DECIMAL values as they are (they pick or compare values);
+# every other built-in function reads a decimal argument as a double.
+_DECIMAL_FUNCTIONS = {"COALESCE", "NULLIF", "GREATEST", "LEAST", "IF", "ABS"}
+
+
+def as_double(x: BExpr) -> BExpr:
+    """``x`` read as a double (the implicit coercion of a decimal where a double is wanted)."""
+    if not is_decimal(x.type):
+        return x
+    return BCall("CAST AS DOUBLE", (x,), casts.cast_function("DOUBLE", (), False), True, Type.DOUBLE)
+
+
+def _decimal_literal(x: BExpr) -> BLiteral | None:
+    """A double literal as the decimal it spells (1.05 is DECIMAL(3, 2), as Trino types it),
+    or None when it has no such form (NaN, 1e-50)."""
+    if not (isinstance(x, BLiteral) and x.type is Type.DOUBLE and isinstance(x.value, float)):
+        return None
+    try:
+        d = decimal_from_double(x.value)
+    except Exception:
+        return None
+    if d.as_tuple().exponent > 0:
+        d = DECIMAL_CONTEXT.quantize(d, 1)
+    scale = -d.as_tuple().exponent
+    precision = max(len(d.as_tuple().digits), scale, 1)
+    if precision > MAX_DECIMAL_PRECISION:
+        return None
+    return BLiteral(d, DecimalType(precision, scale))
+
+
+def meet_decimals(xs: list[BExpr]) -> list[BExpr]:
+    """Values that stand together (operands, CASE results) where a DECIMAL meets a DOUBLE:
+    double literals become the decimals they spell, so ``price > 10.05`` compares exactly;
+    otherwise the decimals are read as doubles, as Trino coerces them."""
+    if not any(is_decimal(x.type) for x in xs) or not any(x.type is Type.DOUBLE for x in xs):
+        return xs
+    literals = [_decimal_literal(x) if x.type is Type.DOUBLE else None for x in xs]
+    if all(lit is not None for x, lit in zip(xs, literals, strict=True) if x.type is Type.DOUBLE):
+        return [lit if lit is not None else x for x, lit in zip(xs, literals, strict=True)]
+    return [as_double(x) for x in xs]
 
 
 _SERIES_AGGREGATES = {"LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED", "MANN_KENDALL_TEST", "ZSCORE"}
+_DOUBLE_AGGREGATES = _SERIES_AGGREGATES | {"STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"}
 
 
 class ExpressionBinder:
@@ -80,18 +123,18 @@ class ExpressionBinder:
             if e.op == "NOT":
                 self.expect_bool(x, e.operand, "NOT")
                 return BUnary("NOT", x, Type.BOOLEAN)
-            if not (x.type.numeric or x.type in (Type.NULL, Type.INTERVAL, Type.ANY)):
+            if not (x.type.numeric or is_decimal(x.type) or x.type in (Type.NULL, Type.INTERVAL, Type.ANY)):
                 raise self.error("TYPE_MISMATCH", f"cannot negate a {x.type.value}", e)
             return BUnary("-", x, x.type if x.type is not Type.NULL else Type.BIGINT)
         if isinstance(e, ast.Binary):
             return self.bind_binary(e, scope, in_row, row_labels)
         if isinstance(e, ast.Between):
-            x, lo, hi = (self.bind(v, scope, in_row, row_labels) for v in (e.operand, e.low, e.high))
+            x, lo, hi = meet_decimals([self.bind(v, scope, in_row, row_labels) for v in (e.operand, e.low, e.high)])
             self.expect_comparable([x, lo, hi], e)
             return BBetween(x, lo, hi, e.negated)
         if isinstance(e, ast.InList):
-            x = self.bind(e.operand, scope, in_row, row_labels)
-            items = tuple(self.bind(i, scope, in_row, row_labels) for i in e.items)
+            x, *rest = meet_decimals([self.bind(v, scope, in_row, row_labels) for v in (e.operand, *e.items)])
+            items = tuple(rest)
             self.expect_comparable([x, *items], e)
             return BIn(x, items, e.negated)
         if isinstance(e, ast.IsNull):
@@ -116,6 +159,9 @@ class ExpressionBinder:
                     self.expect_comparable([operand, c], cond)
                 whens.append((c, self.bind(result, scope, in_row, row_labels)))
             default = self.bind(e.default, scope, in_row, row_labels) if e.default is not None else None
+            results = meet_decimals([r for _, r in whens] + ([default] if default is not None else []))
+            whens = [(c, r) for (c, _), r in zip(whens, results, strict=False)]
+            default = results[-1] if default is not None else None
             rtype = library.unify([r.type for _, r in whens] + ([default.type] if default else []))
             if rtype is None:
                 raise self.error("TYPE_MISMATCH", "the results of CASE have different types", e)
@@ -125,16 +171,21 @@ class ExpressionBinder:
     def bind_cast(self, e: ast.Cast, scope: Scope, in_row: bool, row_labels) -> BExpr:
         x = self.bind(e.operand, scope, in_row, row_labels)
         span = e.type_span if e.type_span is not None else e.span
-        target = casts.CAST_TARGETS.get(e.type_name)
-        if target is None:
-            raise self.error("NOT_SUPPORTED", f"CAST to {e.type_name} is not supported (supported: "
-                             f"{', '.join(sorted(casts.CAST_TARGETS))})", span)
-        if e.sizes and (target is not Type.VARCHAR or len(e.sizes) > 1):
-            raise self.error("NOT_SUPPORTED", f"{e.type_name} takes no size here (only VARCHAR(n))", span)
-        if e.sizes and e.sizes[0] < 1:
-            raise self.error("NOT_SUPPORTED", "VARCHAR(n) needs n of at least 1", span)
-        if x.type not in (Type.NULL, Type.ANY) and x.type not in casts.CASTABLE[target]:
-            raise self.error("TYPE_MISMATCH", f"cannot cast {x.type.value} to {e.type_name.lower()}", e)
+        if e.type_name in casts.DECIMAL_NAMES:
+            target = casts.decimal_target(e.sizes)
+            if isinstance(target, str):
+                raise self.error("NOT_SUPPORTED", target, span)
+        else:
+            target = casts.CAST_TARGETS.get(e.type_name)
+            if target is None:
+                raise self.error("NOT_SUPPORTED", f"CAST to {e.type_name} is not supported (supported: "
+                                 f"{', '.join(sorted((*casts.CAST_TARGETS, 'DECIMAL')))})", span)
+            if e.sizes and (target is not Type.VARCHAR or len(e.sizes) > 1):
+                raise self.error("NOT_SUPPORTED", f"{e.type_name} takes no size here (only VARCHAR(n) and DECIMAL(p, s))", span)
+            if e.sizes and e.sizes[0] < 1:
+                raise self.error("NOT_SUPPORTED", "VARCHAR(n) needs n of at least 1", span)
+        if x.type not in (Type.NULL, Type.ANY) and not casts.castable(x.type, target):
+            raise self.error("TYPE_MISMATCH", f"cannot cast {x.type.value} to {target.value}", e)
         what = ("TRY_CAST" if e.try_ else "CAST") + f" AS {e.type_name}"
         return BCall(what, (x,), casts.cast_function(e.type_name, e.sizes, e.try_), True, target)
 
@@ -150,6 +201,10 @@ class ExpressionBinder:
             if labels is None:
                 raise self.error("UNKNOWN_VARIABLE", f"{e.qualifier.text} is not a pattern variable or subset", e.qualifier)
         idx, col = self.column(e.column)
+        if self.segment and is_decimal(col.type):
+            # The segment executor computes aggregates over float64 series: never a decimal.
+            raise self.error("NOT_SUPPORTED", f"a segment query does not read decimal columns ({col.name!r} is "
+                             f"{col.type.value}); cast it to double in the source", e)
         inner = BColumn(idx, col.name, col.type)
         if in_row:
             row_labels.append((labels, e))
@@ -177,6 +232,9 @@ class ExpressionBinder:
             self.expect_bool(left, e.left, op)
             self.expect_bool(right, e.right, op)
             return BBinary(op, left, right, Type.BOOLEAN)
+        if Type.DOUBLE in (lt, rt):
+            left, right = meet_decimals([left, right])
+            lt, rt = left.type, right.type
         if op in ("=", "<>", "<", "<=", ">", ">="):
             self.expect_comparable([left, right], e, equality=op in ("=", "<>"))
             return BBinary(op, left, right, Type.BOOLEAN)
@@ -193,6 +251,9 @@ class ExpressionBinder:
         if lt is Type.NULL or rt is Type.NULL:
             other = rt if lt is Type.NULL else lt
             return BBinary(op, left, right, other if other is not Type.NULL else Type.BIGINT)
+        decimal = decimal_arithmetic_type(op, lt, rt)
+        if decimal is not None:
+            return BBinary(op, left, right, decimal)
         if lt.numeric and rt.numeric:
             rtype = Type.DOUBLE if Type.DOUBLE in (lt, rt) else Type.BIGINT
             return BBinary(op, left, right, rtype)
@@ -267,6 +328,13 @@ class ExpressionBinder:
             if isinstance(a, ast.Star):
                 raise self.error("SYNTAX", "'*' is only allowed as the argument of COUNT", a)
         args = tuple(self.bind(a, scope, in_row, row_labels) for a in e.args)
+        if not fn.user_defined and any(is_decimal(a.type) for a in args):
+            if name not in _DECIMAL_FUNCTIONS:
+                args = tuple(as_double(a) for a in args)
+            else:
+                args = tuple(meet_decimals(list(args)))
+                if name == "ABS" and is_decimal(args[0].type):
+                    return BCall(name, args, library.decimal_abs, True, args[0].type)
         if len(args) < fn.min_args or (fn.max_args is not None and len(args) > fn.max_args):
             want = str(fn.min_args) if fn.max_args == fn.min_args else f"{fn.min_args} to {fn.max_args if fn.max_args is not None else 'any number of'}"
             raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes {want} arguments, got {len(args)}", e)
@@ -409,6 +477,9 @@ class ExpressionBinder:
                 labels = labels if has_col else key_labels
                 if key.type is Type.ARRAY:
                     raise self.error("TYPE_MISMATCH", f"{e.name.text} needs a key that can be ordered, not array", args[1])
+            if name in _DOUBLE_AGGREGATES or name.startswith("USER:"):
+                inner = as_double(inner)  # statistics of decimals are computed in doubles
+                key = as_double(key) if key is not None else None
             rtype = self.aggregate_type(name, inner.type, arg)
             if count is not None and e.distinct:
                 raise self.error("NOT_SUPPORTED", f"DISTINCT with {e.name.text}(..., n) is not supported", e)
@@ -439,6 +510,10 @@ class ExpressionBinder:
             return Type.BIGINT
         if name in ("SUM", "AVG") and self.segment and t in TIME_TYPES:
             return Type.DOUBLE  # a segment query counts timestamps as seconds since the epoch
+        if is_decimal(t) and name in ("SUM", "AVG", "DELTA"):
+            # Exact (Trino): SUM keeps the scale at 38 digits, AVG the input type, DELTA a difference.
+            return (DecimalType(MAX_DECIMAL_PRECISION, t.scale) if name == "SUM"
+                    else t if name == "AVG" else decimal_arithmetic_type("-", t, t))
         if name == "SUM":
             if not (numeric_ok or t is Type.INTERVAL):
                 raise self.error("TYPE_MISMATCH", f"SUM needs numbers, not {t.value}", arg)

@@ -17,9 +17,10 @@ import numpy as np
 
 from sparkcep.aggregates.kernels import R2_DECIMALS
 from sparkcep.analysis.bound import AggregateSpec
-from sparkcep.compile.expressions import EvaluationError, compile_row
+from sparkcep.compile.expressions import EvaluationError, in_row_errors, compile_row
 from sparkcep.functions.library import sql_less
-from sparkcep.values import fits_bigint
+from sparkcep.types import is_decimal
+from sparkcep.values import DECIMAL_CONTEXT, decimal_average, decimal_op, decimal_sum, fits_bigint
 
 
 @dataclass(frozen=True)
@@ -101,8 +102,15 @@ def _sum(s, v):
     return r
 
 
-def _folding(func: str) -> tuple[Any, Callable[[Any, Any], Any], Callable[[Any], Any]]:
-    """(initial state, fold(state, non-NULL value), result) of the aggregates that skip NULLs."""
+def _folding(func: str, rtype=None) -> tuple[Any, Callable[[Any, Any], Any], Callable[[Any], Any]]:
+    """(initial state, fold(state, non-NULL value), result) of the aggregates that skip NULLs
+    (``rtype``: the result type, which makes SUM and AVG of decimals exact)."""
+    if is_decimal(rtype) and func == "SUM":
+        return None, in_row_errors(decimal_sum(rtype)), _identity
+    if is_decimal(rtype) and func == "AVG":
+        def average(s):
+            return None if s[1] == 0 else in_row_errors(decimal_average)(s[0], s[1], rtype)
+        return (0, 0), lambda s, v: (DECIMAL_CONTEXT.add(s[0], v), s[1] + 1), average
     if func == "COUNT":
         return 0, lambda s, v: s + 1, _identity
     if func == "SUM":
@@ -219,10 +227,12 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
             v = value(cols, pos, label, number)
             return (v, v, True) if not s[2] else (s[0], v, True)
 
+        minus = in_row_errors(decimal_op("-", spec.type)) if is_decimal(spec.type) else (lambda a, b: a - b)
+
         def result(s):
             if not s[2] or s[0] is None or s[1] is None:
                 return None
-            return s[1] - s[0]
+            return minus(s[1], s[0])
         return Aggregate(spec, (None, None, False), step, result)
     if func == "COLLECT" and not spec.distinct:
         # A shared linked list (value, previous): forks share their common prefix.
@@ -245,7 +255,7 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         return Aggregate(spec, None, step, lambda s: None if s is None else s[1])
     if spec.distinct:
         return _distinct(spec, value)
-    initial, fold, result = _folding(func)
+    initial, fold, result = _folding(func, spec.type)
 
     def step(s, cols, pos, label, number=None):
         v = value(cols, pos, label, number)
@@ -289,7 +299,7 @@ def _distinct(spec: AggregateSpec, value) -> Aggregate:
             return (v, s)
         initial, fold, result = None, fold_collect, (lambda s: None if s is None else _linked(s))
     else:
-        initial, fold, result = _folding(func)
+        initial, fold, result = _folding(func, spec.type)
 
     keep_null = func == "COLLECT"  # array_agg keeps NULL (once, with DISTINCT)
 

@@ -40,7 +40,8 @@ from sparkcep.analysis.bound import (
 )
 from sparkcep.errors import DataError
 from sparkcep.functions.library import array_equal
-from sparkcep.values import FunctionError, fits_bigint, localize, shift
+from sparkcep.types import is_decimal
+from sparkcep.values import FunctionError, decimal_negate, decimal_op, fits_bigint, localize, shift
 
 
 class EvaluationError(DataError):
@@ -120,6 +121,16 @@ def _checked(fn: Callable[[Any, Any], Any], what: str) -> Callable[[Any, Any], A
         if type(r) is int and not fits_bigint(r):
             raise EvaluationError(f"bigint overflow in {what}")
         return r
+    return op
+
+
+def in_row_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` whose refusals (a decimal overflow, a division by zero) are errors on the row."""
+    def op(*args):
+        try:
+            return fn(*args)
+        except FunctionError as exc:
+            raise EvaluationError(str(exc)) from None
     return op
 
 
@@ -290,9 +301,10 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
             if row:
                 return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else not v)(f(cols, pos, label, number))
             return lambda ctx: (lambda v: None if v is None else not v)(f(ctx))
+        neg = in_row_errors(decimal_negate) if is_decimal(e.type) else (lambda v: -v)
         if row:
-            return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else -v)(f(cols, pos, label, number))
-        return lambda ctx: (lambda v: None if v is None else -v)(f(ctx))
+            return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else neg(v))(f(cols, pos, label, number))
+        return lambda ctx: (lambda v: None if v is None else neg(v))(f(ctx))
     if isinstance(e, BBinary):
         lf, rf = sub(e.left), sub(e.right)
         if e.op in ("AND", "OR"):
@@ -310,6 +322,8 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
             return logic
         if e.op in _COMPARE:
             op = comparison(e.op, e.left, e.right)
+        elif is_decimal(e.type):
+            op = in_row_errors(decimal_op(e.op, e.type))  # exact, at the node's scale
         elif e.op in ("/", "%") and e.type is Type.DOUBLE:
             op = _DOUBLE_ARITH[e.op]  # the node's type decides, not the values'
         else:

@@ -12,6 +12,7 @@ import pyarrow as pa
 from sparkcep.analysis.bound import AnalyzedQuery, BColumn, BWindow, Type
 from sparkcep.analysis.scope import Column
 from sparkcep.errors import DataError, SparkCepError
+from sparkcep.types import MAX_DECIMAL_PRECISION, DecimalType
 
 
 def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
@@ -93,6 +94,8 @@ def sql_type(t: pa.DataType) -> Type | None:
         return Type.INTERVAL
     if pa.types.is_null(t):
         return Type.NULL
+    if pa.types.is_decimal(t) and t.precision <= MAX_DECIMAL_PRECISION:
+        return DecimalType(t.precision, t.scale)
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return Type.BINARY
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):

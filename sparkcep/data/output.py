@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from sparkcep.analysis.bound import AnalyzedQuery, BColumn, Type
 from sparkcep.errors import DataError
+from sparkcep.types import is_decimal
 
 _ARROW = {
     Type.BIGINT: pa.int64(),
@@ -39,7 +40,7 @@ def _expr_arrow_type(e, schema: pa.Schema, aggregates) -> pa.DataType | None:
         arg_type = None
         if spec.arg is not None:
             arg_type = (_plain(schema.field(spec.arg.index).type) if isinstance(spec.arg, BColumn)
-                        else _ARROW.get(spec.arg.type))
+                        else arrow_type(spec.arg.type))
         if spec.func in ("COLLECT", "MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"):
             return pa.list_(arg_type if arg_type is not None else pa.null())
         if spec.func in ("MIN", "MAX", "MAX_BY", "MIN_BY", "ARBITRARY") and arg_type is not None:
@@ -55,7 +56,14 @@ def _expr_arrow_type(e, schema: pa.Schema, aggregates) -> pa.DataType | None:
         zones = [f.type.tz for f in (schema.field(c.index) for c in _columns_in(e))
                  if pa.types.is_timestamp(_plain(f.type)) and _plain(f.type).tz is not None]
         return pa.timestamp("us", zones[0] if zones else None)
-    return _ARROW.get(e.type)
+    return arrow_type(e.type)
+
+
+def arrow_type(t) -> pa.DataType | None:
+    """The Arrow type of values of SQL type ``t`` (None: decided by the values)."""
+    if is_decimal(t):
+        return pa.decimal128(t.precision, t.scale)
+    return _ARROW.get(t)
 
 
 def _columns_in(e) -> list[BColumn]:

@@ -10,9 +10,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from sparkcep.types import Type
+from sparkcep.types import MAX_DECIMAL_PRECISION, DecimalType, Type
 from sparkcep.values import (
+    DECIMAL_CONTEXT,
     FunctionError,
+    decimal_from_double,
+    fit_decimal,
 )
 
 CAST_TARGETS = {
@@ -21,16 +24,40 @@ CAST_TARGETS = {
     "VARCHAR": Type.VARCHAR, "CHAR": Type.VARCHAR, "BOOLEAN": Type.BOOLEAN, "DATE": Type.DATE,
     "TIMESTAMP": Type.TIMESTAMP,
 }
+# DECIMAL(p, s) and its synonyms: the type depends on the sizes (decimal_target).
+DECIMAL_NAMES = ("DECIMAL", "NUMERIC", "DEC")
 _INT_RANGE = {"BIGINT": 63, "INTEGER": 31, "INT": 31, "SMALLINT": 15, "TINYINT": 7}
 # Which source types each target accepts (the others are a type error at analysis).
 CASTABLE = {
-    Type.BIGINT: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN},
-    Type.DOUBLE: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN},
-    Type.VARCHAR: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN, Type.DATE, Type.TIMESTAMP},
-    Type.BOOLEAN: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN},
+    Type.BIGINT: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN, "DECIMAL"},
+    Type.DOUBLE: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN, "DECIMAL"},
+    "DECIMAL": {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN, "DECIMAL"},
+    Type.VARCHAR: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN, Type.DATE, Type.TIMESTAMP, "DECIMAL"},
+    Type.BOOLEAN: {Type.BIGINT, Type.DOUBLE, Type.VARCHAR, Type.BOOLEAN, "DECIMAL"},
     Type.DATE: {Type.VARCHAR, Type.DATE, Type.TIMESTAMP},
     Type.TIMESTAMP: {Type.VARCHAR, Type.DATE, Type.TIMESTAMP},
 }
+
+
+def castable(source, target) -> bool:
+    """Whether CAST accepts ``source`` for ``target`` (decimal types by kind, not by size)."""
+    def kind(t):
+        return "DECIMAL" if isinstance(t, DecimalType) else t
+    return kind(source) in CASTABLE[kind(target)]
+
+
+def decimal_target(sizes: tuple[int, ...]) -> DecimalType | str:
+    """DECIMAL, DECIMAL(p) or DECIMAL(p, s) as a type (Trino: DECIMAL alone is DECIMAL(38, 0)),
+    or what is wrong with the sizes."""
+    if len(sizes) > 2:
+        return "DECIMAL takes a precision and a scale: DECIMAL(p, s)"
+    precision = sizes[0] if sizes else MAX_DECIMAL_PRECISION
+    scale = sizes[1] if len(sizes) > 1 else 0
+    if not 1 <= precision <= MAX_DECIMAL_PRECISION:
+        return f"DECIMAL precision must be between 1 and {MAX_DECIMAL_PRECISION}, got {precision}"
+    if not 0 <= scale <= precision:
+        return f"DECIMAL scale must be between 0 and the precision ({precision}), got {scale}"
+    return DecimalType(precision, scale)
 
 
 def format_double(x: float) -> str:
@@ -57,6 +84,8 @@ def to_text(v: Any) -> str:
         return format_double(v)
     if isinstance(v, dt.datetime):
         return v.isoformat(sep=" ")
+    if isinstance(v, decimal.Decimal):
+        return format(v, "f")  # 0.00, never 0E-2
     return str(v)
 
 
@@ -69,6 +98,8 @@ def _to_int(v, bits: int):
         if not math.isfinite(v):
             raise FunctionError(f"cannot cast {format_double(v)} to an integer")
         r = int(math.floor(abs(v) + 0.5)) * (1 if v >= 0 else -1)  # half away from zero
+    elif isinstance(v, decimal.Decimal):
+        r = int(DECIMAL_CONTEXT.quantize(v, decimal.Decimal(1)))  # half away from zero
     else:
         text = v.strip()
         try:
@@ -81,7 +112,7 @@ def _to_int(v, bits: int):
 
 
 def _to_double(v):
-    if isinstance(v, (bool, int, float)):
+    if isinstance(v, (bool, int, float, decimal.Decimal)):
         return float(v)
     text = v.strip()
     special = {"nan": math.nan, "infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf}
@@ -96,7 +127,7 @@ def _to_double(v):
 def _to_boolean(v):
     if isinstance(v, bool):
         return v
-    if isinstance(v, (int, float)):
+    if isinstance(v, (int, float, decimal.Decimal)):
         if isinstance(v, float) and math.isnan(v):
             raise FunctionError("cannot cast NaN to boolean")
         return v != 0
@@ -130,10 +161,34 @@ def _to_timestamp(v):
         raise FunctionError(f"cannot cast {v!r} to timestamp (YYYY-MM-DD HH:MM:SS)") from None
 
 
+def _decimal_converter(t: DecimalType) -> Callable[[Any], Any]:
+    def convert(v):
+        if isinstance(v, bool):
+            d = decimal.Decimal(int(v))
+        elif isinstance(v, (int, decimal.Decimal)):
+            d = v
+        elif isinstance(v, float):
+            d = decimal_from_double(v)
+        else:
+            try:
+                d = decimal.Decimal(v.strip())
+            except decimal.InvalidOperation:
+                raise FunctionError(f"cannot cast {v!r} to {t.value}") from None
+            if not d.is_finite():
+                raise FunctionError(f"cannot cast {v!r} to {t.value}")
+        try:
+            return fit_decimal(d, t, "value")
+        except FunctionError:
+            raise FunctionError(f"cannot cast {to_text(v)} to {t.value}: too many digits") from None
+    return convert
+
+
 def cast_function(target: str, sizes: tuple[int, ...], try_: bool) -> Callable[[Any], Any]:
     """The implementation of CAST(x AS target[(sizes)]) (TRY_CAST: NULL where CAST fails)."""
-    t = CAST_TARGETS[target]
-    if t is Type.BIGINT:
+    t = decimal_target(sizes) if target in DECIMAL_NAMES else CAST_TARGETS[target]
+    if isinstance(t, DecimalType):
+        convert = _decimal_converter(t)
+    elif t is Type.BIGINT:
         bits = _INT_RANGE[target]
 
         def convert(v):

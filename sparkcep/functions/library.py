@@ -12,8 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkcep.types import NUMERIC, Type
+from sparkcep.types import NUMERIC, Type, as_decimal, decimal_union, is_decimal
 from sparkcep.values import (
+    DECIMAL_CONTEXT,
     FunctionError,
     localize,
     zone_of,
@@ -79,8 +80,12 @@ def unify(types: list[Type]) -> Type | None:
         return Type.ANY
     if all(t.numeric for t in known):
         return Type.DOUBLE if Type.DOUBLE in known else Type.BIGINT
+    if any(is_decimal(t) for t in known) and all(t.numeric or is_decimal(t) for t in known):
+        if Type.DOUBLE in known:
+            return Type.DOUBLE
+        return functools.reduce(decimal_union, [as_decimal(t) for t in known])
     first = known[0]
-    if all(t is first for t in known):
+    if all(t == first for t in known):
         return first
     return None
 
@@ -155,6 +160,10 @@ def sql_less(a, b) -> bool:
     if _is_nan(a) or _is_nan(b):
         return _is_nan(b) and not _is_nan(a)
     return a < b
+
+
+def decimal_abs(x):
+    return DECIMAL_CONTEXT.abs(x)  # exact: Python's abs() would round to 28 digits
 
 
 def _greatest(*args):

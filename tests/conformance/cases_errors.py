@@ -196,7 +196,7 @@ CASES: list[Case] = [
 
 # What stays unsupported: each a positioned QueryError with code NOT_SUPPORTED.
 CASES += [
-    err("err_unsupported_cast_target", "ORDER BY id MEASURES CAST(LAST(v) AS decimal(10, 2)) AS x PATTERN (A)",
+    err("err_unsupported_cast_target", "ORDER BY id MEASURES CAST(LAST(v) AS time(3)) AS x PATTERN (A)",
         "NOT_SUPPORTED"),
     err("err_unsupported_extract_field", "ORDER BY id MEASURES EXTRACT(TIMEZONE_HOUR FROM LAST(ts)) AS x PATTERN (A)",
         "NOT_SUPPORTED", data=TS_DATA),

@@ -51,13 +51,16 @@ def table_of(case: Case) -> pa.Table:
     arrays = {}
     for name, values in case.data.items():
         t = case.types.get(name)
-        arrays[name] = pa.array(values, type=pa.type_for_alias(t) if t and "[" not in t else _typed(t))
+        arrays[name] = pa.array(values, type=pa.type_for_alias(t) if t and "[" not in t and "(" not in t else _typed(t))
     return pa.table(arrays)
 
 
 def _typed(t: str | None):
     if t is None:
         return None
+    if t.startswith("decimal128("):
+        precision, scale = (int(v) for v in t[len("decimal128("):-1].split(","))
+        return pa.decimal128(precision, scale)
     if t.startswith("timestamp["):
         unit, _, tz = t[len("timestamp["):-1].partition(",")
         tz = tz.strip().removeprefix("tz=") or None

@@ -4,8 +4,11 @@ engine's rows (as instants, NULL for NULL) under the partition and run strategie
 
 from __future__ import annotations
 
+import decimal
+
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import sparkcep
@@ -44,6 +47,21 @@ def test_dtypes_on_spark_equal_the_local_engine(spark, dtype):
     pdf = pd.DataFrame({"id": IDS, "k": K, "x": COLUMNS[dtype]()})
     for clause in QUERIES:
         assert_same(spark, pdf, clause, strategies=("partition", "runs"), batch=3)
+
+
+def test_decimals_on_spark_equal_the_local_engine(spark):
+    """A Spark DecimalType column is DECIMAL(p, s) end to end: exact SUM/AVG and arithmetic,
+    the measure's decimal type in Spark's output schema."""
+    d = decimal.Decimal
+    table = pa.table({"id": IDS, "k": K, "x": pa.array([d("1.25"), None, d("0.10"), d("3.5"), d("0.20"),
+                                                         d("-7"), d("0.30"), d("2")], pa.decimal128(9, 2))})
+    clause = """PARTITION BY k ORDER BY id MEASURES SUM(x) AS s, AVG(x) AS av, LAST(x) * 3 AS m,
+        CAST(FIRST(x) AS DECIMAL(4, 1)) AS c PATTERN (A B*) DEFINE B AS x > PREV(x) - 0.15"""
+    got = assert_same(spark, table, clause, strategies=("partition", "runs"), batch=3)
+    assert got
+    schema = sparkcep.match_recognize(spark.createDataFrame(table), clause).schema
+    assert {f.name: f.dataType.simpleString() for f in schema.fields if f.name in ("s", "av", "c")} == {
+        "s": "decimal(38,2)", "av": "decimal(9,2)", "c": "decimal(4,1)"}
 
 
 def test_zoned_difference_across_dst_on_spark(spark):
