@@ -77,7 +77,7 @@ DECIMAL_CONTEXT = decimal.Context(prec=100, rounding=decimal.ROUND_HALF_UP, Emax
                                   traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _decimal_bounds(precision: int, scale: int) -> tuple[decimal.Decimal, decimal.Decimal]:
     """(quantum, limit): values of DECIMAL(p, s) are multiples of 10^-s below 10^(p-s)."""
     return decimal.Decimal(1).scaleb(-scale), decimal.Decimal(10) ** (precision - scale)

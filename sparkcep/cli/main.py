@@ -181,8 +181,10 @@ def stream(
     schema: str | None = typer.Option(None, "--schema", help="input schema as DDL, e.g. 'ts timestamp, k string, v double' "
                                       "(default: read from the files present)"),
     watermark: str = typer.Option("10 minutes", "--watermark", help="how late a row may arrive"),
-    trigger: str = typer.Option("available-now", "--trigger", help="'available-now' (process what is there, then stop) "
-                                "or an interval such as '5 seconds'"),
+    trigger: str = typer.Option("available-now", "--trigger", help="'available-now' (process what is there, then "
+                                "stop); 'continuous' (Spark's default: a micro-batch as soon as the last ends, the "
+                                "lowest latency); or an interval such as '5 seconds' (at most one micro-batch per "
+                                "interval: larger batches, more rows/s, up to the interval more latency)"),
     end_of_input: bool = typer.Option(False, "--end-of-input", help="with available-now: the input ends there; emit "
                                       "what is still waiting (each key's rows end its partition)"),
     master: str | None = typer.Option(None, "--master", help="Spark master URL (default local[*])"),
@@ -195,7 +197,7 @@ def stream(
     """Match a stream of files with Spark Structured Streaming, exactly once."""
     import sparkcep
     from sparkcep.spark.session import get_session
-    from sparkcep.spark.stream import StreamMetrics, flush
+    from sparkcep.spark.stream import StreamMetrics, check_checkpoint, flush
     from sparkcep.spark.wire import reraise as _reraise
 
     if not query.exists():
@@ -204,6 +206,7 @@ def stream(
         _fail("--end-of-input needs --trigger available-now (an input that ends)")
     text = query.read_text()
     try:
+        check_checkpoint(checkpoint)
         spark = get_session(master)
         fmt = _format_of(input, input_format)
         if schema:
@@ -243,7 +246,10 @@ def stream(
             write(df.toArrow(), f"batch-{batch_id:010d}.parquet")
 
         writer = matches.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint)
-        writer = writer.trigger(availableNow=True) if trigger == "available-now" else writer.trigger(processingTime=trigger)
+        if trigger == "available-now":
+            writer = writer.trigger(availableNow=True)
+        elif trigger != "continuous":
+            writer = writer.trigger(processingTime=trigger)
         q = writer.start()
         try:
             _follow(q, totals, metrics)

@@ -17,7 +17,7 @@ import numpy as np
 
 from sparkcep.aggregates.kernels import R2_DECIMALS
 from sparkcep.analysis.bound import AggregateSpec
-from sparkcep.compile.expressions import EvaluationError, in_row_errors, compile_row
+from sparkcep.compile.expressions import EvaluationError, compile_row, in_row_errors
 from sparkcep.functions.library import sql_less
 from sparkcep.types import is_decimal
 from sparkcep.values import DECIMAL_CONTEXT, decimal_average, decimal_op, decimal_sum, fits_bigint

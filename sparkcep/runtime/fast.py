@@ -211,6 +211,29 @@ class KernelMatcher:
         items += [("unmatched", r) for r in free[j:]]
         return items
 
+    def select_window(self, part: PartitionData, pos: int, covered: int, number: int, input_row=lambda r: r):
+        """The matches from start ``pos`` on, over a window whose rows past ``part.limit`` may
+        not have arrived: (select_matches' items, next start, covered), stopping where an
+        answer needs unseen rows. None when the data do not fit the kernel."""
+        arr = self.arrays(part)
+        if arr is None:
+            return None
+        masks, cols, valid, order0, within = arr
+        q, s = self.plan.query, self.spec
+        first_ok = self._first_ok(part, masks)
+        starts, ends, offs, labels, excl, pos, covered, err, err_row = kernel.select_window(
+            pos, covered, self.skip.code, self.skip_member, self.op, self.a, self.closure, masks, s.reg_member,
+            s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base,
+            self.maxlength, q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots,
+            first_ok, self.stats)
+        if err:
+            raise self.skip.error(int(err), input_row(int(err_row)))
+        labels, excl, offs = labels.tolist(), excl.tolist(), offs.tolist()
+        items = [("match", Match(st, en, tuple(labels[offs[i]:offs[i + 1]]),
+                                 tuple(bool(x) for x in excl[offs[i]:offs[i + 1]])), number + i + 1)
+                 for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))]
+        return items, int(pos), int(covered)
+
     def candidates(self, part: PartitionData, first: int, last: int, earliest: bool):
         """[(start, Match | None | UNRESOLVED)] for starts in [first, last) of a window."""
         arr = self.arrays(part)

@@ -158,8 +158,11 @@ class IncrementalMatcher:
         part = PartitionData(cols, n, self.time_index, base=state.base, complete=final, limit=limit,
                              horizon=None if final else watermark)
         expired: dict[int, Any] = {}
-        finder = self._kernel_finder(part, limit) if self.kernel is not None else None
-        finder = finder or candidate_finder(q, self.matcher, part)
+        items = self._kernel_selection(part, local)
+        finder = None
+        if items is None:
+            finder = self._kernel_finder(part, limit) if self.kernel is not None else None
+            finder = finder or candidate_finder(q, self.matcher, part)
 
         def candidate(start: int):
             self.matcher.expired = None
@@ -168,8 +171,9 @@ class IncrementalMatcher:
                 expired[start] = self.matcher.expired
             return got
 
-        items = list(select_matches(q, limit, candidate if q.within is not None else finder,
-                                    numbering=lambda k: setattr(part, "match_number", k), state=local))
+        if items is None:
+            items = list(select_matches(q, limit, candidate if q.within is not None else finder,
+                                        numbering=lambda k: setattr(part, "match_number", k), state=local))
         # A start the selection will try again (it stopped before deciding it) is not out yet.
         timeouts = self._timeouts(table, [m for s, m in sorted(expired.items()) if s < local.pos])
         positions: list[int] = []
@@ -194,6 +198,21 @@ class IncrementalMatcher:
                             f"{state.rows.column(self.time_index)[min(max(local.pos - drop, 0), state.rows.num_rows - 1)]}); "
                             "add WITHIN or MAXLENGTH, or raise max_state_rows", column=q.order_by[0].column)
         return out, timeouts
+
+    def _kernel_selection(self, part: PartitionData, local: Selection) -> list | None:
+        """The selection over the sealed rows in one kernel call (the batch engine's own loop,
+        resumed at ``local`` and stopped where an answer needs unseen rows), advancing
+        ``local``; None where the kernel does not run the whole selection (matchregex,
+        unmatched rows, data it cannot read)."""
+        q = self.plan.query
+        if self.kernel is None or q.mode == "matchregex" or (q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"):
+            return None
+        got = self.kernel.select_window(part, local.pos, local.covered, local.number)
+        if got is None:
+            return None
+        items, local.pos, local.covered = got
+        local.number += len(items)
+        return items
 
     def _kernel_finder(self, part: PartitionData, limit: int):
         """start -> candidate from the kernel, computed for runs of starts at once (64,

@@ -7,7 +7,8 @@ differ, ACCEPT cutting everything less preferred), over:
 - a history arena (label, excluded, parent) from which a match's labels are read back.
 
 ``select`` runs a whole partition's match selection (AFTER MATCH SKIP, matchregex) in one
-call; ``candidates`` answers per start row for the run strategy's windows.
+call; ``select_window`` resumes it over a stream's sealed rows; ``candidates`` answers per
+start row for the run strategy's windows.
 """
 
 from __future__ import annotations
@@ -517,6 +518,54 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
         if err:
             return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, err, s
     return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
+
+
+@njit(cache=True)
+def select_window(pos, covered, skip_mode, skip_member, op_, a_, cl, masks, reg_member, reg_first, dyn_int,
+                  dyn_float, cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs,
+                  n_slots, first_ok, stats):
+    """select() resumed at start ``pos`` (``covered``: the last row inside a match so far) over
+    the starts below ``limit`` of rows of which later ones may not have arrived (a stream's
+    sealed rows): it stops at the first start whose answer needs unseen rows. Returns
+    (starts, ends, label offsets, labels, excluded, next start, covered, error code, error
+    row). For the SQL selection without unmatched rows: not ALL MATCHES, not matchregex."""
+    starts = np.empty(16, dtype=np.int64)
+    ends = np.empty(16, dtype=np.int64)
+    offs = np.zeros(17, dtype=np.int64)
+    labels = np.empty(64, dtype=np.int64)
+    excl = np.empty(64, dtype=np.int64)
+    hist_label = np.empty(256, dtype=np.int64)
+    hist_excl = np.empty(256, dtype=np.int64)
+    hist_parent = np.empty(256, dtype=np.int64)
+    acc_end = np.empty(1, dtype=np.int64)
+    acc_h = np.empty(1, dtype=np.int64)
+    work = _work(n_regs, n_slots, stats)
+    nm = 0
+    while pos < limit:
+        if not first_ok[pos]:
+            pos += 1
+            continue
+        e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
+            pos, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, limit, complete,
+            base, maxlength, use_within, order0, within, n_regs, n_slots, hist_label, hist_excl, hist_parent, work,
+            acc_end, acc_h)
+        if e == UNRESOLVED:
+            break
+        if e < 0:
+            pos += 1
+            continue
+        starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos, e, h,
+                                                       hist_label, hist_excl, hist_parent)
+        if e == pos:
+            pos += 1
+            continue
+        if e - 1 > covered:
+            covered = e - 1
+        nxt, err = _resume(skip_mode, skip_member, labels, offs, nm, pos, e)
+        if err:
+            return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, pos, covered, err, pos
+        pos = nxt
+    return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, pos, covered, 0, -1
 
 
 @njit(cache=True)

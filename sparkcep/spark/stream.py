@@ -1,16 +1,20 @@
 """MATCH_RECOGNIZE over a Spark Structured Streaming DataFrame.
 
-PARTITION BY keys are Spark's state keys; the first ORDER BY column (a timestamp) is event
-time, with Spark's watermark. Each key's ``runtime.incremental.KeyState`` lives in Spark's
-state store as one binary value (Arrow rows and four integers, not pickle); new rows and
-event-time timers run the incremental matcher, which emits a match once the watermark has
-sealed every row that could change it — the batch engine's own selection, so the stream's
-output is the batch output, in Append mode. A timer at the first row still waiting makes a
-key progress when the watermark moves without new rows for it.
+The PARTITION BY keys hash into a fixed number of buckets (``spark.buckets``), and Spark's
+applyInPandasWithState keeps one state value per bucket: each call gets every new row of a
+bucket's keys at once, as pandas through Arrow. Inside, each key has its own
+``runtime.incremental.KeyState`` (Arrow rows and a few integers, as bytes, never pickle),
+re-serialized only when the key changed. The first ORDER BY column is event time, with
+Spark's watermark; the incremental matcher emits a match once the watermark has sealed every
+row that could change it — the batch engine's own selection, so the stream's output is the
+batch output, in Append mode. Each key keeps a timer (the first row still waiting, or a
+WITHIN deadline); the bucket's event-time timeout is the earliest of them, so a key makes
+progress when the watermark moves without new rows for it.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,9 +22,11 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcep.errors import QueryError, SparkCepError, guarded
+from sparkcep.spark.buckets import DEFAULT_BUCKETS, MAX_BUCKETS
 
-_KEY = "__sparkcep_key"
+_BUCKET = "__sparkcep_bucket"
 _EVENT_TIME = "__sparkcep_event_time"
+_SHIFT_DAYS = 36_525  # see stream(): how far the watermark's column runs ahead of event time
 TIMEOUT = "_timeout"  # the column that carries timed-out partial matches (timeouts=True)
 LATE_POLICIES = ("drop", "error")
 
@@ -57,7 +63,7 @@ class StreamMetrics:
 @guarded
 def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of_input: bool = False,
            late: str = "drop", timeouts: bool = False, metrics: StreamMetrics | None = None,
-           max_state_rows: int = 1_000_000):
+           max_state_rows: int = 1_000_000, buckets: int = DEFAULT_BUCKETS):
     """Matches of ``clause`` over the streaming DataFrame ``df``, as a streaming DataFrame
     (Append mode). ``watermark``: how late rows may arrive — a delay such as "10 minutes"
     when event time (the first ORDER BY column) is a timestamp, a number of its units when
@@ -68,13 +74,17 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     that the input ends (an ``availableNow`` run followed by ``flush``): only then may
     PATTERN use ``$``, which an unbounded stream cannot decide. A key holding more than
     ``max_state_rows`` rows undecided stops the query with a DataError (add WITHIN or
-    MAXLENGTH)."""
+    MAXLENGTH). ``buckets`` (1 to 38): how many state entries the PARTITION BY keys hash
+    into (each Spark call runs one bucket's keys together); fixed for the life of a
+    checkpoint, and Spark refuses a restart with another count."""
     from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
 
     from sparkcep.analysis.patterns import find_in_pattern
     from sparkcep.language import ast
     from sparkcep.runtime.incremental import IncrementalMatcher
+    from sparkcep.spark.buckets import bucket_column
     from sparkcep.spark.frames import compile_for
 
     if not getattr(df, "isStreaming", False):
@@ -117,22 +127,47 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
         raise QueryError("NOT_SUPPORTED", f"a stream's event time (the first ORDER BY column, {time_col}) must be "
                          f"a timestamp or a number, not {time_type.simpleString()}")
     keys = [k.column for k in q.partition_by]
-    # Spark would drop rows older than the watermark before the matcher sees them, silently;
-    # the watermark is set on a copy of event time that is then replaced (so no operator
-    # filters by it) and the matcher counts and drops late rows itself, or stops on them.
-    data = (df.withColumn(_EVENT_TIME, event_time).withWatermark(_EVENT_TIME, delay)
-            .withColumn(_EVENT_TIME, F.col(_EVENT_TIME) + F.expr("INTERVAL 0 SECONDS")))
-    if not keys:
-        data = data.withColumn(_KEY, F.lit(0))
-        keys = [_KEY]
+    if not isinstance(buckets, int) or not 1 <= buckets <= MAX_BUCKETS:
+        raise SparkCepError(f"buckets must be a whole number from 1 to {MAX_BUCKETS}")
+    # Spark drops rows older than the watermark before a stateful operator sees them,
+    # silently. The matcher must see them (to count and drop them, or to stop on them), so
+    # the column that carries the watermark is event time moved SHIFT ahead, with the delay
+    # grown by SHIFT: the watermark itself is unchanged, and only a row later than the delay
+    # plus SHIFT (a century) could still be dropped by Spark.
+    data = (df.withColumn(_EVENT_TIME, event_time + F.expr(f"INTERVAL {_SHIFT_DAYS} DAYS"))
+            .withWatermark(_EVENT_TIME, f"{_SHIFT_DAYS} days {delay}")
+            .withColumn(_BUCKET, bucket_column(keys, buckets)))
     if timeouts:
         spark_schema = _with_timeouts(spark_schema, incremental)
     if not isinstance(max_state_rows, int) or max_state_rows < 1:
         raise SparkCepError("max_state_rows must be a positive number of rows")
-    processor = _MatchProcessor(clause, mode, arrow_schema.serialize().to_pybytes(), late, timeouts, metrics,
-                                max_state_rows)
-    return data.groupBy(*keys).transformWithStateInPandas(
-        statefulProcessor=processor, outputStructType=spark_schema, outputMode="Append", timeMode="EventTime")
+    operator = _BucketOperator(clause, mode, arrow_schema.serialize().to_pybytes(), buckets, late, timeouts,
+                               metrics, max_state_rows, _delay_ms(df.sparkSession, delay))
+    return data.groupBy(_BUCKET).applyInPandasWithState(
+        operator, outputStructType=spark_schema, stateStructType=_state_type(buckets), outputMode="append",
+        timeoutConf=GroupStateTimeout.EventTimeTimeout)
+
+
+def _delay_ms(spark, delay: str) -> int:
+    """The watermark delay in milliseconds, as Spark reads it (its own interval parser)."""
+    import datetime as dt
+
+    try:
+        value = spark.sql(f"SELECT INTERVAL '{delay.replace(chr(39), '')}' AS d").first()[0]
+    except Exception:  # noqa: BLE001 - Spark's parse error, or a year-month interval
+        value = None
+    if not isinstance(value, dt.timedelta):
+        raise SparkCepError(f"watermark must be a delay in days, hours, minutes or seconds, such as '10 minutes'; "
+                            f"not {delay!r}")
+    return value // dt.timedelta(milliseconds=1)
+
+
+def _state_type(buckets: int) -> str:
+    """The bucket state's Spark type. The bucket count is in the type (a decimal's precision),
+    because the key→bucket map depends on it: Spark checks the type of stored state on every
+    restart, so a restart with another count stops with STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE
+    instead of looking for each key's state in the wrong bucket."""
+    return f"blob binary, buckets decimal({buckets}, 0)"
 
 
 def _with_timeouts(spark_schema, incremental):
@@ -160,6 +195,26 @@ def split_timeouts(df):
 _FLUSHED = "_sparkcep_flushed"
 
 
+def check_checkpoint(checkpoint: str) -> None:
+    """Refuse a checkpoint an earlier sparkcep.stream wrote (one transformWithState entry per
+    key, before keys were hashed into buckets): Spark would stop with "stateful operator does
+    not match"; this says what to do instead. A missing or new checkpoint passes."""
+    import glob
+    import os
+
+    for path in glob.glob(os.path.join(checkpoint, "state", "*", "_metadata", "v*", "*")):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        if "transformWithStateInPandasExec" in text and "key_state" in text:
+            raise SparkCepError(f"the checkpoint at {checkpoint} was written by an earlier sparkcep.stream, which kept "
+                                "one state entry per key; this version keeps one per hash bucket of keys and cannot "
+                                "read it. Flush it with the earlier version if its last matches matter, then start the "
+                                "stream from a new checkpoint (it replays the input its source still holds)")
+
+
 def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: bool = False):
     """End of input for a stream that has stopped (e.g. after ``trigger(availableNow=True)``):
     the matches still waiting in its checkpoint's state, each key's buffered rows taken as
@@ -177,14 +232,21 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
         raise SparkCepError(f"no stream checkpoint at {checkpoint}")
     if os.path.exists(marker):
         raise SparkCepError(f"the stream at {checkpoint} was flushed already: its end of input is behind it")
-    states = spark.read.format("statestore").option("stateVarName", "key_state").load(checkpoint)
-    blobs = states.select("value.blob")
+    check_checkpoint(checkpoint)
+    try:
+        states = spark.read.format("statestore").load(checkpoint)
+        blobs = states.select("value.groupState.blob")
+    except Exception as e:  # noqa: BLE001 - Spark's analysis errors: a checkpoint of another operator
+        raise SparkCepError(f"the checkpoint at {checkpoint} was not written by this version of sparkcep.stream "
+                            f"(which keeps one state entry per hash bucket of keys); start the stream again from a "
+                            f"new checkpoint and replay its input ({type(e).__name__})") from None
     first = blobs.limit(1).collect()
     if not first:
         return spark.createDataFrame([], StructType([]))
     from sparkcep.runtime.incremental import KeyState
 
-    arrow_schema = KeyState.from_bytes(bytes(first[0][0])).rows.schema
+    _, states_of_first = read_bucket(bytes(first[0][0]))
+    arrow_schema = KeyState.from_bytes(states_of_first.column("state")[0].as_py()).rows.schema
     plan = _plan_for(clause, mode, arrow_schema)
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -212,7 +274,7 @@ def _plan_for(clause: str, mode: str, arrow_schema: pa.Schema):
 
 
 class _Finisher:
-    """Each key's saved state run to the end of its partition (on the workers)."""
+    """Each key's saved state, in each bucket, run to the end of its partition (on the workers)."""
 
     def __init__(self, clause: str, mode: str, schema: bytes, timeouts: bool = False):
         self.clause, self.mode, self.schema, self.timeouts = clause, mode, schema, timeouts
@@ -225,13 +287,14 @@ class _Finisher:
             arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema))
             matcher = IncrementalMatcher(_plan_for(self.clause, self.mode, arrow_schema), arrow_schema)
             for batch in batches:
-                for blob in batch.column(0).to_pylist():
-                    if blob is None:
+                for bucket in batch.column(0).to_pylist():
+                    if bucket is None:
                         continue
-                    out, timeouts = matcher.step(KeyState.from_bytes(blob), final=True)
-                    table = _output(matcher, out, timeouts) if self.timeouts else out
-                    if table.num_rows:
-                        yield from table.to_batches()
+                    for blob in read_bucket(bucket)[1].column("state").to_pylist():
+                        out, timeouts = matcher.step(KeyState.from_bytes(blob), final=True)
+                        table = _output(matcher, out, timeouts) if self.timeouts else out
+                        if table.num_rows:
+                            yield from table.to_batches()
 
 
 def _output(matcher, out: pa.Table, timeouts: pa.Table) -> pa.Table:
@@ -248,43 +311,213 @@ def _output(matcher, out: pa.Table, timeouts: pa.Table) -> pa.Table:
     return pa.concat_tables([matches, late])
 
 
-def _processor_base():
-    from pyspark.sql.streaming import StatefulProcessor
-
-    return StatefulProcessor
+_STATE_MAGIC = b"SPCEPB1\n"  # a bucket's state: its keys' KeyStates (bytes) and timers
 
 
-class _MatchProcessor(_processor_base()):
-    """One key's incremental matcher inside Spark (built on the worker from the clause)."""
+def write_bucket(meta: dict, keys: pa.Table) -> bytes:
+    """A bucket's state value: ``meta`` as JSON, then a table of its keys (PARTITION BY
+    columns, ``state``: each key's KeyState bytes, ``timer``) as Arrow IPC. Never pickle."""
+    from sparkcep.data.ingest import table_to_ipc
 
-    def __init__(self, clause: str, mode: str, schema: bytes, late: str = "drop", timeouts: bool = False,
-                 metrics: StreamMetrics | None = None, max_rows: int = 1_000_000):
-        self.clause, self.mode, self.schema_bytes = clause, mode, schema
+    head = json.dumps(meta).encode()
+    return _STATE_MAGIC + len(head).to_bytes(4, "big") + head + table_to_ipc(keys)
+
+
+def read_bucket(blob: bytes) -> tuple[dict, pa.Table]:
+    from sparkcep.data.ingest import table_from_ipc
+
+    if not blob.startswith(_STATE_MAGIC):
+        raise SparkCepError("this stream's checkpoint holds state this version of sparkcep cannot read; start the "
+                            "query again from a new checkpoint (and replay its input)")
+    k = len(_STATE_MAGIC)
+    size = int.from_bytes(blob[k:k + 4], "big")
+    return json.loads(blob[k + 4:k + 4 + size]), table_from_ipc(blob[k + 4 + size:])
+
+
+@dataclass
+class _Entry:
+    """One key inside a bucket's state: its PARTITION BY values, its KeyState as bytes (kept
+    as they are while the key is untouched), its pending timer, or the live KeyState."""
+
+    key: tuple
+    blob: bytes | None
+    timer: int
+    state: Any = None
+
+
+class _BucketOperator:
+    """What applyInPandasWithState calls for one bucket (on the workers): every row of the
+    bucket's keys that arrived in this micro-batch, one state value for the bucket. Each key
+    runs its own incremental matcher; keys whose timer the watermark has passed step too."""
+
+    def __init__(self, clause: str, mode: str, schema: bytes, buckets: int, late: str = "drop",
+                 timeouts: bool = False, metrics: StreamMetrics | None = None, max_rows: int = 1_000_000,
+                 delay_ms: int = 0):
+        self.clause, self.mode, self.schema_bytes, self.buckets = clause, mode, schema, buckets
+        self.delay_ms = delay_ms
         self.late_policy, self.timeouts, self.metrics, self.max_rows = late, timeouts, metrics, max_rows
+        self.matcher = None
 
-    def init(self, handle) -> None:
-        from pyspark.sql.types import BinaryType, StructField, StructType
+    def __getstate__(self):
+        return {**self.__dict__, "matcher": None}  # built again on the worker
+
+    def _setup(self) -> None:
+        import warnings
 
         from sparkcep.runtime.incremental import IncrementalMatcher
 
-        self.handle = handle
-        self.state = handle.getValueState("key_state", StructType([StructField("blob", BinaryType(), True)]))
+        # PySpark's own worker concatenates empty frames around ours and pandas warns about
+        # it on every call: noise in the user's console, nothing they can act on.
+        warnings.filterwarnings("ignore", category=FutureWarning, message="The behavior of DataFrame concatenation")
+
         self.arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
         plan = _plan_for(self.clause, self.mode, self.arrow_schema)
         self.matcher = IncrementalMatcher(plan, self.arrow_schema, max_rows=self.max_rows)
-        self.time_column = plan.query.order_by[0].column
-        self.time_type = self.arrow_schema.field(plan.query.order_by[0].index).type
+        q = plan.query
+        self.time_column = q.order_by[0].column
+        self.time_type = self.arrow_schema.field(q.order_by[0].index).type
+        self.key_fields = [self.arrow_schema.field(k.index) for k in q.partition_by]
 
-    # ------------------------------------------------------------ state
-    def _load(self):
+    def __call__(self, bucket, pdfs, state) -> Iterator:
+        from sparkcep.spark.wire import errors_to_driver
+
+        with errors_to_driver():
+            if self.matcher is None:
+                self._setup()
+            yield from self._run(pdfs, state)
+
+    # ------------------------------------------------------------ the bucket's state
+    def _load(self, state) -> tuple[dict, int]:
+        """The bucket's keys, and the latest event time (Spark's ms) it has seen."""
+        entries: dict = {}
+        if not state.exists:
+            return entries, 0
+        meta, table = read_bucket(bytes(state.get[0]))
+        if meta["buckets"] != self.buckets:
+            raise SparkCepError(f"this stream's checkpoint was written with buckets={meta['buckets']}; restart it "
+                                f"with the same number (buckets={self.buckets} now)")
+        keys = list(zip(*(table.column(f.name).to_pylist() for f in self.key_fields), strict=True)) \
+            if self.key_fields else [()] * table.num_rows
+        for key, data, timer in zip(keys, table.column("state").to_pylist(), table.column("timer").to_pylist(),
+                                    strict=True):
+            entries[_dict_key(key)] = _Entry(key, data, timer)
+        return entries, meta.get("latest", 0)
+
+    def _store(self, state, entries: dict, latest: int) -> None:
+        values = list(entries.values())
+        cols = {f.name: pa.array([e.key[i] for e in values], f.type) for i, f in enumerate(self.key_fields)}
+        cols["state"] = pa.array([e.blob for e in values], pa.binary())
+        cols["timer"] = pa.array([e.timer for e in values], pa.int64())
+        state.update((write_bucket({"buckets": self.buckets, "latest": latest}, pa.table(cols)), None))
+
+    # ------------------------------------------------------------ one call
+    def _run(self, pdfs, state) -> Iterator:
         from sparkcep.runtime.incremental import KeyState
 
-        got = self.state.get()  # None when the key is new (one call, not exists() and get())
-        if got is not None:
-            return KeyState.from_bytes(bytes(got[0]))
-        return self.matcher.empty_state()
+        ms = state.getCurrentWatermarkMs()
+        watermark = self._watermark(ms)  # rows below it are late
+        entries, latest = self._load(state)
+        arrived = list(self._groups(pdfs))
+        for _, rows in arrived:
+            latest = max(latest, self._latest_ms(rows))
+        # Rows below the latest event time this bucket has seen, less the delay, are sealed
+        # now: Spark's next watermark is at least that (it is the latest event time of every
+        # bucket, less the delay), so any such row still to come is late. A match decided by
+        # this batch's rows comes out in this batch, not one watermark later.
+        seal = self._watermark(max(ms, latest - self.delay_ms) if latest else ms)
+        outputs: list[pa.Table] = []
+        touched: list[_Entry] = []
+        for key, rows in arrived:
+            entry = entries.get(_dict_key(key))
+            if entry is None:
+                entry = entries[_dict_key(key)] = _Entry(key, None, 0)
+            entry.state = KeyState.from_bytes(entry.blob) if entry.blob is not None else self.matcher.empty_state()
+            fresh, late = self.matcher.split_late(rows, watermark)
+            if late.num_rows:
+                self._late(key, late, watermark, entry.state)
+            self.matcher.add(entry.state, fresh)
+            if self.metrics is not None:
+                self.metrics.rows.add(fresh.num_rows)
+            touched.append(entry)
+        # Keys without new rows whose timer the watermark has passed step as well.
+        touched += [e for e in entries.values() if e.state is None and 0 < e.timer <= ms]
+        for entry in touched:
+            if entry.state is None:
+                entry.state = KeyState.from_bytes(entry.blob)
+            outputs.append(self._step(entry, seal))
+            entry.blob, entry.timer, entry.state = self._save(entry.state), entry.state.timer, None
+        pending = [e.timer for e in entries.values() if e.timer > 0]
+        if pending:
+            # Spark calls the bucket again once the watermark passes the earliest timer (it
+            # fires when the watermark is above the timestamp; ours are "sealed at").
+            state.setTimeoutTimestamp(max(min(pending) - 1, ms, 1))
+        if entries:
+            self._store(state, entries, latest)
+        out = [t for t in outputs if t.num_rows]
+        if out:
+            yield pa.concat_tables(out).to_pandas(use_threads=False)
 
-    def _save(self, st) -> None:
+    def _latest_ms(self, rows: pa.Table) -> int:
+        """The latest event time of ``rows`` on Spark's watermark clock (ms)."""
+        import math
+
+        import pyarrow.compute as pc
+
+        t = pc.max(rows.column(self.matcher.time_index)).as_py()
+        if t is None:
+            return 0
+        if pa.types.is_timestamp(self.time_type):
+            return pa.scalar(t, type=self.time_type).cast(pa.int64()).as_py() * 1000 // _per_second(self.time_type)
+        return math.floor(t * 1000)
+
+    def _groups(self, pdfs) -> Iterator[tuple[tuple, pa.Table]]:
+        """The rows that arrived, per key (in arrival order within a key)."""
+        from sparkcep.data.partitions import sort_and_partition
+
+        # One thread: a call holds a bucket's rows, too few for a thread pool to pay its start.
+        tables = [pa.Table.from_pandas(pdf, preserve_index=False, nthreads=1).select(self.arrow_schema.names)
+                  for pdf in pdfs if len(pdf)]
+        if not tables:
+            return
+        table = pa.concat_tables(tables, promote_options="permissive").cast(self.arrow_schema)
+        if not self.key_fields:
+            yield (), table
+            return
+        # Grouped by key, arrival order kept (the matcher sorts each key by ORDER BY).
+        parts = sort_and_partition(table, _keys_only(self.matcher.plan.query))
+        ordered = table.take(pa.array(parts.order))
+        key_cols = [ordered.column(f.name) for f in self.key_fields]
+        for lo, hi in parts.bounds:
+            yield tuple(c[lo].as_py() for c in key_cols), ordered.slice(lo, hi - lo)
+
+    def _step(self, entry: _Entry, watermark) -> pa.Table:
+        import pyarrow.compute as pc
+
+        from sparkcep.errors import DataError
+
+        st = entry.state
+        try:
+            out, timeouts = self.matcher.step(st, watermark)
+        except DataError as e:  # a stream's row has no position: name its key
+            raise DataError(e.message, column=e.column, key=self._key(entry.key)) from None
+        # The key's timer: when the watermark passes the first row still waiting, or a
+        # partial match's WITHIN deadline (a quiet key must still end and time out).
+        times = st.rows.column(self.matcher.time_index)
+        waiting = times if watermark is None else pc.filter(times, pc.greater_equal(times, pa.scalar(
+            watermark, type=times.type)))
+        timer = self._timer_ms(pc.min(waiting).as_py()) if len(waiting) else 0
+        within = self.matcher.plan.query.within
+        first = st.selection.pos - st.base
+        if within is not None and 0 <= first < st.rows.num_rows:
+            deadline = self._timer_ms(times[first].as_py() + within)
+            timer = min(timer, deadline) if timer else deadline
+        st.timer = timer
+        if self.metrics is not None:
+            self.metrics.matches.add(out.num_rows)
+            self.metrics.timeouts.add(timeouts.num_rows)
+        return _output(self.matcher, out, timeouts) if self.timeouts else out
+
+    def _save(self, st) -> bytes:
         m = self.metrics
         if m is not None:
             # Gauges summed over keys as differences from what this key last reported (in
@@ -295,12 +528,11 @@ class _MatchProcessor(_processor_base()):
             m.undecided.add(now[1] - before[1])
             m.state_bytes.add(now[2] - before[2])
             st.reported, st.run = now, m.run
-        self.state.update((st.to_bytes(),))
+        return st.to_bytes()
 
-    def _watermark(self, timer_values):
+    def _watermark(self, ms: int):
         """Spark's current watermark as a value of the event-time column (None before the
         first one): a timestamp, or a number (Spark's seconds are the column's units)."""
-        ms = timer_values.getCurrentWatermarkInMs()
         if ms <= 0:
             return None
         if pa.types.is_timestamp(self.time_type):
@@ -317,61 +549,6 @@ class _MatchProcessor(_processor_base()):
         import math
 
         return math.floor(t * 1000) + 1
-
-    def _step(self, key, st, timer_values, from_timer: bool = False) -> Iterator:
-        import pyarrow.compute as pc
-
-        from sparkcep.errors import DataError
-
-        watermark = self._watermark(timer_values)
-        try:
-            out, timeouts = self.matcher.step(st, watermark)
-        except DataError as e:  # a stream's row has no position: name its key
-            raise DataError(e.message, column=e.column, key=self._key(key)) from None
-        # Wake up when the watermark passes the first row still waiting: one timer per key
-        # (the key's state remembers it), moved only when that row changes. A key with new
-        # rows has just stepped, so an older timer that would fire now is deleted.
-        times = st.rows.column(self.matcher.time_index)
-        waiting = times if watermark is None else pc.filter(times, pc.greater_equal(times, pa.scalar(
-            watermark, type=times.type)))
-        timer = self._timer_ms(pc.min(waiting).as_py()) if len(waiting) else 0
-        within = self.matcher.plan.query.within
-        first = st.selection.pos - st.base
-        if within is not None and 0 <= first < st.rows.num_rows:
-            # A quiet key's partial match must still end (and time out) once the watermark
-            # passes its deadline.
-            deadline = self._timer_ms(times[first].as_py() + within)
-            timer = min(timer, deadline) if timer else deadline
-        if timer != st.timer:
-            if st.timer and st.timer > (timer_values.getCurrentWatermarkInMs() if from_timer else 0):
-                self.handle.deleteTimer(st.timer)
-            if timer:
-                self.handle.registerTimer(timer)
-            st.timer = timer
-        self._save(st)
-        if self.metrics is not None:
-            self.metrics.matches.add(out.num_rows)
-            self.metrics.timeouts.add(timeouts.num_rows)
-        table = _output(self.matcher, out, timeouts) if self.timeouts else out
-        if table.num_rows:
-            yield table.to_pandas()
-
-    # ------------------------------------------------------------ Spark's calls
-    def handleInputRows(self, key, rows, timerValues) -> Iterator:
-        from sparkcep.spark.wire import errors_to_driver
-
-        with errors_to_driver():
-            st = self._load()
-            watermark = self._watermark(timerValues)
-            for pdf in rows:  # the query's input columns (not the synthetic key and event time)
-                table = pa.Table.from_pandas(pdf, preserve_index=False).select(self.arrow_schema.names)
-                fresh, late = self.matcher.split_late(table, watermark)
-                if late.num_rows:
-                    self._late(key, late, watermark, st)
-                self.matcher.add(st, fresh)
-                if self.metrics is not None:
-                    self.metrics.rows.add(fresh.num_rows)
-            yield from self._step(key, st, timerValues)
 
     def _late(self, key, late: pa.Table, watermark, st) -> None:
         import logging
@@ -391,17 +568,18 @@ class _MatchProcessor(_processor_base()):
                                               key, late.num_rows, first, watermark)
 
     def _key(self, key) -> dict:
-        names = [k.column for k in self.matcher.plan.query.partition_by]
-        return dict(zip(names, key, strict=False))
+        return dict(zip([f.name for f in self.key_fields], key, strict=False))
 
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo) -> Iterator:
-        from sparkcep.spark.wire import errors_to_driver
 
-        with errors_to_driver():
-            yield from self._step(key, self._load(), timerValues, from_timer=True)
+def _dict_key(key: tuple) -> tuple:
+    """A key as a dict key: NaN equals NaN (one partition, as in batch)."""
+    return tuple("\0NaN" if isinstance(v, float) and v != v else v for v in key)
 
-    def close(self) -> None:
-        pass
+
+def _keys_only(q):
+    from dataclasses import replace
+
+    return replace(q, order_by=())
 
 
 def _per_second(t: pa.TimestampType) -> int:

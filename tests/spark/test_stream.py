@@ -82,6 +82,36 @@ def test_stream_equals_batch(spark, tmp_path, query):
     assert got == want and len(want) > 3
 
 
+def test_rows_out_of_order_within_the_delay_equal_batch(spark, tmp_path):
+    """Rows arrive out of order by less than the watermark delay (three seconds), also across
+    files: the rows below a bucket's latest event time less the delay are decided at once,
+    and no row still to come can fall among them."""
+    import random
+
+    src = tmp_path / "in"
+    src.mkdir()
+    rows = _rows(0, 160)
+    shuffled = []
+    for i in range(0, len(rows), 4):  # four rows span two seconds: shuffle each group of four
+        block = rows[i:i + 4]
+        random.Random(i).shuffle(block)
+        shuffled += block
+    # The rows three and two seconds before each file's last arrive with the next file: after
+    # later rows of their keys, as late as the delay allows.
+    files = [shuffled[f * 40:(f + 1) * 40] for f in range(4)]
+    for f in range(3):
+        files[f + 1] = files[f][-8:-4] + files[f + 1]
+        files[f] = files[f][:-8] + files[f][-4:]
+    for f, part in enumerate(files):
+        _write(str(src), f"part{f}.json", part, f)
+    ends = _ends(4)
+    _write(str(src), "end0.json", ends[0], 4)
+    _write(str(src), "end1.json", ends[1], 5)
+    for query in (QUERIES[0], QUERIES[1]):
+        got = _run(spark, query, str(src), str(tmp_path / f"ckpt{len(query)}"), str(tmp_path / f"out{len(query)}"))
+        assert got == _batch(spark, rows + ends[0], query) and got
+
+
 def test_restart_from_checkpoint_loses_and_repeats_nothing(spark, tmp_path):
     query = QUERIES[0]
     src = tmp_path / "in"
@@ -113,6 +143,9 @@ def test_stream_refusals(spark, tmp_path):
     with pytest.raises(sparkcep.QueryError, match="STRICT CONTIGUITY with PARTITION BY"):
         sparkcep.stream(stream, "PARTITION BY k ORDER BY ts EVENT SELECTION STRICT CONTIGUITY PATTERN (A B)",
                         watermark="1 second")
+    for buckets in (0, 39, 2.5):
+        with pytest.raises(sparkcep.SparkCepError, match="buckets must be"):
+            sparkcep.stream(stream, QUERIES[0], watermark="1 second", buckets=buckets)
     with pytest.raises(sparkcep.SparkCepError, match="late must be one of"):
         sparkcep.stream(stream, QUERIES[0], watermark="1 second", late="keep")
     with pytest.raises(sparkcep.QueryError, match="no WITHIN"):
@@ -131,6 +164,64 @@ def test_stream_refusals(spark, tmp_path):
     text = spark.readStream.format("json").schema("ts string, v long").load(str(src))
     with pytest.raises(sparkcep.QueryError, match="timestamp or a number"):
         sparkcep.stream(text, "ORDER BY ts PATTERN (A)", watermark="1 second")
+
+
+def test_buckets_spread_evenly_over_spark_partitions(spark):
+    """Bucket b's grouping value hashes (Spark's own murmur3) to b in its low bits, so Spark's
+    shuffle puts bucket b on partition b mod P for every P dividing the bucket count."""
+    from pyspark.sql import functions as F
+
+    from sparkcep.spark.buckets import bucket_values, murmur3_int
+
+    values = bucket_values(32)
+    assert len(set(values)) == 32
+    got = spark.createDataFrame([(v,) for v in range(-50, 50)] + [(v,) for v in values], "v int") \
+        .select("v", F.hash("v").alias("h")).collect()
+    assert all(murmur3_int(r.v) == r.h for r in got)
+    for parts in (2, 4):
+        df = spark.createDataFrame([(v,) for v in values], "v int").repartition(parts, "v")
+        placed = dict(df.select("v", F.spark_partition_id().alias("p")).collect())
+        assert [placed[v] for v in values] == [b % parts for b in range(32)]
+
+
+def test_a_checkpoint_of_the_per_key_operator_is_refused_with_what_to_do(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from sparkcep.spark.stream import check_checkpoint
+
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "fixtures", "stream_checkpoint_v1"), ckpt)
+    with pytest.raises(sparkcep.SparkCepError, match="new checkpoint"):
+        check_checkpoint(str(ckpt))
+    check_checkpoint(str(tmp_path / "none"))  # a new checkpoint passes
+    (tmp_path / "q.sql").write_text(QUERIES[0])
+    (tmp_path / "in").mkdir()
+    run = subprocess.run([sys.executable, "-m", "sparkcep.cli.main", "stream", "-q", "q.sql", "-i", "in", "-o", "out",
+                          "--checkpoint", "ckpt", "--watermark", "3 seconds"], cwd=tmp_path, capture_output=True,
+                         text=True, env=dict(os.environ, COLUMNS="200"))
+    assert run.returncode != 0 and "earlier sparkcep.stream" in run.stderr + run.stdout
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.slow
+def test_restart_with_other_buckets_is_refused(spark, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    _write(str(src), "part0.json", _rows(0, 30), 0)
+    ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+    stream = spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(str(src))
+    q = (sparkcep.stream(stream, QUERIES[0], watermark="3 seconds", buckets=4).writeStream.format("parquet")
+         .option("path", out).option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+    q.awaitTermination()
+    _write(str(src), "part1.json", _rows(30, 30), 1)
+    q = (sparkcep.stream(stream, QUERIES[0], watermark="3 seconds", buckets=8).writeStream.format("parquet")
+         .option("path", out).option("checkpointLocation", ckpt).trigger(availableNow=True).start())
+    # Keys would hash into other buckets: Spark refuses the state's type, which holds the count.
+    with pytest.raises(Exception, match="STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE") as e:
+        q.awaitTermination()
+    assert "DecimalType(4,0)" in str(e.value) and "DecimalType(8,0)" in str(e.value)
 
 
 def _cli_stream(tmp_path, query: str, rows: list[dict], files: int) -> tuple[list[str], dict]:
