@@ -224,6 +224,21 @@ def test_restart_with_other_buckets_is_refused(spark, tmp_path):
     assert "DecimalType(4,0)" in str(e.value) and "DecimalType(8,0)" in str(e.value)
 
 
+def test_real_time_mode_refuses_the_stream_today(spark, tmp_path):
+    """Spark 4.3's Real-Time Mode runs Update output mode only, and applyInPandasWithState in
+    Append mode (a stream of matches is append-only) only under Append: the query is refused
+    when it starts, whichever mode is asked. When this test fails, Real-Time Mode has changed:
+    try sparkcep.stream on it."""
+    events = spark.readStream.format("rate").option("rowsPerSecond", 10).load() \
+        .selectExpr("timestamp AS ts", "CAST(value % 2 AS STRING) AS k", "value AS v")
+    matches = sparkcep.stream(events, QUERIES[0], watermark="1 second")
+    for mode, refusal in (("append", "OUTPUT_MODE_NOT_SUPPORTED"), ("update", "not supported with Update output mode")):
+        writer = matches.writeStream.format("console").outputMode(mode).trigger(realTime="5 seconds") \
+            .option("checkpointLocation", str(tmp_path / mode))
+        with pytest.raises(Exception, match=refusal):
+            writer.start().awaitTermination(10)
+
+
 def _cli_stream(tmp_path, query: str, rows: list[dict], files: int) -> tuple[list[str], dict]:
     """A folder of ``files`` JSON files of ``rows`` and the query file `sparkcep stream` reads;
     the command line (without trigger options) and its environment."""
