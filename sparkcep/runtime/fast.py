@@ -211,10 +211,11 @@ class KernelMatcher:
         items += [("unmatched", r) for r in free[j:]]
         return items
 
-    def select_window(self, part: PartitionData, pos: int, covered: int, number: int, input_row=lambda r: r):
+    def select_window(self, part: PartitionData, pos: int, covered: int, input_row=lambda r: r):
         """The matches from start ``pos`` on, over a window whose rows past ``part.limit`` may
-        not have arrived: (select_matches' items, next start, covered), stopping where an
-        answer needs unseen rows. None when the data do not fit the kernel."""
+        not have arrived, stopping where an answer needs unseen rows: (starts, ends, label
+        offsets, labels, excluded, next start, covered). None when the data do not fit the
+        kernel."""
         arr = self.arrays(part)
         if arr is None:
             return None
@@ -228,11 +229,16 @@ class KernelMatcher:
             first_ok, self.stats)
         if err:
             raise self.skip.error(int(err), input_row(int(err_row)))
+        return starts, ends, offs, labels, excl, int(pos), int(covered)
+
+    @staticmethod
+    def match_items(starts, ends, offs, labels, excl, number: int) -> list:
+        """select_matches' items for matches as the kernel returns them, numbered from
+        ``number`` + 1."""
         labels, excl, offs = labels.tolist(), excl.tolist(), offs.tolist()
-        items = [("match", Match(st, en, tuple(labels[offs[i]:offs[i + 1]]),
-                                 tuple(bool(x) for x in excl[offs[i]:offs[i + 1]])), number + i + 1)
-                 for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))]
-        return items, int(pos), int(covered)
+        return [("match", Match(st, en, tuple(labels[offs[i]:offs[i + 1]]),
+                                tuple(bool(x) for x in excl[offs[i]:offs[i + 1]])), number + i + 1)
+                for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))]
 
     def candidates(self, part: PartitionData, first: int, last: int, earliest: bool):
         """[(start, Match | None | UNRESOLVED)] for starts in [first, last) of a window."""

@@ -30,6 +30,7 @@ from sparkcep.data.ingest import table_from_ipc, table_to_ipc
 from sparkcep.data.output import measure_types, output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError, QueryError
+from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import Selection, candidate_finder, measure_rows, select_matches
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
@@ -99,6 +100,7 @@ class IncrementalMatcher:
         kernel_ok = q.within is None and not q.gapped and q.skip_mode != "ALL_MATCHES"
         self.kernel = KernelMatcher.for_plan(plan) if kernel_ok and use_kernel is not False else None
         self.types = measure_types(q, schema)
+        self.columnar = self.kernel is not None and columnar_measures.supported(plan)
         self.time_index = q.order_by[0].index
 
     def empty_state(self) -> KeyState:
@@ -158,9 +160,13 @@ class IncrementalMatcher:
         part = PartitionData(cols, n, self.time_index, base=state.base, complete=final, limit=limit,
                              horizon=None if final else watermark)
         expired: dict[int, Any] = {}
-        items = self._kernel_selection(part, local)
+        before = local.number
+        window = self._kernel_window(part, local)
+        items = None
+        if window is not None and not self.columnar:
+            items = KernelMatcher.match_items(*window[:5], before)
         finder = None
-        if items is None:
+        if window is None:
             finder = self._kernel_finder(part, limit) if self.kernel is not None else None
             finder = finder or candidate_finder(q, self.matcher, part)
 
@@ -171,18 +177,24 @@ class IncrementalMatcher:
                 expired[start] = self.matcher.expired
             return got
 
-        if items is None:
+        if window is None:
             items = list(select_matches(q, limit, candidate if q.within is not None else finder,
                                         numbering=lambda k: setattr(part, "match_number", k), state=local))
         # A start the selection will try again (it stopped before deciding it) is not out yet.
         timeouts = self._timeouts(table, [m for s, m in sorted(expired.items()) if s < local.pos])
-        positions: list[int] = []
-        values: list[list[Any]] = [[] for _ in q.measures]
-        for pos, vals in measure_rows(plan, part, items):
-            positions.append(pos)
-            for j, v in enumerate(vals):
-                values[j].append(v)
-        out = output_table(plan, table, np.array(positions, dtype=np.int64), values, self.types)
+        if items is None:  # the kernel's matches, measures as whole columns (as in batch)
+            starts, ends = window[0], window[1]
+            numbers = np.arange(before + 1, before + 1 + len(starts), dtype=np.int64)
+            rows, arrays = columnar_measures.measure_columns(plan, part, (starts, ends, numbers), self.types)
+            out = output_table(plan, table, rows, arrays, self.types)
+        else:
+            positions: list[int] = []
+            values: list[list[Any]] = [[] for _ in q.measures]
+            for pos, vals in measure_rows(plan, part, items):
+                positions.append(pos)
+                for j, v in enumerate(vals):
+                    values[j].append(v)
+            out = output_table(plan, table, np.array(positions, dtype=np.int64), values, self.types)
         # Keep the rows a later decision can read: from the first undecided start, less
         # what PREV and navigation look back.
         drop = max(0, min(local.pos, n) - plan.lookbehind)
@@ -199,20 +211,20 @@ class IncrementalMatcher:
                             "add WITHIN or MAXLENGTH, or raise max_state_rows", column=q.order_by[0].column)
         return out, timeouts
 
-    def _kernel_selection(self, part: PartitionData, local: Selection) -> list | None:
+    def _kernel_window(self, part: PartitionData, local: Selection) -> tuple | None:
         """The selection over the sealed rows in one kernel call (the batch engine's own loop,
         resumed at ``local`` and stopped where an answer needs unseen rows), advancing
-        ``local``; None where the kernel does not run the whole selection (matchregex,
-        unmatched rows, data it cannot read)."""
+        ``local``: the kernel's match arrays. None where the kernel does not run the whole
+        selection (matchregex, unmatched rows, data it cannot read)."""
         q = self.plan.query
         if self.kernel is None or q.mode == "matchregex" or (q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"):
             return None
-        got = self.kernel.select_window(part, local.pos, local.covered, local.number)
+        got = self.kernel.select_window(part, local.pos, local.covered)
         if got is None:
             return None
-        items, local.pos, local.covered = got
-        local.number += len(items)
-        return items
+        local.pos, local.covered = got[5], got[6]
+        local.number += len(got[0])
+        return got
 
     def _kernel_finder(self, part: PartitionData, limit: int):
         """start -> candidate from the kernel, computed for runs of starts at once (64,
