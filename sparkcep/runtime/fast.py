@@ -211,17 +211,21 @@ class KernelMatcher:
         items += [("unmatched", r) for r in free[j:]]
         return items
 
+    def _window_inputs(self, part: PartitionData):
+        """The kernel's arrays for a window and the rows where a match may start, or None."""
+        arr = self.arrays(part)
+        return None if arr is None else (*arr, self._first_ok(part, arr[0]))
+
     def select_window(self, part: PartitionData, pos: int, covered: int, input_row=lambda r: r):
         """The matches from start ``pos`` on, over a window whose rows past ``part.limit`` may
         not have arrived, stopping where an answer needs unseen rows: (starts, ends, label
         offsets, labels, excluded, next start, covered). None when the data do not fit the
         kernel."""
-        arr = self.arrays(part)
-        if arr is None:
+        got = self._window_inputs(part)
+        if got is None:
             return None
-        masks, cols, valid, order0, within = arr
+        masks, cols, valid, order0, within, first_ok = got
         q, s = self.plan.query, self.spec
-        first_ok = self._first_ok(part, masks)
         starts, ends, offs, labels, excl, pos, covered, err, err_row = kernel.select_window(
             pos, covered, self.skip.code, self.skip_member, self.op, self.a, self.closure, masks, s.reg_member,
             s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base,
@@ -242,12 +246,11 @@ class KernelMatcher:
 
     def candidates(self, part: PartitionData, first: int, last: int, earliest: bool):
         """[(start, Match | None | UNRESOLVED)] for starts in [first, last) of a window."""
-        arr = self.arrays(part)
-        if arr is None:
+        got = self._window_inputs(part)
+        if got is None:
             return None
-        masks, cols, valid, order0, within = arr
+        masks, cols, valid, order0, within, first_ok = got
         q, s = self.plan.query, self.spec
-        first_ok = self._first_ok(part, masks)
         ends, offs, labels, excl = kernel.candidates(
             first, last, earliest, self.op, self.a, self.closure, masks, s.reg_member, s.reg_first, s.dyn_int,
             s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,

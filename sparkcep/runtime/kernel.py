@@ -399,6 +399,18 @@ def _resume(skip_mode, skip_member, labels, offs, nm, s, e):
 
 
 @njit(cache=True)
+def _after_match(skip_mode, skip_member, labels, offs, nm, s, e, covered):
+    """(next start, last covered row, error code) after match nm - 1, [s, e), was recorded:
+    an empty match moves one row on; any other, AFTER MATCH SKIP (_resume)."""
+    if e == s:
+        return s + 1, covered, 0
+    if e - 1 > covered:
+        covered = e - 1
+    pos, err = _resume(skip_mode, skip_member, labels, offs, nm, s, e)
+    return pos, covered, err
+
+
+@njit(cache=True)
 def _select_all(prog, n, want_unmatched, first_ok, out, arena, work):
     """ALL MATCHES: every match from every row, recorded into ``out``."""
     starts, ends, offs, labels, excl, unmatched, nm = out
@@ -509,12 +521,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
         if matchregex:
             pos = e if e > s else s + 1
             continue
-        if e == s:
-            pos += 1
-            continue
-        if e - 1 > covered:
-            covered = e - 1
-        pos, err = _resume(skip_mode, skip_member, labels, offs, nm, s, e)
+        pos, covered, err = _after_match(skip_mode, skip_member, labels, offs, nm, s, e, covered)
         if err:
             return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, err, s
     return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
@@ -556,12 +563,7 @@ def select_window(pos, covered, skip_mode, skip_member, op_, a_, cl, masks, reg_
             continue
         starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos, e, h,
                                                        hist_label, hist_excl, hist_parent)
-        if e == pos:
-            pos += 1
-            continue
-        if e - 1 > covered:
-            covered = e - 1
-        nxt, err = _resume(skip_mode, skip_member, labels, offs, nm, pos, e)
+        nxt, covered, err = _after_match(skip_mode, skip_member, labels, offs, nm, pos, e, covered)
         if err:
             return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, pos, covered, err, pos
         pos = nxt
