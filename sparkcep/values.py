@@ -87,9 +87,13 @@ def fit_decimal(v: decimal.Decimal | int, t: DecimalType, what: str = "value") -
     """``v`` rounded half away from zero to ``t``'s scale; a FunctionError if it then has more
     digits than ``t``'s precision (Trino's "decimal overflow")."""
     quantum, limit = _decimal_bounds(t.precision, t.scale)
-    r = DECIMAL_CONTEXT.quantize(decimal.Decimal(v), quantum)
-    if DECIMAL_CONTEXT.abs(r) >= limit:
-        raise FunctionError(f"decimal overflow: {what} {format(r, 'f')} does not fit {t.value}")
+    d = decimal.Decimal(v)
+    r = None
+    if d.is_finite() and d.adjusted() < t.precision - t.scale + 1:  # else quantize would trap
+        r = DECIMAL_CONTEXT.quantize(d, quantum)
+    if r is None or DECIMAL_CONTEXT.abs(r) >= limit:
+        raise FunctionError(f"decimal overflow: {what} {format(d, 'f') if d.adjusted() < 60 else d} "
+                            f"does not fit {t.value}")
     return r
 
 
@@ -123,6 +127,25 @@ def decimal_op(op: str, t: DecimalType) -> Callable[[Any, Any], decimal.Decimal]
 
 def decimal_negate(a: decimal.Decimal) -> decimal.Decimal:
     return DECIMAL_CONTEXT.minus(a)
+
+
+def any_decimal_op(op: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``fn`` for operands whose type is known only at run time (a function returning "any",
+    an element of an array of mixed origin): a Decimal meets a float as a float, and
+    Decimals otherwise compute in DECIMAL_CONTEXT, exactly (never in Python's 28 digits)."""
+    exact = {"+": DECIMAL_CONTEXT.add, "-": DECIMAL_CONTEXT.subtract, "*": DECIMAL_CONTEXT.multiply,
+             "/": DECIMAL_CONTEXT.divide, "%": DECIMAL_CONTEXT.remainder}.get(op)
+
+    def apply(a, b):
+        if isinstance(a, decimal.Decimal) or isinstance(b, decimal.Decimal):
+            if isinstance(a, float) or isinstance(b, float):
+                return fn(float(a), float(b))
+            if exact is not None and not isinstance(a, bool) and not isinstance(b, bool):
+                if op in ("/", "%") and b == 0:
+                    raise FunctionError("division by zero")
+                return exact(a, b)
+        return fn(a, b)
+    return apply
 
 
 def decimal_sum(t: DecimalType) -> Callable[[Any, Any], decimal.Decimal]:

@@ -248,3 +248,12 @@ def test_state_is_bounded_with_a_clear_error():
             matcher.add(state, _table(ts, ts, ts))
             matcher.advance(state, ts[-1])
     assert e.value.column == "t" and "WITHIN or MAXLENGTH" in str(e.value)
+
+
+@pytest.mark.parametrize("bad", [None, float("nan"), float("inf"), float("-inf")])
+def test_a_row_without_a_finite_event_time_is_a_data_error(bad):
+    t = pa.table({"t": pa.array([1.0, bad, 3.0], pa.float64()), "v": [1, 2, 3]})
+    matcher = IncrementalMatcher(compile_query("ORDER BY t PATTERN (A) DEFINE A AS v > 0", t), t.schema)
+    with pytest.raises(sparkcep.DataError) as e:
+        matcher.add(matcher.empty_state(), t)
+    assert e.value.column == "t" and e.value.row == 1

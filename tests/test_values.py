@@ -294,12 +294,15 @@ def test_decimal_sum_is_exact_at_38_digits():
     ("A.x % 0", "division by zero"),
     ("CAST(A.x AS DECIMAL(5, 2))", "cannot cast"),
     ("CAST('abc' AS DECIMAL(5, 2))", "cannot cast"),
+    ("CAST(1e300 AS DECIMAL(38, 0))", "cannot cast"),          # beyond any context: still the overflow error
+    ("CAST(A.x AS DECIMAL(38, 0)) / CAST(0.00000000000000000000000000000000000001 AS DECIMAL(38, 38))",
+     "decimal overflow"),
 ])
 def test_decimal_errors_name_the_row(expr, message):
     big = "9" * 35 + ".99"
     with pytest.raises(DataError, match=message) as e:
         match_recognize(_decimals("1.00", big), f"ORDER BY id MEASURES {expr} AS v PATTERN (A) DEFINE A AS x > 1")
-    assert e.value.row == 1 or "CAST('abc'" in expr
+    assert e.value.row == 1 or "CAST('abc'" in expr or "1e300" in expr
 
 
 def test_decimal_try_cast_and_pandas_round_trip():
@@ -319,3 +322,15 @@ def test_decimal_functions_read_doubles_and_user_functions_get_decimals(register
     out = match_recognize(_decimals("2.25"), "ORDER BY id MEASURES sqrt(A.x) AS r, show(A.x) AS s PATTERN (A)").to_pandas()
     assert out.r.tolist() == [1.5] and out.s.tolist() == [2.25]
     assert seen == [decimal.Decimal("2.25")]
+
+
+def test_decimals_of_untyped_values_compute_exactly_or_as_doubles():
+    import decimal
+
+    big = "1" + "0" * 30 + ".01"
+    out = match_recognize(_decimals(big), "ORDER BY id MEASURES (COLLECT(x) || COLLECT(x))[1] * 1.5 AS f, "
+                          "(COLLECT(x) || COLLECT(x))[1] + 1 AS p, -(COLLECT(x) || COLLECT(x))[2] AS n, "
+                          "TRY_CAST('1e200' AS DECIMAL(10, 2)) AS t PATTERN (A)").to_pylist()[0]
+    assert out["f"] == float(decimal.Decimal(big)) * 1.5
+    assert out["p"] == decimal.Decimal("1" + "0" * 29 + "1.01")  # 33 digits: exact, not Python's 28
+    assert out["n"] == decimal.Decimal("-" + big) and out["t"] is None  # Python's own minus would round

@@ -175,6 +175,9 @@ class ExpressionBinder:
             target = casts.decimal_target(e.sizes)
             if isinstance(target, str):
                 raise self.error("NOT_SUPPORTED", target, span)
+            if self.segment:
+                raise self.error("NOT_SUPPORTED", "a segment query computes in doubles: CAST to DECIMAL is not "
+                                 "supported there", span)
         else:
             target = casts.CAST_TARGETS.get(e.type_name)
             if target is None:

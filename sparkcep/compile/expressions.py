@@ -14,6 +14,7 @@ Nothing here evaluates text: the closures are built from the checked syntax tree
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import math
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +42,16 @@ from sparkcep.analysis.bound import (
 from sparkcep.errors import DataError
 from sparkcep.functions.library import array_equal
 from sparkcep.types import is_decimal
-from sparkcep.values import FunctionError, decimal_negate, decimal_op, fits_bigint, localize, shift
+from sparkcep.values import (
+    DECIMAL_CONTEXT,
+    FunctionError,
+    any_decimal_op,
+    decimal_negate,
+    decimal_op,
+    fits_bigint,
+    localize,
+    shift,
+)
 
 
 class EvaluationError(DataError):
@@ -122,6 +132,10 @@ def _checked(fn: Callable[[Any, Any], Any], what: str) -> Callable[[Any, Any], A
             raise EvaluationError(f"bigint overflow in {what}")
         return r
     return op
+
+
+def _any_negate(v):
+    return DECIMAL_CONTEXT.minus(v) if isinstance(v, decimal.Decimal) else -v
 
 
 def in_row_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -301,7 +315,8 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
             if row:
                 return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else not v)(f(cols, pos, label, number))
             return lambda ctx: (lambda v: None if v is None else not v)(f(ctx))
-        neg = in_row_errors(decimal_negate) if is_decimal(e.type) else (lambda v: -v)
+        neg = (in_row_errors(decimal_negate) if is_decimal(e.type)
+               else _any_negate if e.type is Type.ANY else (lambda v: -v))
         if row:
             return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else neg(v))(f(cols, pos, label, number))
         return lambda ctx: (lambda v: None if v is None else neg(v))(f(ctx))
@@ -328,6 +343,8 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
             op = _DOUBLE_ARITH[e.op]  # the node's type decides, not the values'
         else:
             op = (_TIME_ARITH if _is_time(e.left, e.right) else _ARITH)[e.op]
+            if e.type is Type.ANY and e.op != "||":
+                op = in_row_errors(any_decimal_op(e.op, op))  # decimals may arrive untyped
         if row:
             def binop_row(cols, pos, label=None, number=None):
                 a = lf(cols, pos, label, number)

@@ -111,10 +111,13 @@ class IncrementalMatcher:
         if rows.num_rows == 0:
             return
         times = rows.column(self.time_index)
-        if times.null_count:
-            at = int(pc.index(pc.is_null(times), True).as_py())
-            raise DataError("a streamed row needs an event time; this row has NULL in the first ORDER BY column",
-                            column=self.plan.query.order_by[0].column, row=at)
+        missing = pc.is_null(times, nan_is_null=True)
+        if pa.types.is_floating(times.type):
+            missing = pc.or_(missing, pc.fill_null(pc.is_inf(times), False))
+        if pc.any(missing).as_py():
+            at = int(pc.index(missing, True).as_py())
+            raise DataError("a streamed row needs an event time; this row has NULL, NaN or an infinity in the first "
+                            "ORDER BY column", column=self.plan.query.order_by[0].column, row=at)
         both = pa.concat_tables([state.rows, rows.select(self.schema.names).cast(self.schema)])
         order = sort_and_partition(both, _unpartitioned(self.plan.query)).order
         state.rows = both.take(pa.array(order))

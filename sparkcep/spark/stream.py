@@ -142,7 +142,8 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     if not isinstance(max_state_rows, int) or max_state_rows < 1:
         raise SparkCepError("max_state_rows must be a positive number of rows")
     operator = _BucketOperator(clause, mode, arrow_schema.serialize().to_pybytes(), buckets, late, timeouts,
-                               metrics, max_state_rows, _delay_ms(df.sparkSession, delay))
+                               metrics, max_state_rows, _delay_ms(df.sparkSession, delay),
+                               df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC")
     return data.groupBy(_BUCKET).applyInPandasWithState(
         operator, outputStructType=spark_schema, stateStructType=_state_type(buckets), outputMode="append",
         timeoutConf=GroupStateTimeout.EventTimeTimeout)
@@ -352,9 +353,9 @@ class _BucketOperator:
 
     def __init__(self, clause: str, mode: str, schema: bytes, buckets: int, late: str = "drop",
                  timeouts: bool = False, metrics: StreamMetrics | None = None, max_rows: int = 1_000_000,
-                 delay_ms: int = 0):
+                 delay_ms: int = 0, session_zone: str = "UTC"):
         self.clause, self.mode, self.schema_bytes, self.buckets = clause, mode, schema, buckets
-        self.delay_ms = delay_ms
+        self.delay_ms, self.session_zone = delay_ms, session_zone
         self.late_policy, self.timeouts, self.metrics, self.max_rows = late, timeouts, metrics, max_rows
         self.matcher = None
 
@@ -387,11 +388,12 @@ class _BucketOperator:
             yield from self._run(pdfs, state)
 
     # ------------------------------------------------------------ the bucket's state
-    def _load(self, state) -> tuple[dict, int]:
-        """The bucket's keys, and the latest event time (Spark's ms) it has seen."""
+    def _load(self, state) -> tuple[dict, int, int]:
+        """The bucket's keys, the latest event time it has seen and how far it has sealed
+        (Spark's ms)."""
         entries: dict = {}
         if not state.exists:
-            return entries, 0
+            return entries, 0, 0
         meta, table = read_bucket(bytes(state.get[0]))
         if meta["buckets"] != self.buckets:
             raise SparkCepError(f"this stream's checkpoint was written with buckets={meta['buckets']}; restart it "
@@ -401,33 +403,28 @@ class _BucketOperator:
         for key, data, timer in zip(keys, table.column("state").to_pylist(), table.column("timer").to_pylist(),
                                     strict=True):
             entries[_dict_key(key)] = _Entry(key, data, timer)
-        return entries, meta.get("latest", 0)
+        return entries, meta["latest"], meta["sealed"]
 
-    def _store(self, state, entries: dict, latest: int) -> None:
+    def _store(self, state, entries: dict, latest: int, sealed: int) -> None:
         values = list(entries.values())
         cols = {f.name: pa.array([e.key[i] for e in values], f.type) for i, f in enumerate(self.key_fields)}
         cols["state"] = pa.array([e.blob for e in values], pa.binary())
         cols["timer"] = pa.array([e.timer for e in values], pa.int64())
-        state.update((write_bucket({"buckets": self.buckets, "latest": latest}, pa.table(cols)), None))
+        meta = {"buckets": self.buckets, "latest": latest, "sealed": sealed}
+        state.update((write_bucket(meta, pa.table(cols)), None))
 
     # ------------------------------------------------------------ one call
     def _run(self, pdfs, state) -> Iterator:
         from sparkcep.runtime.incremental import KeyState
 
         ms = state.getCurrentWatermarkMs()
-        watermark = self._watermark(ms)  # rows below it are late
-        entries, latest = self._load(state)
-        arrived = list(self._groups(pdfs))
-        for _, rows in arrived:
-            latest = max(latest, self._latest_ms(rows))
-        # Rows below the latest event time this bucket has seen, less the delay, are sealed
-        # now: Spark's next watermark is at least that (it is the latest event time of every
-        # bucket, less the delay), so any such row still to come is late. A match decided by
-        # this batch's rows comes out in this batch, not one watermark later.
-        seal = self._watermark(max(ms, latest - self.delay_ms) if latest else ms)
+        entries, latest, sealed = self._load(state)
+        # Rows below the watermark are late; so are rows below what this bucket has already
+        # sealed (see below), should Spark's watermark ever trail it.
+        watermark = self._watermark(max(ms, sealed))
         outputs: list[pa.Table] = []
         touched: list[_Entry] = []
-        for key, rows in arrived:
+        for key, rows in self._groups(pdfs):
             entry = entries.get(_dict_key(key))
             if entry is None:
                 entry = entries[_dict_key(key)] = _Entry(key, None, 0)
@@ -435,10 +432,17 @@ class _BucketOperator:
             fresh, late = self.matcher.split_late(rows, watermark)
             if late.num_rows:
                 self._late(key, late, watermark, entry.state)
-            self.matcher.add(entry.state, fresh)
+            self.matcher.add(entry.state, fresh)  # refuses rows without a (finite) event time
+            latest = max(latest, self._latest_ms(fresh))
             if self.metrics is not None:
                 self.metrics.rows.add(fresh.num_rows)
             touched.append(entry)
+        # Rows below the latest event time this bucket has seen, less the delay, are sealed
+        # now: Spark's next watermark is at least that (it is the latest event time of every
+        # bucket, less the delay), so any such row still to come is late. A match decided by
+        # this batch's rows comes out in this batch, not one watermark later.
+        sealed = max(ms, sealed, latest - self.delay_ms if latest else 0)
+        seal = self._watermark(sealed)
         # Keys without new rows whose timer the watermark has passed step as well.
         touched += [e for e in entries.values() if e.state is None and 0 < e.timer <= ms]
         for entry in touched:
@@ -452,15 +456,13 @@ class _BucketOperator:
             # fires when the watermark is above the timestamp; ours are "sealed at").
             state.setTimeoutTimestamp(max(min(pending) - 1, ms, 1))
         if entries:
-            self._store(state, entries, latest)
+            self._store(state, entries, latest, sealed)
         out = [t for t in outputs if t.num_rows]
         if out:
             yield pa.concat_tables(out).to_pandas(use_threads=False)
 
     def _latest_ms(self, rows: pa.Table) -> int:
-        """The latest event time of ``rows`` on Spark's watermark clock (ms)."""
-        import math
-
+        """The latest event time of ``rows`` on Spark's watermark clock (ms; 0: none)."""
         import pyarrow.compute as pc
 
         t = pc.max(rows.column(self.matcher.time_index)).as_py()
@@ -468,7 +470,8 @@ class _BucketOperator:
             return 0
         if pa.types.is_timestamp(self.time_type):
             return pa.scalar(t, type=self.time_type).cast(pa.int64()).as_py() * 1000 // _per_second(self.time_type)
-        return math.floor(t * 1000)
+        micros = int(t * 1_000_000)  # as Spark's timestamp_seconds, then its milliseconds
+        return micros // 1000 if micros >= 0 else -(-micros // 1000)
 
     def _groups(self, pdfs) -> Iterator[tuple[tuple, pa.Table]]:
         """The rows that arrived, per key (in arrival order within a key)."""
@@ -479,7 +482,16 @@ class _BucketOperator:
                   for pdf in pdfs if len(pdf)]
         if not tables:
             return
-        table = pa.concat_tables(tables, promote_options="permissive").cast(self.arrow_schema)
+        table = pa.concat_tables(tables, promote_options="permissive")
+        for i, f in enumerate(self.arrow_schema):
+            col = table.column(f.name)
+            if pa.types.is_timestamp(f.type) and f.type.tz is not None and col.type.tz is None:
+                # Spark hands timestamps to pandas as wall time in the session's zone.
+                import pyarrow.compute as pc
+
+                table = table.set_column(i, f.name, pc.assume_timezone(
+                    col, self.session_zone, ambiguous="earliest", nonexistent="earliest"))
+        table = table.cast(self.arrow_schema)
         if not self.key_fields:
             yield (), table
             return

@@ -101,6 +101,13 @@ CASES: list[Case] = [
         error="NOT_SUPPORTED",
     ),
     Case(
+        name="dec_segment_query_refuses_decimal_cast",
+        data={"id": [1, 2], "v": [1, 2]},
+        query="ORDER BY id MEASURES CAST(first(v) AS DECIMAL(20, 0)) * 2 AS d PATTERN (S) "
+        "DEFINE SEGMENT S AS window(2, 2)",
+        error="NOT_SUPPORTED",
+    ),
+    Case(
         name="dec_segment_query_refuses_decimal",
         data={"id": [1], "x": [D("1.00")]},
         types=DEC,

@@ -82,7 +82,8 @@ def test_stream_equals_batch(spark, tmp_path, query):
     assert got == want and len(want) > 3
 
 
-def test_rows_out_of_order_within_the_delay_equal_batch(spark, tmp_path):
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo"])
+def test_rows_out_of_order_within_the_delay_equal_batch(spark, tmp_path, zone):
     """Rows arrive out of order by less than the watermark delay (three seconds), also across
     files: the rows below a bucket's latest event time less the delay are decided at once,
     and no row still to come can fall among them."""
@@ -107,9 +108,15 @@ def test_rows_out_of_order_within_the_delay_equal_batch(spark, tmp_path):
     ends = _ends(4)
     _write(str(src), "end0.json", ends[0], 4)
     _write(str(src), "end1.json", ends[1], 5)
-    for query in (QUERIES[0], QUERIES[1]):
-        got = _run(spark, query, str(src), str(tmp_path / f"ckpt{len(query)}"), str(tmp_path / f"out{len(query)}"))
-        assert got == _batch(spark, rows + ends[0], query) and got
+    # Spark hands timestamps to Python as wall time in the session's zone (east of UTC here).
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        for query in (QUERIES[0], QUERIES[1]) if zone == "UTC" else (QUERIES[0],):
+            got = _run(spark, query, str(src), str(tmp_path / f"ckpt{len(query)}"), str(tmp_path / f"out{len(query)}"))
+            assert got == _batch(spark, rows + ends[0], query) and got
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
 
 
 def test_restart_from_checkpoint_loses_and_repeats_nothing(spark, tmp_path):
