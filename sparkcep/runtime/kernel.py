@@ -399,6 +399,15 @@ def _resume(skip_mode, skip_member, labels, offs, nm, s, e):
 
 
 @njit(cache=True)
+def _buffers():
+    """A search's growable buffers: match labels and exclusions, the history arena (label,
+    excluded, parent), and ALL MATCHES' accepted ends and nodes."""
+    return (np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64), np.empty(256, dtype=np.int64),
+            np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64), np.empty(1, dtype=np.int64),
+            np.empty(1, dtype=np.int64))
+
+
+@njit(cache=True)
 def _after_match(skip_mode, skip_member, labels, offs, nm, s, e, covered):
     """(next start, last covered row, error code) after match nm - 1, [s, e), was recorded:
     an empty match moves one row on; any other, AFTER MATCH SKIP (_resume)."""
@@ -539,13 +548,7 @@ def select_window(pos, covered, skip_mode, skip_member, op_, a_, cl, masks, reg_
     starts = np.empty(16, dtype=np.int64)
     ends = np.empty(16, dtype=np.int64)
     offs = np.zeros(17, dtype=np.int64)
-    labels = np.empty(64, dtype=np.int64)
-    excl = np.empty(64, dtype=np.int64)
-    hist_label = np.empty(256, dtype=np.int64)
-    hist_excl = np.empty(256, dtype=np.int64)
-    hist_parent = np.empty(256, dtype=np.int64)
-    acc_end = np.empty(1, dtype=np.int64)
-    acc_h = np.empty(1, dtype=np.int64)
+    labels, excl, hist_label, hist_excl, hist_parent, acc_end, acc_h = _buffers()
     work = _work(n_regs, n_slots, stats)
     nm = 0
     while pos < limit:
@@ -578,14 +581,9 @@ def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_f
     m = last - first
     ends = np.empty(m, dtype=np.int64)
     offs = np.zeros(m + 1, dtype=np.int64)
-    labels = np.empty(64, dtype=np.int64)
-    excl = np.empty(64, dtype=np.int64)
-    hist_label = np.empty(256, dtype=np.int64)
-    hist_excl = np.empty(256, dtype=np.int64)
-    hist_parent = np.empty(256, dtype=np.int64)
+    # acc_end, acc_h unused: candidates never asks for ALL MATCHES
+    labels, excl, hist_label, hist_excl, hist_parent, acc_end, acc_h = _buffers()
     work = _work(n_regs, n_slots, stats)
-    acc_end = np.empty(1, dtype=np.int64)  # unused: candidates never asks for ALL MATCHES
-    acc_h = np.empty(1, dtype=np.int64)
     for i in range(m):
         s = first + i
         if s < limit and not first_ok[s]:
