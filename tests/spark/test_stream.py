@@ -119,6 +119,30 @@ def test_rows_out_of_order_within_the_delay_equal_batch(spark, tmp_path, zone):
         spark.conf.set("spark.sql.session.timeZone", before)
 
 
+def test_columns_the_query_does_not_read_stay_out_of_the_operator(spark, tmp_path):
+    """ONE ROW PER MATCH outputs keys and measures: an unread column never reaches the
+    stateful operator (a VARIANT column, which Spark cannot hand to pandas at all), and the
+    matches are the batch engine's."""
+    from pyspark.sql import functions as F
+
+    src = tmp_path / "in"
+    src.mkdir()
+    rows = _rows(0, 60)
+    _write(str(src), "part0.json", rows, 0)
+    ends = _ends(1)
+    _write(str(src), "end0.json", ends[0], 1)
+    _write(str(src), "end1.json", ends[1], 2)
+    stream = spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(str(src)) \
+        .withColumn("unread", F.parse_json(F.lit('{"a": 1}')))
+    matches = sparkcep.stream(stream, QUERIES[0], watermark="3 seconds")
+    out = str(tmp_path / "out")
+    q = (matches.writeStream.format("parquet").option("path", out).option("checkpointLocation", str(tmp_path / "c"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination()
+    got = sorted(map(tuple, spark.read.schema(matches.schema).parquet(out).collect()), key=repr)
+    assert got == _batch(spark, rows + ends[0], QUERIES[0]) and got
+
+
 def test_restart_from_checkpoint_loses_and_repeats_nothing(spark, tmp_path):
     query = QUERIES[0]
     src = tmp_path / "in"
