@@ -96,3 +96,11 @@ def decimal_result(op: str, a: DecimalType, b: DecimalType) -> DecimalType:
     else:  # %
         scale, precision = max(s1, s2), min(p1 - s1, p2 - s2) + max(s1, s2)
     return DecimalType(min(MAX_DECIMAL_PRECISION, max(precision, scale, 1)), min(scale, MAX_DECIMAL_PRECISION))
+
+
+def decimal_arithmetic_type(op: str, a: object, b: object) -> DecimalType | None:
+    """The result type of ``a op b`` when one side is DECIMAL and the other DECIMAL or BIGINT."""
+    if not (is_decimal(a) or is_decimal(b)):
+        return None
+    da, db = as_decimal(a), as_decimal(b)
+    return decimal_result(op, da, db) if da is not None and db is not None else None

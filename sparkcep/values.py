@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcep.errors import DataError, SparkCepError
-from sparkcep.types import DecimalType, Type, as_decimal, decimal_result, is_decimal
+from sparkcep.types import DecimalType, Type
 
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
 
@@ -77,6 +77,11 @@ DECIMAL_CONTEXT = decimal.Context(prec=100, rounding=decimal.ROUND_HALF_UP, Emax
                                   traps=[decimal.InvalidOperation, decimal.DivisionByZero, decimal.Overflow])
 
 
+# The context's exact operations (+ - * are exact at 100 digits; / is exact where it ends).
+_EXACT = {"+": DECIMAL_CONTEXT.add, "-": DECIMAL_CONTEXT.subtract, "*": DECIMAL_CONTEXT.multiply,
+          "/": DECIMAL_CONTEXT.divide, "%": DECIMAL_CONTEXT.remainder}
+
+
 @functools.cache
 def _decimal_bounds(precision: int, scale: int) -> tuple[decimal.Decimal, decimal.Decimal]:
     """(quantum, limit): values of DECIMAL(p, s) are multiples of 10^-s below 10^(p-s)."""
@@ -107,11 +112,9 @@ def round_fraction(q: fractions.Fraction, t: DecimalType, what: str) -> decimal.
 def decimal_op(op: str, t: DecimalType) -> Callable[[Any, Any], decimal.Decimal]:
     """``a op b`` (op one of + - * / %) on decimals and BIGINTs, with result type ``t``: exact,
     then rounded half away from zero to ``t``'s scale (only / and % can need it)."""
-    ctx = DECIMAL_CONTEXT
     what = {"+": "sum", "-": "difference", "*": "product", "/": "quotient", "%": "remainder"}[op]
+    exact = _EXACT[op]
     if op in ("+", "-", "*"):
-        exact = {"+": ctx.add, "-": ctx.subtract, "*": ctx.multiply}[op]
-
         def arith(a, b):
             return fit_decimal(exact(a, b), t, what)
         return arith
@@ -120,7 +123,7 @@ def decimal_op(op: str, t: DecimalType) -> Callable[[Any, Any], decimal.Decimal]
         if b == 0:
             raise FunctionError("division by zero")
         if op == "%":
-            return fit_decimal(ctx.remainder(a, b), t, what)  # the sign of the dividend, as SQL
+            return fit_decimal(exact(a, b), t, what)  # the sign of the dividend, as SQL
         return round_fraction(fractions.Fraction(a) / fractions.Fraction(b), t, what)
     return divide
 
@@ -133,8 +136,7 @@ def any_decimal_op(op: str, fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any
     """``fn`` for operands whose type is known only at run time (a function returning "any",
     an element of an array of mixed origin): a Decimal meets a float as a float, and
     Decimals otherwise compute in DECIMAL_CONTEXT, exactly (never in Python's 28 digits)."""
-    exact = {"+": DECIMAL_CONTEXT.add, "-": DECIMAL_CONTEXT.subtract, "*": DECIMAL_CONTEXT.multiply,
-             "/": DECIMAL_CONTEXT.divide, "%": DECIMAL_CONTEXT.remainder}.get(op)
+    exact = _EXACT.get(op)
 
     def apply(a, b):
         if isinstance(a, decimal.Decimal) or isinstance(b, decimal.Decimal):
@@ -166,14 +168,6 @@ def decimal_from_double(x: float) -> decimal.Decimal:
     if not math.isfinite(x):
         raise FunctionError(f"cannot cast {x} to decimal")
     return decimal.Decimal(repr(float(x)))
-
-
-def decimal_arithmetic_type(op: str, a: Any, b: Any) -> DecimalType | None:
-    """The result type of ``a op b`` when one side is DECIMAL and the other DECIMAL or BIGINT."""
-    if not (is_decimal(a) or is_decimal(b)):
-        return None
-    da, db = as_decimal(a), as_decimal(b)
-    return decimal_result(op, da, db) if da is not None and db is not None else None
 
 
 # ---------------------------------------------------------------- zoned instants

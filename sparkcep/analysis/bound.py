@@ -231,6 +231,11 @@ class AnalyzedQuery:
         """Whether a match may skip rows between the rows it selects."""
         return self.event_selection in ("NEXT", "ANY")
 
+    @property
+    def with_unmatched(self) -> bool:
+        """ALL ROWS PER MATCH WITH UNMATCHED ROWS: rows no match covers come out too."""
+        return self.rows_per_match == "ALL" and self.empty_matches == "UNMATCHED"
+
     def variable_id(self, name: str) -> int:
         return self.variables.index(name)
 

@@ -30,8 +30,8 @@ from sparkcep.analysis.patterns import find_in_pattern
 from sparkcep.analysis.scope import Scope
 from sparkcep.functions import casts, library
 from sparkcep.language import ast
-from sparkcep.types import MAX_DECIMAL_PRECISION, DecimalType, is_decimal
-from sparkcep.values import DECIMAL_CONTEXT, decimal_arithmetic_type, decimal_from_double
+from sparkcep.types import MAX_DECIMAL_PRECISION, DecimalType, decimal_arithmetic_type, is_decimal
+from sparkcep.values import DECIMAL_CONTEXT, decimal_from_double
 
 _LITERAL_TYPES = {
     "string": Type.VARCHAR,

@@ -57,7 +57,7 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
     st = state if state is not None else Selection()
     stop = n if stop is None else min(stop, n)
     tell = numbering if numbering is not None else (lambda k: None)
-    want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
+    want_unmatched = q.with_unmatched
     skip = SkipStrategy.of(q)
 
     if q.mode == "matchregex":

@@ -120,7 +120,7 @@ class KernelMatcher:
         if self.plan.fixed is not None and s.dyn_int.shape[0] == 0:
             return self._select_fixed(part, masks, order0, within, input_row)
         first_ok = self._first_ok(part, masks)
-        want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
+        want_unmatched = q.with_unmatched
         starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
             self.skip.code, q.mode == "matchregex", self.skip_member, want_unmatched, self.op, self.a, self.closure, masks,
             s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
@@ -193,7 +193,7 @@ class KernelMatcher:
         matches = self._fixed_starts(part, masks, order0, within, input_row).tolist()
         lab_t, excl_t = tuple(labels), (False,) * k
         items = []
-        want_unmatched = q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"
+        want_unmatched = q.with_unmatched
         if want_unmatched:
             covered = np.zeros(n + 1, dtype=np.int64)
             for st in matches:

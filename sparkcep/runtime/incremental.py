@@ -168,19 +168,17 @@ class IncrementalMatcher:
         items = None
         if window is not None and not self.columnar:
             items = KernelMatcher.match_items(*window[:5], before)
-        finder = None
-        if window is None:
+        elif window is None:
             finder = self._kernel_finder(part, limit) if self.kernel is not None else None
             finder = finder or candidate_finder(q, self.matcher, part)
 
-        def candidate(start: int):
-            self.matcher.expired = None
-            got = finder(start)
-            if self.matcher.expired is not None and (got is None or (isinstance(got, list) and not got)):
-                expired[start] = self.matcher.expired
-            return got
+            def candidate(start: int):
+                self.matcher.expired = None
+                got = finder(start)
+                if self.matcher.expired is not None and (got is None or (isinstance(got, list) and not got)):
+                    expired[start] = self.matcher.expired
+                return got
 
-        if window is None:
             items = list(select_matches(q, limit, candidate if q.within is not None else finder,
                                         numbering=lambda k: setattr(part, "match_number", k), state=local))
         # A start the selection will try again (it stopped before deciding it) is not out yet.
@@ -220,7 +218,7 @@ class IncrementalMatcher:
         ``local``: the kernel's match arrays. None where the kernel does not run the whole
         selection (matchregex, unmatched rows, data it cannot read)."""
         q = self.plan.query
-        if self.kernel is None or q.mode == "matchregex" or (q.rows_per_match == "ALL" and q.empty_matches == "UNMATCHED"):
+        if self.kernel is None or q.mode == "matchregex" or q.with_unmatched:
             return None
         got = self.kernel.select_window(part, local.pos, local.covered)
         if got is None:

@@ -478,7 +478,7 @@ class _BucketOperator:
         if t is None:
             return 0
         if pa.types.is_timestamp(self.time_type):
-            return pa.scalar(t, type=self.time_type).cast(pa.int64()).as_py() * 1000 // _per_second(self.time_type)
+            return self._timestamp_ms(t)
         micros = int(t * 1_000_000)  # as Spark's timestamp_seconds, then its milliseconds
         return micros // 1000 if micros >= 0 else -(-micros // 1000)
 
@@ -563,10 +563,14 @@ class _BucketOperator:
             return -(-ms // 1000)  # rows below a fractional watermark: below its ceiling
         return ms / 1000
 
+    def _timestamp_ms(self, t) -> int:
+        """An event-time timestamp in milliseconds since the epoch (Spark's watermark clock)."""
+        return pa.scalar(t, type=self.time_type).cast(pa.int64()).as_py() * 1000 // _per_second(self.time_type)
+
     def _timer_ms(self, t) -> int:
         """The watermark (ms) at which a row of event time ``t`` is sealed."""
         if pa.types.is_timestamp(self.time_type):
-            return pa.scalar(t, type=self.time_type).cast(pa.int64()).as_py() * 1000 // _per_second(self.time_type) + 1
+            return self._timestamp_ms(t) + 1
         import math
 
         return math.floor(t * 1000) + 1
