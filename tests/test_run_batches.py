@@ -4,12 +4,15 @@ and matches that cross several batches."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError
 from sparkcep.parallel.run_batches import LocalBackend, RunStats, run_partition
+from sparkcep.runtime import fast
 from tests.test_properties import comparable, queries, tables
 from tests.tiers import examples
 
@@ -36,15 +39,18 @@ def _run(plan, table, runner=None):
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-@given(queries(), tables(), st.integers(1, 4), st.one_of(st.none(), st.integers(0, 3)), st.booleans())
-def test_runs_equal_sequential(query, table, batch, shared, speculate):
+@given(queries(), tables(), st.integers(1, 4), st.one_of(st.none(), st.integers(0, 3)), st.booleans(),
+       st.booleans())
+def test_runs_equal_sequential(query, table, batch, shared, speculate, kernel):
     # speculate: a batch's first pass also emits its rows as if it began free, kept when
-    # its true entry allows; both paths are compared.
+    # its true entry allows; both paths are compared. kernel: a batch's selection runs in
+    # one compiled call where the kernel takes the query, else in Python (forced).
     text, mode = query
     plan = compile_query(text, table, mode)
     assume(not plan.define_match_number)  # the run strategies refuse MATCH_NUMBER() in DEFINE
-    got = _run(plan, table, runs(batch, shared, speculate=speculate))
-    assert got == _run(plan, table), f"\\n{text}\\nbatch={batch} shared={shared} speculate={speculate}"
+    with mock.patch.object(fast, "ENABLED", kernel):
+        got = _run(plan, table, runs(batch, shared, speculate=speculate))
+    assert got == _run(plan, table), f"\\n{text}\\nbatch={batch} shared={shared} speculate={speculate} kernel={kernel}"
 
 
 def test_first_pass_output_is_kept_only_where_the_entry_allows():

@@ -24,8 +24,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import numpy as np
+
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError, ExecutionError, SparkCepError
+from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import (
     Selection,
     candidate_finder,
@@ -176,9 +179,15 @@ def candidate_table(plan: Plan, part: PartitionData, w: Window) -> Callable[[int
     """What the window found at each start row (for select_matches); a task that both
     summarizes and emits over one window finds them once."""
     q = plan.query
-    found = dict(find_candidates(plan, part, w))
+    found: dict[int, Any] | None = None  # found on the first question (the kernel's selection may need none)
     empty = [] if q.skip_mode == "ALL_MATCHES" and q.mode != "matchregex" else None
-    return lambda s: found.get(s, empty)
+
+    def candidate(s: int):
+        nonlocal found
+        if found is None:
+            found = dict(find_candidates(plan, part, w))
+        return found.get(s, empty)
+    return candidate
 
 
 def summarize(plan: Plan, part: PartitionData, w: Window, task: Task,
@@ -187,6 +196,9 @@ def summarize(plan: Plan, part: PartitionData, w: Window, task: Task,
     """The first pass of a batch task: its selection from ``task.entry``, summarized."""
     q = plan.query
     state = Selection(task.entry, task.entry - 1, 0)
+    chosen = kernel_selection(plan, part, w, task, state)
+    if chosen is not None:
+        return chosen.summary(plan, w, task)
     chain: list[tuple[int, int, int]] = []
     count_after, last_after = 0, -1
     candidate = candidate if candidate is not None else candidate_table(plan, part, w)
@@ -214,11 +226,97 @@ def emit(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selectio
     the true ``entry`` state — matches numbered on from it, unmatched rows included."""
     q = plan.query
     state = Selection(entry.pos, entry.covered, entry.number)
+    chosen = kernel_selection(plan, part, w, task, state)
+    if chosen is not None:
+        if chosen.stall is not None:  # pragma: no cover - the driver's summaries said otherwise
+            raise SparkCepError(f"internal: batch {task.batch} stalled at row {chosen.stall} in its last pass")
+        return chosen.output(plan, part, w, entry.number, input_row)
     candidate = candidate if candidate is not None else candidate_table(plan, part, w)
     items = list(select_matches(q, w.match_end, candidate, input_row, state=state, stop=task.hi))
     if state.pos < task.hi and state.pos < w.match_end:  # pragma: no cover - the driver's summaries said otherwise
         raise SparkCepError(f"internal: batch {task.batch} stalled at row {state.pos} in its last pass")
     return measure_window(plan, part, w, items, input_row)
+
+
+@dataclass(frozen=True)
+class KernelSelection:
+    """A batch's selection from one entry as the compiled kernel made it in one call (the
+    batch engine's own loop): the matches that start below the batch's end, in window rows,
+    where the selection left the batch, or the start where it stalled (global rows)."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    offs: np.ndarray
+    labels: np.ndarray
+    excl: np.ndarray
+    exit: int
+    stall: int | None
+
+    def matches(self, first: int, last: int, base: int = 0) -> list[Match]:
+        """Matches ``first`` .. ``last - 1``, in partition rows (window rows + ``base``)."""
+        return [shift(item[1], base) for item in KernelMatcher.match_items(
+            self.starts[first:last], self.ends[first:last], self.offs[first:last + 1], self.labels, self.excl, 0)]
+
+    def summary(self, plan: Plan, w: Window, task: Task) -> Summary:
+        q = plan.query
+        zone = int(np.searchsorted(self.starts, task.zone_end - w.start))
+        chain = tuple((m.start, resume_row(q, m), m.last if not m.empty else -1)
+                      for m in self.matches(0, zone, w.start))
+        lasts = np.where(self.ends[zone:] > self.starts[zone:], self.ends[zone:] - 1 + w.start, -1)
+        return Summary(task, chain, len(self.starts) - zone, int(lasts.max(initial=-1)), self.exit, self.stall)
+
+    def output(self, plan: Plan, part: PartitionData, w: Window, number: int,
+               input_row: Callable[[int], int]) -> list[tuple[int, list[Any]]]:
+        """(partition row, measure values) of the output rows, matches numbered on from
+        ``number``; ONE ROW PER MATCH measures as whole columns where they allow it."""
+        k = len(self.starts)
+        if columnar_measures.supported(plan) and hasattr(part.cols, "arrow"):
+            numbers = np.arange(number + 1, number + 1 + k, dtype=np.int64)
+            rows, arrays = columnar_measures.measure_columns(plan, part, (self.starts, self.ends, numbers),
+                                                             [None] * len(plan.query.measures))
+            values = [a.to_pylist() for a in arrays]
+            return list(zip((rows + w.start).tolist(), (list(v) for v in zip(*values, strict=True)), strict=True)) \
+                if values else [(r, []) for r in (rows + w.start).tolist()]
+        items = KernelMatcher.match_items(self.starts, self.ends, self.offs, self.labels, self.excl, number)
+        rows = measure_rows(plan, part, items, lambda p: input_row(p + w.start))
+        return [(pos + w.start, values) for pos, values in rows]
+
+
+def kernel_selection(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selection
+                     ) -> KernelSelection | None:
+    """The batch's selection from ``entry`` in one kernel call, or None where the Python
+    selection runs (matchregex, ALL MATCHES, unmatched rows, data or conditions the kernel
+    cannot take, and a skip error, whose row the Python selection places). A summary and
+    an emit from the same entry share the call."""
+    q = plan.query
+    if q.mode == "matchregex" or q.skip_mode == "ALL_MATCHES" or q.with_unmatched or entry.pos >= task.hi:
+        return None
+    key = ("selection", task.hi, entry.pos, entry.covered)
+    if key in part.cache:
+        return part.cache[key]
+    kernel = KernelMatcher.for_plan(plan)
+    got = None
+    if kernel is not None:
+        try:
+            got = kernel.select_window(part, entry.pos - w.start, entry.covered - w.start)
+        except DataError:
+            got = None
+    chosen = None
+    if got is not None:
+        starts, ends, offs, labels, excl, pos, _ = got
+        hi = task.hi - w.start
+        k = int(np.searchsorted(starts, hi))  # starts rise: each resume lies past its start
+        stall = None
+        if pos < hi and pos < w.match_end - w.start:
+            stall = exit_ = pos + w.start  # an answer there needs rows past the window
+        elif k:
+            last = KernelSelection(starts, ends, offs, labels, excl, 0, None).matches(k - 1, k)[0]
+            exit_ = max(resume_row(q, last) + w.start, task.hi)
+        else:
+            exit_ = task.hi
+        chosen = KernelSelection(starts[:k], ends[:k], offs[:k + 1], labels[:offs[k]], excl[:offs[k]], exit_, stall)
+    part.cache[key] = chosen
+    return chosen
 
 
 def speculation_from(plan: Plan, first: Summary, task: Task, entry: Selection) -> tuple[int, int] | None:

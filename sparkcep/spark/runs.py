@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pyarrow as pa
 from pyspark import cloudpickle
 
@@ -30,16 +31,21 @@ SPECULATED = "__sparkcep_speculated__"
 def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
     from pyspark.sql import functions as F
 
-    # Event logs usually stand in ORDER BY order already: checked per input partition (and
-    # across their boundaries) in the job that collects the edges, and then not sorted.
-    # Cached, so that every job sees the same partitions (a source's split may depend on
-    # the plan reading it).
+    # Event logs usually stand in ORDER BY order already: the partitions' edge rows are
+    # checked on the driver and each first-pass task checks its own rows; only input found
+    # out of order is sorted. Cached, so that every job sees the same partitions (a
+    # source's split may depend on the plan reading it).
     as_read = base.withColumn(POS, F.monotonically_increasing_id()).persist()
     backend = _backend(plan, as_read, arrow_schema, spark_schema, run, check_order=True)
     run.rows, run.partitions = backend.n, 1 if backend.n else 0
     if backend.in_order:
-        run.reason += "; input already in ORDER BY order: not sorted"
-        return drive(plan, backend, [backend.n], run, as_read, backend.layout())
+        try:
+            result = drive(plan, backend, [backend.n], run, as_read, backend.layout())
+        except Unordered:
+            pass  # a task found its rows out of order (drive released the cached rows)
+        else:
+            run.reason += "; input already in ORDER BY order: not sorted"
+            return result
     as_read.unpersist()
     cols = sort_columns(plan)
     k = max(1, -(-backend.n // run.batch))
@@ -49,14 +55,52 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
     return drive(plan, backend, [backend.n], run, ordered, backend.layout())
 
 
+class Unordered(Exception):  # noqa: N818 - a signal between the first pass and by_sorted_runs, never raised out
+    """A first-pass task found its partition's rows out of ORDER BY order."""
+
+
+UNORDERED = "unordered"  # the summary text of such a task
+
+
 def _backend(plan: Plan, cached, arrow_schema: pa.Schema, spark_schema, run, check_order: bool = False):
-    """The backend over ``cached`` rows (its edges job runs here); the rows are released
-    if that job fails."""
+    """The backend over ``cached`` rows (its edges jobs run here); the rows are released
+    if they fail."""
     try:
         return SortedBackend(plan, cached, arrow_schema, spark_schema, run, check_order)
     except BaseException:
         cached.unpersist()
         raise
+
+
+def _edges(ordered, names: list[str], ahead: int, behind: int
+           ) -> tuple[list[int], list[int], list[pa.Table], list[pa.Table]]:
+    """Each non-empty partition's first row id, row count, first ``ahead`` rows and last
+    ``behind`` rows, in two jobs that keep the rows on the JVM: the first id and count of
+    each partition, then the edge rows by their place in it (row ids rise by one within a
+    partition; the high bits need not name it, as where Spark computed them on the driver)."""
+    from pyspark.sql import functions as F
+
+    got = collect_arrow(ordered.select(F.spark_partition_id().alias("p"), POS).groupBy("p")
+                        .agg(F.min(POS).alias("first"), F.count(F.lit(1)).alias("n")))
+    parts = sorted(zip(got.column("first").to_pylist(), got.column("n").to_pylist(), got.column("p").to_pylist(),
+                       strict=True))
+    if not parts:
+        return [], [], [], []
+
+    def of_partition(values):
+        return F.element_at(F.create_map(*[F.lit(x) for p, v in zip(parts, values, strict=True)
+                                           for x in (p[2], v)]), F.spark_partition_id())
+    at = F.col(POS) - of_partition([first for first, _, _ in parts])
+    tail_from = of_partition([n - behind for _, n, _ in parts])
+    rows = collect_arrow(ordered.where((at < ahead) | (at >= tail_from)).select(*names, POS)).sort_by(POS)
+    pos = rows.column(POS).to_numpy()
+    heads, tails = [], []
+    for first, n, _ in parts:
+        lo, hi = (int(x) for x in np.searchsorted(pos, [first, first + n]))
+        data = rows.slice(lo, hi - lo).select(names)
+        heads.append(data.slice(0, ahead))
+        tails.append(data.slice(max(data.num_rows - behind, 0)))
+    return [first for first, _, _ in parts], [n for _, n, _ in parts], heads, tails
 
 
 class SortedBackend:
@@ -70,32 +114,16 @@ class SortedBackend:
         # Rows after a partition's end its tasks read in the first pass, and rows before it.
         self.ahead = max(run.shared, 1) + plan.lookahead
         self.behind = plan.lookbehind
-        ahead, behind, names = self.ahead, self.behind, self.names
-
-        def edges(batches):
-            table = _partition_table(batches)
-            if table is None:
-                return  # an empty partition
-            pid = table.column(POS)[0].as_py()
-            data = table.select(names)
-            in_order = (not check_order) or already_ordered(data, order_by)
-            yield pa.RecordBatch.from_pydict({
-                "pid": [pid], "n": [table.num_rows], "head": [table_to_ipc(data.slice(0, max(ahead, 1)))],
-                "tail": [table_to_ipc(data.slice(max(table.num_rows - max(behind, 1), 0)))], "in_order": [in_order]})
-
-        got = collect_arrow(ordered.mapInArrow(
-            edges, "pid long, n long, head binary, tail binary, in_order boolean")).to_pylist()
-        got.sort(key=lambda r: r["pid"])
-        self.in_order = all(r["in_order"] for r in got)
-        self.pids = [r["pid"] for r in got]
-        counts = [r["n"] for r in got]
-        heads = [table_from_ipc(r["head"]) for r in got]
-        tails = [table_from_ipc(r["tail"]) for r in got]
-        if check_order and self.in_order:
-            # Across partitions: each one's last row sorts before (or ties with) the next's first.
-            self.in_order = all(already_ordered(pa.concat_tables([tails[i].slice(tails[i].num_rows - 1),
-                                                                  heads[i + 1].slice(0, 1)]), order_by)
-                                for i in range(len(got) - 1))
+        ahead, behind = self.ahead, self.behind
+        # One row more each way than the tasks need: the seams' order check reads them.
+        self.pids, counts, heads, tails = _edges(ordered, self.names, max(ahead, 1), max(behind, 1))
+        self.check_order = check_order
+        # Out of order at an edge or a seam: each partition's last row sorts before (or
+        # ties with) the next one's first. Rows inside a partition its first-pass task checks.
+        self.in_order = not check_order or (
+            all(already_ordered(t, order_by) for t in heads + tails)
+            and all(already_ordered(pa.concat_tables([tails[i].slice(tails[i].num_rows - 1), heads[i + 1].slice(0, 1)]),
+                                    order_by) for i in range(len(heads) - 1)))
         heads = [h.slice(0, ahead) for h in heads]
         tails = [t.slice(t.num_rows - min(behind, t.num_rows)) for t in tails]
         self.bounds: list[tuple[int, int]] = []
@@ -106,9 +134,9 @@ class SortedBackend:
         self.n = lo
         # Per batch: (rows before it, rows after it) as Arrow IPC, read from its neighbours.
         self.context: list[tuple[bytes, bytes]] = []
-        for b in range(len(got)):
+        for b in range(len(heads)):
             before = _take_rows([tails[j] for j in range(b - 1, -1, -1)], behind, True, heads[b].schema)
-            after = _take_rows([heads[j] for j in range(b + 1, len(got))], ahead, False, heads[b].schema)
+            after = _take_rows([heads[j] for j in range(b + 1, len(heads))], ahead, False, heads[b].schema)
             self.context.append((table_to_ipc(before), table_to_ipc(after)))
         self.ranged = 0  # tasks whose rows came through the range join
         # The first pass also emits each batch's rows as if it began free (cached): a batch
@@ -133,7 +161,8 @@ class SortedBackend:
 
     def _run(self, tasks: list[tuple[Task, Selection | None]], out_arrow: pa.Schema | None, speculate: bool = False):
         """The local tasks as one mapInArrow over their partitions: summaries (with
-        ``speculate``, also each batch's rows as if it began free), or output rows."""
+        ``speculate``, the first pass: also each batch's rows as if it began free, and the
+        order check of its rows where the input was not sorted), or output rows."""
         from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
         by_pid = {self.pids[t.batch]: (t, entry, self.context[t.batch], self.bounds[t.batch]) for t, entry in tasks}
@@ -146,7 +175,7 @@ class SortedBackend:
         else:
             schema = StructType([StructField(WIN, LongType()), StructField(SUMMARY, StringType())])
         payload = cloudpickle.dumps((self.plan, by_pid, self.names, self.n, out_arrow,
-                                     arrow_of(schema) if speculate else None))
+                                     arrow_of(schema) if speculate else None, speculate and self.check_order))
 
         def task(batches):
             with errors_to_driver():
@@ -166,6 +195,8 @@ class SortedBackend:
                 self.spec = self._run([(t, None) for t in local], None, speculate=True).persist()
                 self.held.append(self.spec)
                 got = collect_arrow(self.spec.where(F.col(SUMMARY).isNotNull()).select(WIN, SUMMARY, SPECULATED))
+                if UNORDERED in got.column(SUMMARY).to_pylist():
+                    raise Unordered
                 self.speculated = {b for b, ok in zip(got.column(WIN).to_pylist(), got.column(SPECULATED).to_pylist(),
                                                       strict=True) if ok}
             else:
@@ -292,7 +323,7 @@ def _take_rows(tables: list[pa.Table], rows: int, from_end: bool, schema: pa.Sch
 def _sorted_task(payload, batches):
     """One partition's batch task: its summary (``out_arrow`` None; with ``spec``, the
     schema holding both, its rows as if it began free too) or its output rows."""
-    p, tasks, names, n, out_arrow, spec = payload
+    p, tasks, names, n, out_arrow, spec, check_order = payload
     table = _partition_table(batches)
     if table is None:
         return
@@ -300,6 +331,9 @@ def _sorted_task(payload, batches):
     if pid not in tasks:
         return
     task, entry, (before_b, after_b), (lo, _) = tasks[pid]
+    if check_order and not already_ordered(table.select(names), p.query.order_by):
+        yield from _summary_row(task.batch, UNORDERED, False, spec)
+        return
     before, after = table_from_ipc(before_b), table_from_ipc(after_b)
     rows = pa.concat_tables([before, table.select(names), after])
     w = task.window(p)
@@ -318,8 +352,11 @@ def _sorted_task(payload, batches):
             yield from (rows.append_column(WIN, pa.array([task.batch] * k, pa.int64()))
                         .append_column(SUMMARY, pa.nulls(k, pa.string()))
                         .append_column(SPECULATED, pa.nulls(k, pa.bool_())).cast(spec).to_batches())
-        head = {f.name: pa.nulls(1, f.type) for f in outputs}
-        head[AT] = pa.nulls(1, pa.int64())
-        head.update({WIN: pa.array([task.batch], pa.int64()), SUMMARY: pa.array([text]),
-                     SPECULATED: pa.array([rows is not None])})
-        yield from pa.table(head).cast(spec).to_batches()
+        yield from _summary_row(task.batch, text, rows is not None, spec)
+
+
+def _summary_row(batch: int, text: str, speculated: bool, spec: pa.Schema):
+    """A first-pass task's summary row: no output values, its summary text."""
+    row = {f.name: pa.nulls(1, f.type) for f in spec}
+    row.update({WIN: pa.array([batch], pa.int64()), SUMMARY: pa.array([text]), SPECULATED: pa.array([speculated])})
+    yield from pa.table(row).cast(spec).to_batches()

@@ -289,3 +289,28 @@ def test_seam_where_candidate_chains_disagree_for_several_matches(spark):
               "PATTERN (A A) DEFINE A AS v = 1")
     for batch in (1, 4, 10, 40):
         assert_same(spark, pdf, clause, batch=batch, shared=2, strategies=("runs", "rr"))
+
+
+def test_rows_out_of_order_inside_a_partition_are_sorted(spark, tmp_path):
+    # Every partition's edge rows and seams stand in order, but two rows inside one
+    # partition do not: its first-pass task finds them and the run takes the range sort.
+    from sparkcep.spark.batch import SparkRun, match_recognize_spark
+
+    pdf = pd.DataFrame({"ts": range(3000), "v": [(i * 7) % 101 for i in range(3000)]})
+    swapped = pdf.copy()
+    swapped.iloc[[1250, 1251]] = swapped.iloc[[1251, 1250]].to_numpy()
+    clause = "ORDER BY ts MEASURES FIRST(ts) AS s, COUNT(*) AS c PATTERN (A B+) DEFINE A AS v > 90, B AS v < PREV(v)"
+    want = sorted(map(tuple, sparkcep.match_recognize(pdf, clause).itertuples(index=False)))
+    path = tmp_path / "nearly.parquet"
+    pq.write_table(pa.Table.from_pandas(swapped, preserve_index=False), path, row_group_size=500)
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4k")
+    try:
+        run = SparkRun("runs", "requested")
+        with collect_errors():
+            got = sorted(map(tuple, match_recognize_spark(spark.read.parquet(str(path)), clause, strategy="runs",
+                                                           batch=500, shared=20, run=run).collect()))
+        assert got == want and len(want) > 20
+        assert "not sorted" not in run.reason, run.describe()
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
