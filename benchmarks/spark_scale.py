@@ -178,9 +178,9 @@ def model(stages: dict[str, dict], engine: dict[str, float], rows: int, runs_one
         T(c) = fixed + max(n · work / c  [+ n · sort / c],
                            n · bytes per event / (nodes · node bandwidth))
 
-    where work = (runs on local[1] − fixed) / rows: read, two hand-offs to Python (the
-    edges job and the batch tasks), the cache of the rows as read, matching, output. Only
-    the fixed part (the driver's jobs and the seam stitching, O(batches)) is serial. The
+    where work = (runs on local[1] − fixed) / rows: read, one hand-off to Python (the
+    batch tasks; the edges jobs stay on the JVM), the cache of the rows as read, matching,
+    output. Only the fixed part (the driver's jobs and the seam stitching, O(batches)) is serial. The
     network term is RIP's bound (its Section 5): with ordered input on a distributed file
     system every event crosses the network once as file bytes (if not read locally);
     unsorted input also crosses it once more in the range sort's shuffle."""
@@ -189,7 +189,7 @@ def model(stages: dict[str, dict], engine: dict[str, float], rows: int, runs_one
     per_m["match"] = engine["match"] / rows * 1e6
     fixed = one["fixed per call"]
     work = (runs_one_core - fixed) / rows * 1e6
-    per_m["other (cache, edges job, output)"] = max(0.0, work - per_m["read"] - 2 * per_m["to Python"]
+    per_m["other (cache, edges jobs, output)"] = max(0.0, work - per_m["read"] - per_m["to Python"]
                                                     - per_m["match"])
     file_bytes, shuffle_bytes = engine["file_bytes_per_event"], engine["arrow_bytes_per_event"]
 
