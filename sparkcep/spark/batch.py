@@ -1,6 +1,6 @@
 """MATCH_RECOGNIZE on Spark DataFrames: the entry point. The rooms behind it: ``choice``
 (which strategy), ``partition`` (sequential and partition), ``runs`` (the run strategy
-without PARTITION BY), ``windows`` (with PARTITION BY, and far follow-up tasks), ``seams``
+on sorted partitions), ``windows`` (its follow-up tasks past a partition's neighbours), ``seams``
 (a batch task and the driver loop's call), ``wire`` (errors between workers and driver),
 ``frames`` (shared DataFrame plumbing).
 
@@ -30,7 +30,6 @@ from sparkcep.spark.choice import STRATEGIES, SparkRun, check_strategy, choose, 
 from sparkcep.spark.frames import GIDX, ROW, compile_for
 from sparkcep.spark.partition import by_groups
 from sparkcep.spark.runs import by_sorted_runs
-from sparkcep.spark.windows import by_keyed_runs
 from sparkcep.spark.wire import collect_errors
 
 __all__ = ["SparkRun", "choose_strategy", "collect_errors", "compile_for", "match_recognize_spark"]
@@ -91,6 +90,4 @@ def match_recognize_spark(
     if chosen.strategy in ("sequential", "partition"):
         return by_groups(plan, base, spark_schema, chosen.strategy == "sequential")
     chosen.size_batches(plan, batch, shared)
-    if not plan.query.partition_by:
-        return by_sorted_runs(plan, base, arrow_schema, spark_schema, chosen)
-    return by_keyed_runs(plan, base, arrow_schema, spark_schema, chosen)
+    return by_sorted_runs(plan, base, arrow_schema, spark_schema, chosen)

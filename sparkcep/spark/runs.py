@@ -1,14 +1,17 @@
-"""The run strategy without PARTITION BY (RIP's RB+ and RB): batches are Spark partitions
-of the rows in ORDER BY order. Input already in that order is matched where it lies; other
-input takes one range sort. A small job collects each partition's row count, first rows and
-last rows; a batch task reads its partition with the last rows of the one before (what PREV
-looks back at) and the first rows of the ones after (the shared part), so no row is copied
-to other tasks. Only follow-up tasks that need more than that read their rows through the
-range join of ``spark.windows``."""
+"""The run strategy on sorted Spark partitions (RIP's RB+ and RB): batches are Spark
+partitions of the rows in PARTITION BY, ORDER BY order (cut further where a key begins).
+Input already in that order (without PARTITION BY) is matched where it lies; other input
+takes one range sort, which also cuts a hot key's rows into batches. Small JVM jobs collect
+each partition's row count, first rows and last rows (and each key's rows); a partition's
+task reads its rows with the last rows of the one before (what PREV looks back at) and the
+first rows of the ones after (the shared part), so no row is copied to other tasks and rows
+reach Python once. Only follow-up tasks that need more than that read their rows through
+the range join of ``spark.windows``."""
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -29,30 +32,37 @@ SPECULATED = "__sparkcep_speculated__"
 
 
 def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
+    """The run strategy: without PARTITION BY over the input as it lies when it is already
+    in ORDER BY order, else (and with PARTITION BY) over range-sorted partitions."""
     from pyspark.sql import functions as F
 
-    # Event logs usually stand in ORDER BY order already: the partitions' edge rows are
-    # checked on the driver and each first-pass task checks its own rows; only input found
-    # out of order is sorted. Cached, so that every job sees the same partitions (a
-    # source's split may depend on the plan reading it).
-    as_read = base.withColumn(POS, F.monotonically_increasing_id()).persist()
-    backend = _backend(plan, as_read, arrow_schema, spark_schema, run, check_order=True)
-    run.rows, run.partitions = backend.n, 1 if backend.n else 0
-    if backend.in_order:
-        try:
-            result = drive(plan, backend, [backend.n], run, as_read, backend.layout())
-        except Unordered:
-            pass  # a task found its rows out of order (drive released the cached rows)
-        else:
-            run.reason += "; input already in ORDER BY order: not sorted"
-            return result
-    as_read.unpersist()
+    n = None
+    if not plan.query.partition_by:
+        # Event logs usually stand in ORDER BY order already: the partitions' edge rows are
+        # checked on the driver and each first-pass task checks its own rows; only input
+        # found out of order is sorted. Cached, so that every job sees the same partitions
+        # (a source's split may depend on the plan reading it).
+        as_read = base.withColumn(POS, F.monotonically_increasing_id()).persist()
+        backend = _backend(plan, as_read, arrow_schema, spark_schema, run, check_order=True)
+        run.rows, run.partitions = backend.n, 1 if backend.n else 0
+        if backend.in_order:
+            try:
+                result = drive(plan, backend, [k.n for k in backend.keys], run, as_read, backend.layout())
+            except Unordered:
+                pass  # a task found its rows out of order (drive released the cached rows)
+            else:
+                run.reason += "; input already in ORDER BY order: not sorted"
+                return result
+        as_read.unpersist()
+        n = backend.n
     cols = sort_columns(plan)
-    k = max(1, -(-backend.n // run.batch))
+    n = base.count() if n is None else n
+    k = max(1, -(-n // run.batch))
     ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
                .withColumn(POS, F.monotonically_increasing_id()).persist())
     backend = _backend(plan, ordered, arrow_schema, spark_schema, run)
-    return drive(plan, backend, [backend.n], run, ordered, backend.layout())
+    run.rows, run.partitions = backend.n, len(backend.keys)
+    return drive(plan, backend, [k.n for k in backend.keys], run, ordered, backend.layout())
 
 
 class Unordered(Exception):  # noqa: N818 - a signal between the first pass and by_sorted_runs, never raised out
@@ -73,9 +83,9 @@ def _backend(plan: Plan, cached, arrow_schema: pa.Schema, spark_schema, run, che
 
 
 def _edges(ordered, names: list[str], ahead: int, behind: int
-           ) -> tuple[list[int], list[int], list[pa.Table], list[pa.Table]]:
-    """Each non-empty partition's first row id, row count, first ``ahead`` rows and last
-    ``behind`` rows, in two jobs that keep the rows on the JVM: the first id and count of
+           ) -> tuple[list[int], list[int], list[int], list[pa.Table], list[pa.Table]]:
+    """Each non-empty partition's Spark partition id, first row id, row count, first
+    ``ahead`` rows and last ``behind`` rows, in two jobs that keep the rows on the JVM: the first id and count of
     each partition, then the edge rows by their place in it (row ids rise by one within a
     partition; the high bits need not name it, as where Spark computed them on the driver)."""
     from pyspark.sql import functions as F
@@ -85,7 +95,7 @@ def _edges(ordered, names: list[str], ahead: int, behind: int
     parts = sorted(zip(got.column("first").to_pylist(), got.column("n").to_pylist(), got.column("p").to_pylist(),
                        strict=True))
     if not parts:
-        return [], [], [], []
+        return [], [], [], [], []
 
     def of_partition(values):
         return F.element_at(F.create_map(*[F.lit(x) for p, v in zip(parts, values, strict=True)
@@ -100,11 +110,58 @@ def _edges(ordered, names: list[str], ahead: int, behind: int
         data = rows.slice(lo, hi - lo).select(names)
         heads.append(data.slice(0, ahead))
         tails.append(data.slice(max(data.num_rows - behind, 0)))
-    return [first for first, _, _ in parts], [n for _, n, _ in parts], heads, tails
+    return [p for _, _, p in parts], [first for first, _, _ in parts], [n for _, n, _ in parts], heads, tails
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One batch: the rows [lo, hi) of run partition ``part`` (a key's rows, or all rows)
+    that lie in Spark partition ``spark``; ``index`` numbers it among its part's batches."""
+
+    part: int
+    index: int
+    spark: int
+    lo: int
+    hi: int
+
+
+def _key_parts(plan: Plan, ordered, shifts: list[int], sids: list[int]) -> list[Part]:
+    """Each PARTITION BY key's rows in the sorted order, (first global row, count), from one
+    JVM job: a row's global index is its row id plus its Spark partition's shift (``sids``:
+    the partitions' Spark ids)."""
+    from pyspark.sql import functions as F
+
+    if not sids:
+        return []
+    shift = F.element_at(F.create_map(*[F.lit(x) for p, d in zip(sids, shifts, strict=True) for x in (p, d)]),
+                         F.spark_partition_id())
+    keys = [k.column for k in plan.query.partition_by]
+    # Internal names: a key column may be called anything.
+    g, s, n = GIDX, "__sparkcep_start__", "__sparkcep_count__"
+    got = collect_arrow(ordered.select(*keys, (F.col(POS) + shift).alias(g)).groupBy(*keys)
+                        .agg(F.min(g).alias(s), F.count(F.lit(1)).alias(n)).select(s, n))
+    return sorted(Part(a, b) for a, b in zip(got.column(s).to_pylist(), got.column(n).to_pylist(), strict=True))
+
+
+def _pieces(keys: list[Part], bounds: list[tuple[int, int]]) -> list[Piece]:
+    """The batches: each key's rows cut where Spark partitions begin (rows key-local)."""
+    out = []
+    j = 0
+    for part, key in enumerate(keys):
+        at, end, index = key.start, key.start + key.n, 0
+        while at < end:
+            while bounds[j][1] <= at:
+                j += 1
+            stop = min(end, bounds[j][1])
+            out.append(Piece(part, index, j, at - key.start, stop - key.start))
+            index += 1
+            at = stop
+    return out
 
 
 class SortedBackend:
-    """Batch tasks over ordered Spark partitions, each partition one batch (run_batches.Backend)."""
+    """Batch tasks over sorted Spark partitions (run_batches.Backend): each partition's rows
+    of one key are one batch, and one Spark task runs every batch of its partition."""
 
     def __init__(self, plan: Plan, ordered, arrow_schema: pa.Schema, spark_schema, run, check_order: bool = False):
         self.plan, self.ordered, self.arrow_schema, self.spark_schema = plan, ordered, arrow_schema, spark_schema
@@ -116,7 +173,7 @@ class SortedBackend:
         self.behind = plan.lookbehind
         ahead, behind = self.ahead, self.behind
         # One row more each way than the tasks need: the seams' order check reads them.
-        self.pids, counts, heads, tails = _edges(ordered, self.names, max(ahead, 1), max(behind, 1))
+        sids, self.pids, counts, heads, tails = _edges(ordered, self.names, max(ahead, 1), max(behind, 1))
         self.check_order = check_order
         # Out of order at an edge or a seam: each partition's last row sorts before (or
         # ties with) the next one's first. Rows inside a partition its first-pass task checks.
@@ -126,13 +183,19 @@ class SortedBackend:
                                     order_by) for i in range(len(heads) - 1)))
         heads = [h.slice(0, ahead) for h in heads]
         tails = [t.slice(t.num_rows - min(behind, t.num_rows)) for t in tails]
+        # Spark partition j holds the rows [bounds[j][0], bounds[j][1]) of the sorted order.
         self.bounds: list[tuple[int, int]] = []
         lo = 0
         for c in counts:
             self.bounds.append((lo, lo + c))
             lo += c
         self.n = lo
-        # Per batch: (rows before it, rows after it) as Arrow IPC, read from its neighbours.
+        self.keys = _key_parts(plan, ordered, [lo - pid for (lo, _), pid in zip(self.bounds, self.pids, strict=True)],
+                               sids) if plan.query.partition_by else (
+            [Part(0, self.n)] if self.n else [])
+        self.pieces = _pieces(self.keys, self.bounds)
+        self.piece_of = {(pc.part, pc.index): i for i, pc in enumerate(self.pieces)}
+        # Per Spark partition: (rows before it, rows after it) as Arrow IPC, from its neighbours.
         self.context: list[tuple[bytes, bytes]] = []
         for b in range(len(heads)):
             before = _take_rows([tails[j] for j in range(b - 1, -1, -1)], behind, True, heads[b].schema)
@@ -141,7 +204,7 @@ class SortedBackend:
         self.ranged = 0  # tasks whose rows came through the range join
         # The first pass also emits each batch's rows as if it began free (cached): a batch
         # keeps them from the row where its true selection joins the first pass's
-        # (speculation_from), and its rows go to Python once. first: batch -> its first-pass
+        # (speculation_from), and its rows go to Python once. first: piece -> its first-pass
         # summary; kept: batches that took them.
         self.first: dict[int, Summary] = {}
         self.speculated: set[int] = set()
@@ -150,14 +213,21 @@ class SortedBackend:
         self.kept = 0
 
     def layout(self) -> dict[int, list[tuple[int, int]]]:
-        """The batches of the one partition: the Spark partitions' row ranges."""
-        return {0: self.bounds} if self.bounds else {}
+        """Each run partition's batches: its rows in each Spark partition."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        for pc in self.pieces:
+            out.setdefault(pc.part, []).append((pc.lo, pc.hi))
+        return out
+
+    def _piece(self, t: Task) -> int:
+        return self.piece_of[(t.part, t.batch)]
 
     def _local(self, t: Task) -> bool:
         """Whether the task's window lies within its partition and the neighbours' rows."""
         w = t.window(self.plan)
-        lo, hi = self.bounds[t.batch]
-        return w.start >= lo - self.behind and w.end <= hi + self.ahead and t.entry >= lo
+        start = self.keys[t.part].start
+        lo, hi = self.bounds[self.pieces[self._piece(t)].spark]
+        return start + w.start >= lo - self.behind and start + w.end <= hi + self.ahead and t.entry >= t.lo
 
     def _run(self, tasks: list[tuple[Task, Selection | None]], out_arrow: pa.Schema | None, speculate: bool = False):
         """The local tasks as one mapInArrow over their partitions: summaries (with
@@ -165,7 +235,13 @@ class SortedBackend:
         order check of its rows where the input was not sorted), or output rows."""
         from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
-        by_pid = {self.pids[t.batch]: (t, entry, self.context[t.batch], self.bounds[t.batch]) for t, entry in tasks}
+        by_pid: dict[int, tuple] = {}
+        for t, entry in tasks:
+            i = self._piece(t)
+            j = self.pieces[i].spark
+            key = self.keys[t.part]
+            by_pid.setdefault(self.pids[j], (self.context[j], self.bounds[j][0], []))[2].append(
+                (i, t, entry, key.start, key.n))
         if out_arrow is not None:
             schema = self.spark_schema
         elif speculate:
@@ -174,7 +250,7 @@ class SortedBackend:
                                    StructField(SUMMARY, StringType()), StructField(SPECULATED, BooleanType())])
         else:
             schema = StructType([StructField(WIN, LongType()), StructField(SUMMARY, StringType())])
-        payload = cloudpickle.dumps((self.plan, by_pid, self.names, self.n, out_arrow,
+        payload = cloudpickle.dumps((self.plan, by_pid, self.names, out_arrow,
                                      arrow_of(schema) if speculate else None, speculate and self.check_order))
 
         def task(batches):
@@ -201,11 +277,11 @@ class SortedBackend:
                                                       strict=True) if ok}
             else:
                 got = collect_arrow(self._run([(t, None) for t in local], None))
-            by_batch = {t.batch: t for t in local}
-            got = [summary_from_json(by_batch[b], x)
-                   for b, x in zip(got.column(WIN).to_pylist(), got.column(SUMMARY).to_pylist(), strict=True)]
+            by_piece = {self._piece(t): t for t in local}
+            got = [summary_from_json(by_piece[i], x)
+                   for i, x in zip(got.column(WIN).to_pylist(), got.column(SUMMARY).to_pylist(), strict=True)]
             if first_pass:
-                self.first = {s.task.batch: s for s in got}
+                self.first = {self._piece(s.task): s for s in got}
             out += got
         if far:
             self.ranged += len(far)
@@ -213,10 +289,10 @@ class SortedBackend:
         return out
 
     def outputs(self, tasks: list[tuple[Task, Selection]]):
-        kept = {t.batch: at for t, e in tasks if t.batch in self.speculated
-                and (at := speculation_from(self.plan, self.first[t.batch], t, e)) is not None}
+        kept = {i: at for t, e in tasks if (i := self._piece(t)) in self.speculated
+                and (at := speculation_from(self.plan, self.first[i], t, e)) is not None}
         self.kept = len(kept)
-        tasks = [(t, e) for t, e in tasks if t.batch not in kept]
+        tasks = [(t, e) for t, e in tasks if self._piece(t) not in kept]
         local = [(t, e) for t, e in tasks if self._local(t)]
         far = [(t, e) for t, e in tasks if not self._local(t)]
         parts = []
@@ -235,8 +311,8 @@ class SortedBackend:
 
     def _kept(self, kept: dict[int, tuple[int, int]]):
         """The cached first-pass rows of the batches that keep them, from the row where the
-        true selection joins (batch -> (row, match-number offset), a broadcast join on
-        batch); MATCH_NUMBER() measures moved on by the offset."""
+        true selection joins (piece -> (row, match-number offset), a broadcast join on
+        piece); MATCH_NUMBER() measures moved on by the offset."""
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StructField, StructType
 
@@ -257,7 +333,7 @@ class SortedBackend:
         merged into ranges; the filter is a balanced tree, so many batches stay shallow)."""
         from pyspark.sql import functions as F
 
-        batches = sorted({t.batch for t in tasks})
+        batches = sorted({self.pieces[self._piece(t)].spark for t in tasks})
         if len(batches) == len(self.pids):
             return self.ordered
         ranges: list[list[int]] = []
@@ -286,8 +362,7 @@ class SortedBackend:
             return F.when(pos < F.lit(self.pids[mid]), shift(i, mid)).otherwise(shift(mid, j))
 
         with_gidx = self.ordered.withColumn(GIDX, pos + shift(0, len(self.pids)))
-        return WindowBackend(self.plan, with_gidx, [Part(0, self.n)], self.arrow_schema, self.spark_schema,
-                             self.batch)
+        return WindowBackend(self.plan, with_gidx, self.keys, self.arrow_schema, self.spark_schema, self.batch)
 
 
 def _balanced(items: list, join):
@@ -321,38 +396,39 @@ def _take_rows(tables: list[pa.Table], rows: int, from_end: bool, schema: pa.Sch
 
 
 def _sorted_task(payload, batches):
-    """One partition's batch task: its summary (``out_arrow`` None; with ``spec``, the
-    schema holding both, its rows as if it began free too) or its output rows."""
-    p, tasks, names, n, out_arrow, spec, check_order = payload
+    """One Spark partition's batch tasks: each one's summary (``out_arrow`` None; with
+    ``spec``, the schema holding both, its rows as if it began free too) or output rows."""
+    p, by_pid, names, out_arrow, spec, check_order = payload
     table = _partition_table(batches)
     if table is None:
         return
     pid = table.column(POS)[0].as_py()
-    if pid not in tasks:
+    if pid not in by_pid:
         return
-    task, entry, (before_b, after_b), (lo, _) = tasks[pid]
+    (before_b, after_b), first, tasks = by_pid[pid]
     if check_order and not already_ordered(table.select(names), p.query.order_by):
-        yield from _summary_row(task.batch, UNORDERED, False, spec)
+        yield from _summary_row(tasks[0][0], UNORDERED, False, spec)
         return
     before, after = table_from_ipc(before_b), table_from_ipc(after_b)
-    rows = pa.concat_tables([before, table.select(names), after])
-    w = task.window(p)
-    t = rows.slice(w.start - (lo - before.num_rows), w.end - w.start)
+    rows = pa.concat_tables([before, table.select(names), after])  # from global row first - len(before)
     outputs = pa.schema(list(spec)[:-4]) if spec is not None else None
-    text, rows = run_batch(p, t, names, w, task, entry, n, out_arrow, outputs)
-    if out_arrow is not None:
-        yield from rows.to_batches()
-    elif spec is None:
-        yield pa.RecordBatch.from_pydict({WIN: [task.batch], SUMMARY: [text]})
-    else:
-        # One schema for both kinds of row: a summary row has no output values, an output
-        # row no summary.
-        if rows is not None and rows.num_rows:
-            k = rows.num_rows
-            yield from (rows.append_column(WIN, pa.array([task.batch] * k, pa.int64()))
-                        .append_column(SUMMARY, pa.nulls(k, pa.string()))
-                        .append_column(SPECULATED, pa.nulls(k, pa.bool_())).cast(spec).to_batches())
-        yield from _summary_row(task.batch, text, rows is not None, spec)
+    for piece, task, entry, start, n in tasks:
+        w = task.window(p)
+        t = rows.slice(start + w.start - (first - before.num_rows), w.end - w.start)
+        text, out = run_batch(p, t, names, w, task, entry, n, out_arrow, outputs)
+        if out_arrow is not None:
+            yield from out.to_batches()
+        elif spec is None:
+            yield pa.RecordBatch.from_pydict({WIN: [piece], SUMMARY: [text]})
+        else:
+            # One schema for both kinds of row: a summary row has no output values, an
+            # output row no summary.
+            if out is not None and out.num_rows:
+                k = out.num_rows
+                yield from (out.append_column(WIN, pa.array([piece] * k, pa.int64()))
+                            .append_column(SUMMARY, pa.nulls(k, pa.string()))
+                            .append_column(SPECULATED, pa.nulls(k, pa.bool_())).cast(spec).to_batches())
+            yield from _summary_row(piece, text, out is not None, spec)
 
 
 def _summary_row(batch: int, text: str, speculated: bool, spec: pa.Schema):

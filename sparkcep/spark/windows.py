@@ -1,6 +1,6 @@
-"""Batch tasks over windows of globally numbered rows, read through a range join: the run
-strategy with PARTITION BY (batches inside each key's rows), and the follow-up tasks of the
-sorted run strategy that need more rows than a partition's neighbours hold."""
+"""Batch tasks over windows of globally numbered rows, read through a range join: the
+follow-up tasks of the run strategy that need more rows than a partition's neighbours hold
+(a match longer than the shared part)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from sparkcep.data.ingest import referenced_columns
 from sparkcep.errors import SparkCepError
 from sparkcep.parallel.run_batches import Summary, Task, Window
 from sparkcep.runtime.engine import Selection
-from sparkcep.spark.frames import BUCKET, GIDX, ROW, WIN, arrow_of, slots, sort_columns
-from sparkcep.spark.seams import drive, run_batch, summary_from_json
+from sparkcep.spark.frames import BUCKET, GIDX, ROW, WIN, arrow_of, slots
+from sparkcep.spark.seams import run_batch, summary_from_json
 from sparkcep.spark.wire import collect_arrow, errors_to_driver
 
 
@@ -24,26 +24,6 @@ from sparkcep.spark.wire import collect_arrow, errors_to_driver
 class Part:
     start: int  # first global index
     n: int
-
-
-def by_keyed_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
-    """The run strategy with PARTITION BY: rows sorted and numbered, each key's rows cut into
-    batches, every batch task's rows read through the range join."""
-    from pyspark.sql import functions as F
-
-    keys = [k.column for k in plan.query.partition_by]
-    ordered = base.orderBy(*sort_columns(plan)).zipWithIndex(GIDX).persist()
-    try:
-        bounds = (ordered.groupBy(*keys).agg(F.min(GIDX).alias("s"), F.count("*").alias("n"))
-                  .select("s", "n").collect())
-    except BaseException:
-        ordered.unpersist()
-        raise
-    parts = sorted(Part(r["s"], r["n"]) for r in bounds)
-    run.partitions = len(parts)
-    run.rows = sum(p.n for p in parts)
-    backend = WindowBackend(plan, ordered, parts, arrow_schema, spark_schema, run.batch)
-    return drive(plan, backend, [p.n for p in parts], run, ordered)
 
 
 class WindowBackend:

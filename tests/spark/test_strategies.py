@@ -75,6 +75,29 @@ def test_partitions_null_keys_empty_and_skewed(spark):
     assert sparkcep.match_recognize(empty, clause, strategy="partition").count() == 0
 
 
+def test_hot_key_is_cut_into_batches_at_range_sorted_partitions(spark):
+    # PARTITION BY with one key holding most rows: the range sort cuts its rows into
+    # partitions of about ``batch`` rows, each a batch; small keys share a partition (a batch
+    # each) and NaN and NULL keys are keys of their own.
+    import numpy as np
+
+    from sparkcep.spark.batch import SparkRun, match_recognize_spark
+
+    keys = [1.0] * 1200 + [float(2 + i % 9) for i in range(90)] + [float("nan")] * 30 + [None] * 20
+    order = np.random.default_rng(4).permutation(len(keys))  # shuffled: the sort has work to do
+    table = pa.table({"k": pa.array(keys, pa.float64(), from_pandas=False), "ts": list(range(len(keys))),
+                      "v": [(i * 7919) % 5 for i in range(len(keys))]}).take(order)
+    clause = """PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n, FIRST(ts) AS t0, MATCH_NUMBER() AS m
+        PATTERN (A B+) DEFINE A AS v < 2, B AS v > PREV(v)"""
+    want = rows(sparkcep.match_recognize(table, clause))
+    run = SparkRun("runs", "requested")
+    with collect_errors():
+        got = rows(match_recognize_spark(spark.createDataFrame(table), clause, strategy="runs", batch=200, shared=4,
+                                         run=run))
+    assert got == want and len(want) > 50
+    assert run.partitions == 12 and run.stats["batches"] >= 12 + 5, run.describe()
+
+
 def test_result_does_not_depend_on_spark_partitions(spark, stream):
     clause = rip.query("Q4", partition_by="symbol", maxlength=20)
     df = spark.createDataFrame(stream)
