@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from unittest import mock
 
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError
+from sparkcep.runtime import automaton
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher
 from tests.reference_matchers import ReferenceMatcher
@@ -238,6 +240,10 @@ def test_engine_equals_reference(query, table):
     expected = _run(plan, table, ReferenceMatcher)
     assert _run(plan, table, Matcher, use_kernel=False) == expected, f"python matcher\n{text}\nmode={mode}\n{table.to_pylist()}"
     assert _run(plan, table, Matcher, use_kernel=True) == expected, f"kernel\n{text}\nmode={mode}\n{table.to_pylist()}"
+    # Static patterns run as an automaton where that path applies; the thread-list kernel too.
+    with mock.patch.object(automaton, "ENABLED", False):
+        assert _run(plan, table, Matcher, use_kernel=True) == expected, \
+            f"thread-list kernel\n{text}\nmode={mode}\n{table.to_pylist()}"
     if mode == "sql":  # NFA^b serves SQL's selection; matchregex runs on the other matchers
         assert _run(plan, table, NFAbMatcher) == expected, f"nfab\n{text}\nmode={mode}\n{table.to_pylist()}"
 

@@ -14,6 +14,7 @@ from sparkcep.compile.program import next_labels
 from sparkcep.compile.skip import SkipStrategy
 from sparkcep.compile.vectorize import arrays_for, condition_mask
 from sparkcep.runtime import kernel
+from sparkcep.runtime.automaton import Automaton
 from sparkcep.runtime.vm import UNRESOLVED, Match, PartitionData, _columns_in
 
 _EXACT = 2.0**53
@@ -35,6 +36,10 @@ class KernelMatcher:
         # [1]: thread steps (a live partial match reading a row), [2]: searches (start rows)
         self.stats = np.zeros(3, dtype=np.int64)
         self.scanned = False  # a fixed-length pattern ran as a column scan, no threads at all
+        # Static patterns (no cross-row condition) run as a deterministic automaton over row
+        # classes where only match spans are needed (select_spans); built on first use.
+        self._automaton: Automaton | None | bool = False
+        self.determinised = False  # the automaton found some partition's matches
         self.second = next_labels(plan.program)
         self.skip = SkipStrategy.of(q)
         self.skip_member = self.skip.members(len(plan.labels))
@@ -142,6 +147,13 @@ class KernelMatcher:
         items += [("unmatched", r) for r in rows[j:]]
         return items
 
+    def automaton(self) -> Automaton | None:
+        """The pattern as a deterministic automaton, when every condition is row-local."""
+        if self._automaton is False:
+            static = self.spec.dyn_int.shape[0] == 0
+            self._automaton = Automaton.for_plan(self.plan, self.skip.mode) if static else None
+        return self._automaton
+
     @property
     def peak_threads(self) -> int:
         return int(self.stats[0])
@@ -153,9 +165,15 @@ class KernelMatcher:
         if arr is None:
             return None
         masks, cols, valid, order0, within = arr
+        automaton = self.automaton() if part.complete and part.limit >= part.n else None
+        got = None
         if self.plan.fixed is not None and self.spec.dyn_int.shape[0] == 0:
             starts = self._fixed_starts(part, masks, order0, within, input_row)
             ends = starts + len(self.plan.fixed)
+        elif automaton is not None and (got := automaton.spans(
+                masks, part.n, self.maxlength, self.plan.query.within is not None, order0, within)) is not None:
+            starts, ends = got
+            self.determinised = True
         else:
             items = self.select(part, input_row)
             starts = np.array([it[1].start for it in items], dtype=np.int64)

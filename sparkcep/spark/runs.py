@@ -56,7 +56,8 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
         as_read.unpersist()
         n = backend.n
     cols = sort_columns(plan)
-    n = base.count() if n is None else n
+    if n is None:  # the sort's width: from the edges above, from auto's count, or counted
+        n = run.rows if run.rows is not None else base.count()
     k = max(1, -(-n // run.batch))
     ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
                .withColumn(POS, F.monotonically_increasing_id()).persist())

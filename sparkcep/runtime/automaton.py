@@ -1,0 +1,187 @@
+"""Static patterns as a deterministic automaton over row classes.
+
+When every DEFINE condition reads only the current row (the kernel's masks hold all of
+them), a row matters to the pattern only through the set of variables it may take: its
+class, one small integer per row. The program's thread list, run on classes, is then a
+finite machine: a state is the ordered list of the program places live threads stand at
+(preference order, each place once, everything after an ACCEPT cut off, as the thread-list
+kernel does), so it can be determinised. States are built lazily, only for the classes the
+data hold (as RE2 and Rust's regex do), and capped: a pattern whose determinisation grows
+past ``MAX_STATES`` leaves the work to the thread-list kernel.
+
+A search from one start row steps the automaton until no thread is left; the last accepting
+state gives the preferred match's end (leftmost start, then the preferred match from it:
+greedy, reluctant and alternation order are in the state's order). Only match spans come
+out, so it serves ONE ROW PER MATCH with measures that need no labels (runtime.columnar),
+with AFTER MATCH SKIP PAST LAST ROW or TO NEXT ROW, over whole partitions.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from sparkcep.compile.plan import Plan
+from sparkcep.compile.program import ACCEPT
+
+MAX_STATES = 4096  # beyond this the thread-list kernel runs the pattern
+MAX_LABELS = 20  # classes are bit sets of the variables; a lookup table of 2**labels maps them
+DEAD = 0  # no thread left
+# SPARKCEP_AUTOMATON=0 leaves static patterns to the thread-list kernel (tests force both).
+ENABLED = os.environ.get("SPARKCEP_AUTOMATON", "1") != "0"
+
+
+@dataclass
+class Automaton:
+    """The lazily determinised program of one plan: states (tuples of MATCH pcs in
+    preference order, and whether an ACCEPT was reached), and transitions per class code."""
+
+    plan: Plan
+    states: dict[tuple[tuple[int, ...], bool], int] = field(default_factory=dict)
+    order: list[tuple[tuple[int, ...], bool]] = field(default_factory=list)
+    codes: dict[int, int] = field(default_factory=dict)  # class code -> column
+    table: np.ndarray = field(default_factory=lambda: np.zeros((1, 0), dtype=np.int32))
+    lookup: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))  # class code -> column
+    accepting: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    start: int = 0
+    exploded: bool = False
+
+    @classmethod
+    def for_plan(cls, plan: Plan, skip_mode: str) -> Automaton | None:
+        """The automaton of ``plan``, or None when the pattern needs what a state cannot hold
+        (anchors, loop counters, negation) or the query needs labels or windows."""
+        q = plan.query
+        if not ENABLED or q.mode == "matchregex" or skip_mode not in ("PAST_LAST", "NEXT_ROW") or plan.program.slots:
+            return None
+        if len(plan.labels) > MAX_LABELS:
+            return None
+        for places in plan.program.closures:
+            for p in places or ():
+                if p.at_start or p.at_end or p.enters or p.checks or p.negates:
+                    return None
+        a = cls(plan)
+        a._state(((), False))  # the dead state is state 0
+        a.start = a._state(a._close(plan.program.closures[0]))
+        a.lookup = np.zeros(1 << len(plan.labels), dtype=np.int32)
+        return a
+
+    def _close(self, places) -> tuple[tuple[int, ...], bool]:
+        """A state from places in preference order: each MATCH once; an ACCEPT ends the list
+        (threads after it lose to the match it finishes)."""
+        code = self.plan.program.instructions
+        pcs: list[int] = []
+        for p in places:
+            if code[p.pc].op == ACCEPT:
+                return tuple(pcs), True
+            if p.pc not in pcs:
+                pcs.append(p.pc)
+        return tuple(pcs), False
+
+    def _state(self, key: tuple[tuple[int, ...], bool]) -> int:
+        got = self.states.get(key)
+        if got is None:
+            got = self.states[key] = len(self.order)
+            self.order.append(key)
+        return got
+
+    def _step(self, state: int, code: int) -> int:
+        """The state after a row of class ``code`` (a bit set of the variables it may take)."""
+        prog = self.plan.program
+        places = []
+        for pc in self.order[state][0]:
+            if code >> prog.instructions[pc].a & 1:
+                places.extend(prog.closures[pc + 1])
+        return self._state(self._close(places))
+
+    def prepare(self, codes_present: np.ndarray) -> bool:
+        """Columns for the class codes not seen before, and every state's transition on every
+        column (new states get theirs too); False when the states grew past MAX_STATES."""
+        new = [int(c) for c in codes_present if int(c) not in self.codes]
+        if not new and self.table.shape[0] == len(self.order):
+            return not self.exploded
+        for c in new:
+            self.lookup[c] = self.codes[c] = len(self.codes)
+        cols = list(self.codes)
+        rows: list[list[int]] = [list(r) for r in self.table.tolist()]
+        for r in rows:
+            r.extend([-1] * (len(cols) - len(r)))
+        s = 0
+        while s < len(self.order):
+            if s == len(rows):
+                rows.append([-1] * len(cols))
+            row = rows[s]
+            for j, c in enumerate(cols):
+                if row[j] < 0:
+                    row[j] = DEAD if s == DEAD else self._step(s, c)
+            if len(self.order) > MAX_STATES:
+                self.exploded = True
+                return False
+            s += 1
+        self.table = np.array(rows, dtype=np.int32).reshape(len(rows), len(cols))
+        self.accepting = np.array([acc for _, acc in self.order], dtype=np.bool_)
+        return True
+
+    def spans(self, masks: np.ndarray, n: int, maxlength: int, use_within: bool, order0: np.ndarray,
+              within: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """(starts, ends) of the matches the selection picks over a whole partition, or None
+        when the automaton would grow past its cap (the caller runs the thread-list kernel)."""
+        if self.exploded:
+            return None
+        codes = _row_codes(masks, n)
+        present = np.flatnonzero(np.bincount(codes, minlength=1)) if n else np.zeros(0, dtype=np.int64)
+        if not self.prepare(present):
+            return None
+        past_last = self.plan.query.skip_mode != "NEXT_ROW"
+        return _scan(self.table, self.accepting, self.start, self.lookup[codes], n, maxlength, use_within, order0,
+                     within, past_last)
+
+
+@njit(cache=True)
+def _row_codes(masks, n):
+    codes = np.zeros(n, dtype=np.int64)
+    for lab in range(masks.shape[0]):
+        bit = np.int64(1) << lab
+        row = masks[lab]
+        for i in range(n):
+            if row[i]:
+                codes[i] |= bit
+    return codes
+
+
+@njit(cache=True)
+def _scan(table, accepting, start, cls, n, maxlength, use_within, order0, within, past_last):
+    """The selection's matches from row 0 on: from each start the automaton runs until no
+    thread is left (or MAXLENGTH or WITHIN stops it); its last accepting state is the end."""
+    starts = np.empty(16, dtype=np.int64)
+    ends = np.empty(16, dtype=np.int64)
+    k = 0
+    s = 0
+    while s < n:
+        st = start
+        end = s if accepting[st] else -1
+        pos = s
+        while pos < n:
+            if maxlength >= 0 and pos - s + 1 > maxlength:
+                break
+            if use_within and not abs(order0[pos] - order0[s]) <= within:
+                break
+            st = table[st, cls[pos]]
+            if st == 0:
+                break
+            pos += 1
+            if accepting[st]:
+                end = pos
+        if end < 0:
+            s += 1
+            continue
+        if k == starts.shape[0]:
+            starts = np.concatenate((starts, np.empty(k, dtype=np.int64)))
+            ends = np.concatenate((ends, np.empty(k, dtype=np.int64)))
+        starts[k] = s
+        ends[k] = end
+        k += 1
+        s = end if past_last and end > s else s + 1
+    return starts[:k], ends[:k]
