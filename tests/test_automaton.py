@@ -1,7 +1,8 @@
 """Static patterns as a deterministic automaton (runtime.automaton) against the thread-list
 kernel, the Python matcher and the brute-force oracle: random patterns over row-local
 conditions (quantifiers greedy and reluctant, alternation, optional and empty parts), both
-skip modes the automaton serves, MAXLENGTH, WITHIN, PARTITION BY and NULLs. Each generated
+skip modes the automaton serves, ONE ROW and ALL ROWS PER MATCH (unmatched rows, empty
+matches), measures from spans or labels, MAXLENGTH, WITHIN, PARTITION BY and NULLs. Each generated
 query is one the automaton must take, so a test fails if the path stops being used; a
 pattern whose determinisation explodes falls back to the thread-list kernel."""
 
@@ -18,7 +19,7 @@ from sparkcep.api import compile_query, run_local, run_plan
 from sparkcep.data.ingest import schema_of
 from sparkcep.errors import DataError
 from sparkcep.language.parser import parse
-from sparkcep.runtime import automaton
+from sparkcep.runtime import automaton, fast
 from sparkcep.runtime.vm import Matcher
 from tests.oracle import oracle
 from tests.test_properties import comparable
@@ -55,8 +56,16 @@ def static_queries(draw) -> str:
         bounds += f" MAXLENGTH {draw(st.integers(1, 6))}"
     skip = draw(st.sampled_from(["AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW", ""]))
     partition = "PARTITION BY g " if draw(st.booleans()) else ""
-    return (f"{partition}ORDER BY ts MEASURES MATCH_NUMBER() AS m, COUNT(*) AS c, FIRST(ts) AS f, LAST(v) AS l "
-            f"ONE ROW PER MATCH {skip} PATTERN ({pattern}){bounds} DEFINE {defines}")
+    # Measures read from the span alone (the automaton's matches go straight to columns), or
+    # from the labels (the thread-list kernel reads them for the chosen matches only).
+    measures = draw(st.sampled_from([
+        "MATCH_NUMBER() AS m, COUNT(*) AS c, FIRST(ts) AS f, LAST(v) AS l",
+        f"CLASSIFIER() AS k, COUNT({used[0]}.*) AS n, SUM(v) AS s, LAST({used[-1]}.ts) AS t",
+    ]))
+    rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS",
+                                 "ALL ROWS PER MATCH OMIT EMPTY MATCHES"]))
+    return (f"{partition}ORDER BY ts MEASURES {measures} {rows} {skip} PATTERN ({pattern}){bounds} "
+            f"DEFINE {defines}")
 
 
 @st.composite
@@ -80,14 +89,24 @@ def _rows(run):
 def test_automaton_equals_kernel_python_and_oracle(text, table):
     plan = compile_query(text, table)
     ran = []
-    spans = automaton.Automaton.spans
+    spans, labels_at = automaton.Automaton.spans, fast.kernel.labels_at
 
     def spy(self, *args):
         got = spans(self, *args)
         ran.append(got is not None)
+        if got is not None:
+            spied.append(got)
         return got
 
-    with mock.patch.object(automaton.Automaton, "spans", spy):
+    spied: list = []
+
+    def same_ends(starts, *args):
+        # The thread-list kernel, asked for the automaton's matches, ends each where it did.
+        got = labels_at(starts, *args)
+        assert any(s is starts and (got[0] == e).all() for s, e in spied), text
+        return got
+
+    with mock.patch.object(automaton.Automaton, "spans", spy), mock.patch.object(fast.kernel, "labels_at", same_ends):
         got = _rows(lambda: run_local(table, text))
     # A plain sequence of variables runs as a column scan instead (KernelMatcher._fixed_starts);
     # a loop whose body may match nothing carries a counter, which a state cannot hold.

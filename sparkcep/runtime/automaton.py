@@ -12,8 +12,9 @@ past ``MAX_STATES`` leaves the work to the thread-list kernel.
 A search from one start row steps the automaton until no thread is left; the last accepting
 state gives the preferred match's end (leftmost start, then the preferred match from it:
 greedy, reluctant and alternation order are in the state's order). Only match spans come
-out, so it serves ONE ROW PER MATCH with measures that need no labels (runtime.columnar),
-with AFTER MATCH SKIP PAST LAST ROW or TO NEXT ROW, over whole partitions.
+out: with AFTER MATCH SKIP PAST LAST ROW or TO NEXT ROW over whole partitions they are the
+selection; measures that need labels get them from the thread-list kernel, run from the
+chosen starts only (runtime.fast).
 """
 
 from __future__ import annotations

@@ -124,14 +124,19 @@ class KernelMatcher:
         q, s = self.plan.query, self.spec
         if self.plan.fixed is not None and s.dyn_int.shape[0] == 0:
             return self._select_fixed(part, masks, order0, within, input_row)
-        first_ok = self._first_ok(part, masks)
         want_unmatched = q.with_unmatched
-        starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
-            self.skip.code, q.mode == "matchregex", self.skip_member, want_unmatched, self.op, self.a, self.closure, masks,
-            s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
-            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok, self.stats)
-        if err:
-            raise self.skip.error(int(err), input_row(int(err_row)))
+        got = self._automaton_select(part, masks, cols, valid, order0, within)
+        if got is not None:
+            starts, ends, offs, labels, excl, unmatched = got
+        else:
+            first_ok = self._first_ok(part, masks)
+            starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
+                self.skip.code, q.mode == "matchregex", self.skip_member, want_unmatched, self.op, self.a, self.closure,
+                masks, s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
+                q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
+                self.stats)
+            if err:
+                raise self.skip.error(int(err), input_row(int(err_row)))
         labels, excl = labels.tolist(), excl.tolist()
         offs = offs.tolist()
         matches = [Match(st, en, tuple(labels[offs[i]:offs[i + 1]]), tuple(bool(x) for x in excl[offs[i]:offs[i + 1]]))
@@ -146,6 +151,31 @@ class KernelMatcher:
             items.append(("match", m, number))
         items += [("unmatched", r) for r in rows[j:]]
         return items
+
+    def _automaton_select(self, part: PartitionData, masks, cols, valid, order0, within):
+        """select's arrays from the automaton: it picks the matches, the thread-list kernel
+        reads the labels of those matches only; None where the automaton does not run."""
+        automaton = self.automaton() if part.complete and part.limit >= part.n else None
+        q, s = self.plan.query, self.spec
+        got = None if automaton is None else automaton.spans(masks, part.n, self.maxlength, q.within is not None,
+                                                             order0, within)
+        if got is None:
+            return None
+        self.determinised = True
+        starts, ends = got
+        _, offs, labels, excl = kernel.labels_at(
+            starts, self.op, self.a, self.closure, masks, s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols,
+            valid, part.n, self.maxlength, q.within is not None, order0, within, s.reg_member.shape[0],
+            self.plan.program.slots, self.stats)
+        unmatched = np.zeros(0, dtype=np.bool_)
+        if q.with_unmatched:
+            # A row is unmatched when no match starts there and no match covers it.
+            cover = np.zeros(part.n + 1, dtype=np.int64)
+            np.add.at(cover, starts, 1)
+            np.add.at(cover, ends, -1)
+            unmatched = np.cumsum(cover[:part.n]) == 0
+            unmatched[starts] = False
+        return starts, ends, offs, labels, excl, unmatched
 
     def automaton(self) -> Automaton | None:
         """The pattern as a deterministic automaton, when every condition is row-local."""

@@ -606,6 +606,33 @@ def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_f
 
 
 @njit(cache=True)
+def labels_at(starts, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, maxlength,
+              use_within, order0, within, n_regs, n_slots, stats):
+    """The preferred match from each of ``starts`` (rows a selection already chose, as the
+    automaton of runtime.automaton does) with its labels: ends and label offsets."""
+    m = starts.shape[0]
+    ends = np.empty(m, dtype=np.int64)
+    offs = np.zeros(m + 1, dtype=np.int64)
+    labels, excl, hist_label, hist_excl, hist_parent, acc_end, acc_h = _buffers()
+    work = _work(n_regs, n_slots, stats)
+    for i in range(m):
+        s = starts[i]
+        e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
+            s, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+            n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
+            hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+        ends[i] = e
+        length = e - s if e >= 0 else 0
+        if offs[i] + length >= labels.shape[0]:
+            labels = _grow(labels, offs[i] + length + 1)
+            excl = _grow(excl, offs[i] + length + 1)
+        if e >= 0:
+            _read_labels(h, hist_label, hist_excl, hist_parent, labels, excl, offs[i])
+        offs[i + 1] = offs[i] + length
+    return ends, offs, labels, excl
+
+
+@njit(cache=True)
 def nonoverlapping(hits, delta):
     """The starts a fixed-length pattern's selection keeps: walking the candidate starts in
     order, each one at or after the resume row of the last kept one (kept + ``delta``)."""
