@@ -122,6 +122,14 @@ def test_automaton_equals_kernel_python_and_oracle(text, table):
         f"oracle\n{text}\n{table.to_pylist()}"
 
 
+def test_run_stats_name_the_automaton():
+    table = pa.table({"ts": list(range(20)), "v": [i % 4 for i in range(20)]})
+    stats: dict = {}
+    run_local(table, "ORDER BY ts MEASURES COUNT(*) AS c PATTERN (A B+ C) DEFINE A AS v = 0, B AS v = 1 OR v = 2, "
+                     "C AS v = 3", stats=stats)
+    assert stats["matcher"] == "automaton"
+
+
 def test_exploding_determinisation_falls_back_to_the_thread_list_kernel():
     # (A|B)* A (A|B){12}: the automaton must remember the last 13 classes, 2**13 states.
     text = ("ORDER BY ts MEASURES COUNT(*) AS c, FIRST(ts) AS f ONE ROW PER MATCH PATTERN ((A | B)* A"

@@ -99,6 +99,8 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
             stats["matcher"], stats["peak_threads"] = "python", None
         elif kernel.scanned:
             stats["matcher"], stats["peak_threads"] = "column scan", 0
+        elif kernel.determinised:
+            stats["matcher"], stats["peak_threads"] = "automaton", kernel.peak_threads
         else:
             stats["matcher"], stats["peak_threads"] = "kernel", kernel.peak_threads
     out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
