@@ -578,48 +578,41 @@ def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_f
                cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
                first_ok, stats):
     """Per start row in [first, last): end (NO_MATCH / UNRESOLVED) and label offsets."""
-    m = last - first
-    ends = np.empty(m, dtype=np.int64)
-    offs = np.zeros(m + 1, dtype=np.int64)
-    # acc_end, acc_h unused: candidates never asks for ALL MATCHES
-    labels, excl, hist_label, hist_excl, hist_parent, acc_end, acc_h = _buffers()
-    work = _work(n_regs, n_slots, stats)
-    for i in range(m):
-        s = first + i
-        if s < limit and not first_ok[s]:
-            ends[i] = NO_MATCH
-            offs[i + 1] = offs[i]
-            continue
-        e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-            s, 1 if want_earliest else 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
-            limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
-            hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
-        ends[i] = e
-        length = e - s if e >= 0 else 0
-        if offs[i] + length >= labels.shape[0]:
-            labels = _grow(labels, offs[i] + length + 1)
-            excl = _grow(excl, offs[i] + length + 1)
-        if e >= 0:
-            _read_labels(h, hist_label, hist_excl, hist_parent, labels, excl, offs[i])
-        offs[i + 1] = offs[i] + length
-    return ends, offs, labels, excl
+    return _found_at(np.arange(first, last), 1 if want_earliest else 0, op_, a_, cl, masks, reg_member, reg_first,
+                     dyn_int, dyn_float, cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
+                     n_regs, n_slots, first_ok, stats)
 
 
 @njit(cache=True)
 def labels_at(starts, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, maxlength,
               use_within, order0, within, n_regs, n_slots, stats):
     """The preferred match from each of ``starts`` (rows a selection already chose, as the
-    automaton of runtime.automaton does) with its labels: ends and label offsets."""
+    automaton of runtime.automaton does) with its labels, over a whole partition."""
+    return _found_at(starts, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, n,
+                     True, 0, maxlength, use_within, order0, within, n_regs, n_slots, np.ones(n, dtype=np.bool_),
+                     stats)
+
+
+@njit(cache=True)
+def _found_at(starts, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, limit,
+              complete, base, maxlength, use_within, order0, within, n_regs, n_slots, first_ok, stats):
+    """What _search finds from each of ``starts`` (how 0: the preferred match, 1: the
+    earliest-ending one): ends (NO_MATCH / UNRESOLVED) and label offsets into labels."""
     m = starts.shape[0]
     ends = np.empty(m, dtype=np.int64)
     offs = np.zeros(m + 1, dtype=np.int64)
+    # acc_end, acc_h unused: no ALL MATCHES here
     labels, excl, hist_label, hist_excl, hist_parent, acc_end, acc_h = _buffers()
     work = _work(n_regs, n_slots, stats)
     for i in range(m):
         s = starts[i]
+        if s < limit and not first_ok[s]:
+            ends[i] = NO_MATCH
+            offs[i + 1] = offs[i]
+            continue
         e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-            s, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
-            n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
+            s, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+            limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
             hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
         ends[i] = e
         length = e - s if e >= 0 else 0

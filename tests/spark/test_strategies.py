@@ -1,5 +1,6 @@
 """Every Spark strategy returns exactly the sequential engine's rows (real local Spark)."""
 
+import contextlib
 import os
 import re
 
@@ -19,6 +20,17 @@ from sparkcep.workloads.stock import stock_trades, trade_stream
 from tests.spark.helpers import assert_same, rows
 from tests.test_properties import queries, tables
 from tests.tiers import FULL, sample
+
+
+@contextlib.contextmanager
+def small_splits(spark):
+    """Files read as splits of 4 kB: one Parquet file becomes several Spark partitions, in order."""
+    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4k")
+    try:
+        yield
+    finally:
+        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
 
 
 @pytest.fixture(scope="module")
@@ -250,9 +262,7 @@ def test_run_strategy_reads_ordered_files_without_sorting(spark, tmp_path):
     ordered_path = tmp_path / "ordered.parquet"
     pq.write_table(pa.Table.from_pandas(pdf, preserve_index=False), ordered_path, row_group_size=500)
     shuffled = pdf.sample(frac=1, random_state=3)
-    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "4k")  # one file read as several splits, in order
-    try:
+    with small_splits(spark):
         for df, sorted_ in ((spark.read.parquet(str(ordered_path)), False), (spark.createDataFrame(shuffled), True)):
             run = SparkRun("runs", "requested")
             with collect_errors():
@@ -261,8 +271,6 @@ def test_run_strategy_reads_ordered_files_without_sorting(spark, tmp_path):
             assert got == want and len(want) > 20
             assert ("not sorted" in run.reason) != sorted_, run.describe()
             assert run.stats["batches"] > 1 and run.stats["ranged"] > 0, run.describe()  # the long last match
-    finally:
-        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
 
 
 def test_ordered_input_plan_has_no_sort_or_exchange(spark, tmp_path):
@@ -276,9 +284,7 @@ def test_ordered_input_plan_has_no_sort_or_exchange(spark, tmp_path):
     want = sorted(map(tuple, sparkcep.match_recognize(pdf, clause).itertuples(index=False)))
     path = tmp_path / "ordered.parquet"
     pq.write_table(pa.Table.from_pandas(pdf, preserve_index=False), path, row_group_size=500)
-    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "4k")
-    try:
+    with small_splits(spark):
         for df, ordered in ((spark.read.parquet(str(path)), True), (spark.createDataFrame(pdf.sample(frac=1)), False)):
             run = SparkRun("runs", "requested")
             with collect_errors():
@@ -293,8 +299,6 @@ def test_ordered_input_plan_has_no_sort_or_exchange(spark, tmp_path):
                 assert "rangepartitioning" in plan, plan
             # Most batches keep their first-pass rows (one here begins inside a match).
             assert run.stats["batches"] > 1 and 0 < run.stats["kept"] <= run.stats["batches"], run.describe()
-    finally:
-        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
 
 
 @pytest.mark.slow
@@ -326,14 +330,10 @@ def test_rows_out_of_order_inside_a_partition_are_sorted(spark, tmp_path):
     want = sorted(map(tuple, sparkcep.match_recognize(pdf, clause).itertuples(index=False)))
     path = tmp_path / "nearly.parquet"
     pq.write_table(pa.Table.from_pandas(swapped, preserve_index=False), path, row_group_size=500)
-    before = spark.conf.get("spark.sql.files.maxPartitionBytes")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "4k")
-    try:
+    with small_splits(spark):
         run = SparkRun("runs", "requested")
         with collect_errors():
             got = sorted(map(tuple, match_recognize_spark(spark.read.parquet(str(path)), clause, strategy="runs",
                                                            batch=500, shared=20, run=run).collect()))
         assert got == want and len(want) > 20
         assert "not sorted" not in run.reason, run.describe()
-    finally:
-        spark.conf.set("spark.sql.files.maxPartitionBytes", before)
