@@ -11,7 +11,7 @@ from __future__ import annotations
 from unittest import mock
 
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sparkcep.analysis.analyzer import analyze
@@ -154,3 +154,36 @@ def test_patterns_the_automaton_cannot_hold_are_left_to_the_kernel():
                  "ORDER BY ts MEASURES COUNT(*) AS c AFTER MATCH SKIP TO LAST A PATTERN (A B) DEFINE A AS v = 1"):
         plan = compile_query(text, table)
         assert automaton.Automaton.for_plan(plan, plan.query.skip_mode) is None, text
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(static_queries(), tables(), st.integers(0, 30), st.booleans(), st.integers(0, 5))
+def test_window_selection_equals_the_thread_list_kernel(text, table, limit, complete, pos):
+    # A stream's sealed rows or a run-strategy batch: the selection resumed at ``pos`` over
+    # the starts below ``limit``, stopping where a live thread needs a row not seen yet.
+    from sparkcep.data.partitions import LazyColumns
+    from sparkcep.runtime.fast import KernelMatcher
+    from sparkcep.runtime.vm import PartitionData
+
+    q = analyze(parse(text), schema_of(table))
+    assume(not q.partition_by and not q.with_unmatched)  # one partition; the window selection emits no unmatched rows
+    plan = compile_query(text, table)
+    n = table.num_rows
+    limit = min(limit, n)
+
+    def window(enabled: bool):
+        part = PartitionData(LazyColumns([table.column(i) for i in range(table.num_columns)]), n,
+                             q.order_by[0].index, complete=complete and limit == n, limit=limit)
+        with mock.patch.object(automaton, "ENABLED", enabled):
+            kernel = KernelMatcher.for_plan(plan)
+            got = kernel.select_window(part, min(pos, limit), -1)
+        if got is None:
+            return None
+        starts, ends, offs, labels, excl, at, covered = got
+        return (starts.tolist(), ends.tolist(), offs.tolist(), labels[:offs[-1]].tolist(),
+                [bool(x) for x in excl[:offs[-1]]], at, covered, kernel.determinised)
+
+    ours, theirs = window(True), window(False)
+    holds = automaton.Automaton.for_plan(plan, plan.query.skip_mode) is not None
+    assert ours[:-1] == theirs[:-1], f"{text}\nlimit={limit} complete={complete} pos={pos}\n{table.to_pylist()}"
+    assert ours[-1] == holds and not theirs[-1]

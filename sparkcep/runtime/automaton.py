@@ -12,9 +12,10 @@ past ``MAX_STATES`` leaves the work to the thread-list kernel.
 A search from one start row steps the automaton until no thread is left; the last accepting
 state gives the preferred match's end (leftmost start, then the preferred match from it:
 greedy, reluctant and alternation order are in the state's order). Only match spans come
-out: with AFTER MATCH SKIP PAST LAST ROW or TO NEXT ROW over whole partitions they are the
-selection; measures that need labels get them from the thread-list kernel, run from the
-chosen starts only (runtime.fast).
+out: with AFTER MATCH SKIP PAST LAST ROW or TO NEXT ROW they are the selection, over whole
+partitions and over the windows of streams and run-strategy batches (stopping where an
+answer needs rows not seen yet); labels, where measures or the caller need them, come from
+the thread-list kernel run from the chosen starts only (runtime.fast).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class Automaton:
     table: np.ndarray = field(default_factory=lambda: np.zeros((1, 0), dtype=np.int32))
     lookup: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int32))  # class code -> column
     accepting: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    live: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))  # a thread can take a row
     start: int = 0
     exploded: bool = False
 
@@ -123,12 +125,21 @@ class Automaton:
             s += 1
         self.table = np.array(rows, dtype=np.int32).reshape(len(rows), len(cols))
         self.accepting = np.array([acc for _, acc in self.order], dtype=np.bool_)
+        self.live = np.array([bool(pcs) for pcs, _ in self.order], dtype=np.bool_)
         return True
 
     def spans(self, masks: np.ndarray, n: int, maxlength: int, use_within: bool, order0: np.ndarray,
               within: float) -> tuple[np.ndarray, np.ndarray] | None:
         """(starts, ends) of the matches the selection picks over a whole partition, or None
         when the automaton would grow past its cap (the caller runs the thread-list kernel)."""
+        got = self.window(masks, n, n, True, 0, -1, maxlength, use_within, order0, within)
+        return None if got is None else (got[0], got[1])
+
+    def window(self, masks: np.ndarray, n: int, limit: int, complete: bool, pos: int, covered: int, maxlength: int,
+               use_within: bool, order0: np.ndarray, within: float) -> tuple | None:
+        """The selection resumed at start ``pos`` over the starts below ``limit`` of a window
+        whose later rows may not have arrived (see _scan): (starts, ends, next start,
+        covered), or None past the cap."""
         if self.exploded:
             return None
         codes = _row_codes(masks, n)
@@ -136,8 +147,9 @@ class Automaton:
         if not self.prepare(present):
             return None
         past_last = self.plan.query.skip_mode != "NEXT_ROW"
-        return _scan(self.table, self.accepting, self.start, self.lookup[codes], n, maxlength, use_within, order0,
-                     within, past_last)
+        starts, ends, pos, covered = _scan(self.table, self.accepting, self.live, self.start, self.lookup[codes], pos,
+                                           covered, limit, complete, maxlength, use_within, order0, within, past_last)
+        return starts, ends, int(pos), int(covered)
 
 
 @njit(cache=True)
@@ -153,28 +165,37 @@ def _row_codes(masks, n):
 
 
 @njit(cache=True)
-def _scan(table, accepting, start, cls, n, maxlength, use_within, order0, within, past_last):
-    """The selection's matches from row 0 on: from each start the automaton runs until no
-    thread is left (or MAXLENGTH or WITHIN stops it); its last accepting state is the end."""
+def _scan(table, accepting, live, start, cls, pos, covered, limit, complete, maxlength, use_within, order0, within,
+          past_last):
+    """The selection's matches from start ``pos`` on (``covered``: the last row inside a match
+    so far), over the starts below ``limit``: from each start the automaton runs until no
+    thread is left (or MAXLENGTH or WITHIN stops it); its last accepting state is the end.
+    Where a live thread would need a row past ``limit`` of a partition that goes on
+    (``complete`` false), the answer is not known yet and the selection stops there, as the
+    thread-list kernel's does. Returns (starts, ends, next start, covered)."""
     starts = np.empty(16, dtype=np.int64)
     ends = np.empty(16, dtype=np.int64)
     k = 0
-    s = 0
-    while s < n:
+    s = pos
+    while s < limit:
         st = start
         end = s if accepting[st] else -1
-        pos = s
-        while pos < n:
-            if maxlength >= 0 and pos - s + 1 > maxlength:
+        p = s
+        unresolved = False
+        while live[st]:
+            if maxlength >= 0 and p - s + 1 > maxlength:
                 break
-            if use_within and not abs(order0[pos] - order0[s]) <= within:
+            if p >= limit:
+                unresolved = not complete
                 break
-            st = table[st, cls[pos]]
-            if st == 0:
+            if use_within and not abs(order0[p] - order0[s]) <= within:
                 break
-            pos += 1
+            st = table[st, cls[p]]
+            p += 1
             if accepting[st]:
-                end = pos
+                end = p
+        if unresolved:
+            break
         if end < 0:
             s += 1
             continue
@@ -184,5 +205,7 @@ def _scan(table, accepting, start, cls, n, maxlength, use_within, order0, within
         starts[k] = s
         ends[k] = end
         k += 1
+        if end > s:
+            covered = max(covered, end - 1)
         s = end if past_last and end > s else s + 1
-    return starts[:k], ends[:k]
+    return starts[:k], ends[:k], s, covered

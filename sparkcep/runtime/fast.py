@@ -156,17 +156,14 @@ class KernelMatcher:
         """select's arrays from the automaton: it picks the matches, the thread-list kernel
         reads the labels of those matches only; None where the automaton does not run."""
         automaton = self.automaton() if part.complete and part.limit >= part.n else None
-        q, s = self.plan.query, self.spec
+        q = self.plan.query
         got = None if automaton is None else automaton.spans(masks, part.n, self.maxlength, q.within is not None,
                                                              order0, within)
         if got is None:
             return None
         self.determinised = True
         starts, ends = got
-        _, offs, labels, excl = kernel.labels_at(
-            starts, self.op, self.a, self.closure, masks, s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols,
-            valid, part.n, self.maxlength, q.within is not None, order0, within, s.reg_member.shape[0],
-            self.plan.program.slots, self.stats)
+        offs, labels, excl = self._labels(part, starts, masks, cols, valid, order0, within)
         unmatched = np.zeros(0, dtype=np.bool_)
         if q.with_unmatched:
             # A row is unmatched when no match starts there and no match covers it.
@@ -176,6 +173,16 @@ class KernelMatcher:
             unmatched = np.cumsum(cover[:part.n]) == 0
             unmatched[starts] = False
         return starts, ends, offs, labels, excl, unmatched
+
+    def _labels(self, part: PartitionData, starts, masks, cols, valid, order0, within):
+        """Label offsets, labels and exclusions of the automaton's matches, read by the
+        thread-list kernel from their starts only."""
+        q, s = self.plan.query, self.spec
+        _, offs, labels, excl = kernel.labels_at(
+            starts, self.op, self.a, self.closure, masks, s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols,
+            valid, part.n, part.limit, part.complete, part.base, self.maxlength, q.within is not None, order0, within,
+            s.reg_member.shape[0], self.plan.program.slots, self.stats)
+        return offs, labels, excl
 
     def automaton(self) -> Automaton | None:
         """The pattern as a deterministic automaton, when every condition is row-local."""
@@ -269,6 +276,18 @@ class KernelMatcher:
         not have arrived, stopping where an answer needs unseen rows: (starts, ends, label
         offsets, labels, excluded, next start, covered). None when the data do not fit the
         kernel."""
+        automaton = self.automaton()
+        if automaton is not None:
+            arr = self.arrays(part)
+            if arr is None:
+                return None
+            masks, cols, valid, order0, within = arr
+            got = automaton.window(masks, part.n, part.limit, part.complete, pos, covered, self.maxlength,
+                                   self.plan.query.within is not None, order0, within)
+            if got is not None:
+                self.determinised = True
+                starts, ends, pos, covered = got
+                return (starts, ends, *self._labels(part, starts, masks, cols, valid, order0, within), pos, covered)
         got = self._window_inputs(part)
         if got is None:
             return None

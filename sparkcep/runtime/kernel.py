@@ -584,13 +584,13 @@ def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_f
 
 
 @njit(cache=True)
-def labels_at(starts, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, maxlength,
-              use_within, order0, within, n_regs, n_slots, stats):
+def labels_at(starts, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, limit,
+              complete, base, maxlength, use_within, order0, within, n_regs, n_slots, stats):
     """The preferred match from each of ``starts`` (rows a selection already chose, as the
-    automaton of runtime.automaton does) with its labels, over a whole partition."""
-    return _found_at(starts, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, n,
-                     True, 0, maxlength, use_within, order0, within, n_regs, n_slots, np.ones(n, dtype=np.bool_),
-                     stats)
+    automaton of runtime.automaton does) with its labels."""
+    return _found_at(starts, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, limit,
+                     complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
+                     np.ones(n, dtype=np.bool_), stats)
 
 
 @njit(cache=True)
