@@ -7,7 +7,8 @@ finite machine: a state is the ordered list of the program places live threads s
 (preference order, each place once, everything after an ACCEPT cut off, as the thread-list
 kernel does), so it can be determinised. States are built lazily, only for the classes the
 data hold (as RE2 and Rust's regex do), and capped: a pattern whose determinisation grows
-past ``MAX_STATES`` leaves the work to the thread-list kernel.
+past ``MAX_STATES`` states or ``MAX_CELLS`` transitions leaves the work to the thread-list
+kernel.
 
 A search from one start row steps the automaton until no thread is left; the last accepting
 state gives the preferred match's end (leftmost start, then the preferred match from it:
@@ -30,6 +31,7 @@ from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import ACCEPT
 
 MAX_STATES = 4096  # beyond this the thread-list kernel runs the pattern
+MAX_CELLS = 1 << 16  # transitions (states x classes the data hold) built in Python, at most
 MAX_LABELS = 20  # classes are bit sets of the variables; a lookup table of 2**labels maps them
 DEAD = 0  # no thread left
 # SPARKCEP_AUTOMATON=0 leaves static patterns to the thread-list kernel (tests force both).
@@ -119,7 +121,7 @@ class Automaton:
             for j, c in enumerate(cols):
                 if row[j] < 0:
                     row[j] = DEAD if s == DEAD else self._step(s, c)
-            if len(self.order) > MAX_STATES:
+            if len(self.order) > MAX_STATES or len(self.order) * len(cols) > MAX_CELLS:
                 self.exploded = True
                 return False
             s += 1
@@ -143,7 +145,10 @@ class Automaton:
         if self.exploded:
             return None
         codes = _row_codes(masks, n)
-        present = np.flatnonzero(np.bincount(codes, minlength=1)) if n else np.zeros(0, dtype=np.int64)
+        if len(self.plan.labels) <= 16:
+            present = np.flatnonzero(np.bincount(codes, minlength=1)) if n else np.zeros(0, dtype=np.int64)
+        else:  # a count per possible class would outweigh a sort
+            present = np.unique(codes)
         if not self.prepare(present):
             return None
         past_last = self.plan.query.skip_mode != "NEXT_ROW"

@@ -410,8 +410,11 @@ def _sorted_task(payload, batches):
     if check_order and not already_ordered(table.select(names), p.query.order_by):
         yield from _summary_row(tasks[0][0], UNORDERED, False, spec)
         return
-    before, after = table_from_ipc(before_b), table_from_ipc(after_b)
-    rows = pa.concat_tables([before, table.select(names), after])  # from global row first - len(before)
+    own = table.select(names)
+    # The neighbours' rows came through toArrow (timestamps in UTC), this partition's through
+    # mapInArrow (in the session's time zone): the same instants, one schema.
+    before, after = table_from_ipc(before_b).cast(own.schema), table_from_ipc(after_b).cast(own.schema)
+    rows = pa.concat_tables([before, own, after])  # from global row first - len(before)
     outputs = pa.schema(list(spec)[:-4]) if spec is not None else None
     for piece, task, entry, start, n in tasks:
         w = task.window(p)

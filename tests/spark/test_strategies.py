@@ -337,3 +337,25 @@ def test_rows_out_of_order_inside_a_partition_are_sorted(spark, tmp_path):
                                                            batch=500, shared=20, run=run).collect()))
         assert got == want and len(want) > 20
         assert "not sorted" not in run.reason, run.describe()
+
+
+def test_run_strategy_in_a_session_time_zone_other_than_utc(spark):
+    # The neighbours' edge rows reach the driver through toArrow (UTC) and a partition's own
+    # rows through mapInArrow (the session's zone): one schema in the task, the same instants.
+    import datetime as dt
+
+    base = dt.datetime(2026, 3, 28, 23, 0)  # across a DST change in Berlin
+    pdf = pd.DataFrame({"t": [base + dt.timedelta(minutes=7 * i) for i in range(120)],
+                        "v": [(i * 7) % 5 for i in range(120)]})
+    clause = ("ORDER BY t MEASURES FIRST(t) AS t0, COUNT(*) AS c PATTERN (A B+) DEFINE A AS v = 0, B AS v > PREV(v)")
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "Europe/Berlin")
+    try:
+        in_order = spark.createDataFrame(pdf)  # partitions in ORDER BY order: matched where they lie
+        want = rows(sparkcep.match_recognize(in_order, clause, strategy="sequential"))
+        for df in (in_order, in_order.repartition(4)):  # and shuffled: the range sort
+            with collect_errors():
+                assert rows(sparkcep.match_recognize(df, clause, strategy="runs", batch=30, shared=5)) == want
+        assert sum(want.values()) > 5
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
