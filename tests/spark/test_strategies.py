@@ -344,7 +344,7 @@ def test_run_strategy_in_a_session_time_zone_other_than_utc(spark):
     # rows through mapInArrow (the session's zone): one schema in the task, the same instants.
     import datetime as dt
 
-    base = dt.datetime(2026, 3, 28, 23, 0)  # across a DST change in Berlin
+    base = dt.datetime(2026, 3, 28, 23, 0, tzinfo=dt.UTC)  # across a DST change in Berlin
     pdf = pd.DataFrame({"t": [base + dt.timedelta(minutes=7 * i) for i in range(120)],
                         "v": [(i * 7) % 5 for i in range(120)]})
     clause = ("ORDER BY t MEASURES FIRST(t) AS t0, COUNT(*) AS c PATTERN (A B+) DEFINE A AS v = 0, B AS v > PREV(v)")
