@@ -89,10 +89,10 @@ def _rows(run):
 def test_automaton_equals_kernel_python_and_oracle(text, table):
     plan = compile_query(text, table)
     ran = []
-    spans, labels_at = automaton.Automaton.spans, fast.kernel.labels_at
+    window, labels_at = automaton.Automaton.window, fast.kernel.labels_at
 
     def spy(self, *args):
-        got = spans(self, *args)
+        got = window(self, *args)
         ran.append(got is not None)
         if got is not None:
             spied.append(got)
@@ -103,10 +103,10 @@ def test_automaton_equals_kernel_python_and_oracle(text, table):
     def same_ends(starts, *args):
         # The thread-list kernel, asked for the automaton's matches, ends each where it did.
         got = labels_at(starts, *args)
-        assert any(s is starts and (got[0] == e).all() for s, e in spied), text
+        assert any(s is starts and (got[0] == e).all() for s, e, *_ in spied), text
         return got
 
-    with mock.patch.object(automaton.Automaton, "spans", spy), mock.patch.object(fast.kernel, "labels_at", same_ends):
+    with mock.patch.object(automaton.Automaton, "window", spy), mock.patch.object(fast.kernel, "labels_at", same_ends):
         got = _rows(lambda: run_local(table, text))
     # A plain sequence of variables runs as a column scan instead (KernelMatcher._fixed_starts);
     # a loop whose body may match nothing carries a counter, which a state cannot hold.
@@ -142,7 +142,7 @@ def test_exploding_determinisation_falls_back_to_the_thread_list_kernel():
     import numpy as np
 
     masks = np.array([[v == 1 for v in values], [v == 0 for v in values]])
-    assert machine.spans(masks, 400, -1, False, np.zeros(1), 0.0) is None and machine.exploded
+    assert machine.window(masks, 400, 400, True, 0, -1, -1, False, np.zeros(1), 0.0) is None and machine.exploded
     want = _rows(lambda: run_plan(plan, table, Matcher, use_kernel=False))
     assert want != [] and _rows(lambda: run_local(table, text)) == want
 

@@ -310,7 +310,7 @@ def kernel_selection(plan: Plan, part: PartitionData, w: Window, task: Task, ent
         if pos < hi and pos < w.match_end - w.start:
             stall = exit_ = pos + w.start  # an answer there needs rows past the window
         elif k:
-            last = KernelSelection(starts, ends, offs, labels, excl, 0, None).matches(k - 1, k)[0]
+            last = KernelMatcher.match_items(starts[k - 1:k], ends[k - 1:k], offs[k - 1:k + 1], labels, excl, 0)[0][1]
             exit_ = max(resume_row(q, last) + w.start, task.hi)
         else:
             exit_ = task.hi

@@ -130,18 +130,12 @@ class Automaton:
         self.live = np.array([bool(pcs) for pcs, _ in self.order], dtype=np.bool_)
         return True
 
-    def spans(self, masks: np.ndarray, n: int, maxlength: int, use_within: bool, order0: np.ndarray,
-              within: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """(starts, ends) of the matches the selection picks over a whole partition, or None
-        when the automaton would grow past its cap (the caller runs the thread-list kernel)."""
-        got = self.window(masks, n, n, True, 0, -1, maxlength, use_within, order0, within)
-        return None if got is None else (got[0], got[1])
-
     def window(self, masks: np.ndarray, n: int, limit: int, complete: bool, pos: int, covered: int, maxlength: int,
                use_within: bool, order0: np.ndarray, within: float) -> tuple | None:
         """The selection resumed at start ``pos`` over the starts below ``limit`` of a window
-        whose later rows may not have arrived (see _scan): (starts, ends, next start,
-        covered), or None past the cap."""
+        whose later rows may not have arrived (see _scan; a whole partition: limit n,
+        complete): (starts, ends, next start, covered), or None when the automaton would grow
+        past its cap (the caller runs the thread-list kernel)."""
         if self.exploded:
             return None
         codes = _row_codes(masks, n)

@@ -155,14 +155,11 @@ class KernelMatcher:
     def _automaton_select(self, part: PartitionData, masks, cols, valid, order0, within):
         """select's arrays from the automaton: it picks the matches, the thread-list kernel
         reads the labels of those matches only; None where the automaton does not run."""
-        automaton = self.automaton() if part.complete and part.limit >= part.n else None
-        q = self.plan.query
-        got = None if automaton is None else automaton.spans(masks, part.n, self.maxlength, q.within is not None,
-                                                             order0, within)
+        got = self._automaton_window(part, masks, order0, within, whole=True)
         if got is None:
             return None
-        self.determinised = True
-        starts, ends = got
+        q = self.plan.query
+        starts, ends = got[0], got[1]
         offs, labels, excl = self._labels(part, starts, masks, cols, valid, order0, within)
         unmatched = np.zeros(0, dtype=np.bool_)
         if q.with_unmatched:
@@ -173,6 +170,20 @@ class KernelMatcher:
             unmatched = np.cumsum(cover[:part.n]) == 0
             unmatched[starts] = False
         return starts, ends, offs, labels, excl, unmatched
+
+    def _automaton_window(self, part: PartitionData, masks, order0, within, pos: int = 0, covered: int = -1,
+                          whole: bool = False):
+        """The automaton's selection from start ``pos`` (Automaton.window: starts, ends, next
+        start, covered), or None where it does not run; ``whole``: only over a whole
+        partition (the callers that select it to the end)."""
+        automaton = self.automaton()
+        if automaton is None or (whole and not (part.complete and part.limit >= part.n)):
+            return None
+        got = automaton.window(masks, part.n, part.limit, part.complete, pos, covered, self.maxlength,
+                               self.plan.query.within is not None, order0, within)
+        if got is not None:
+            self.determinised = True
+        return got
 
     def _labels(self, part: PartitionData, starts, masks, cols, valid, order0, within):
         """Label offsets, labels and exclusions of the automaton's matches, read by the
@@ -202,15 +213,11 @@ class KernelMatcher:
         if arr is None:
             return None
         masks, cols, valid, order0, within = arr
-        automaton = self.automaton() if part.complete and part.limit >= part.n else None
-        got = None
         if self.plan.fixed is not None and self.spec.dyn_int.shape[0] == 0:
             starts = self._fixed_starts(part, masks, order0, within, input_row)
             ends = starts + len(self.plan.fixed)
-        elif automaton is not None and (got := automaton.spans(
-                masks, part.n, self.maxlength, self.plan.query.within is not None, order0, within)) is not None:
-            starts, ends = got
-            self.determinised = True
+        elif (got := self._automaton_window(part, masks, order0, within, whole=True)) is not None:
+            starts, ends = got[0], got[1]
         else:
             items = self.select(part, input_row)
             starts = np.array([it[1].start for it in items], dtype=np.int64)
@@ -276,16 +283,13 @@ class KernelMatcher:
         not have arrived, stopping where an answer needs unseen rows: (starts, ends, label
         offsets, labels, excluded, next start, covered). None when the data do not fit the
         kernel."""
-        automaton = self.automaton()
-        if automaton is not None:
+        if self.automaton() is not None:
             arr = self.arrays(part)
             if arr is None:
                 return None
             masks, cols, valid, order0, within = arr
-            got = automaton.window(masks, part.n, part.limit, part.complete, pos, covered, self.maxlength,
-                                   self.plan.query.within is not None, order0, within)
+            got = self._automaton_window(part, masks, order0, within, pos, covered)
             if got is not None:
-                self.determinised = True
                 starts, ends, pos, covered = got
                 return (starts, ends, *self._labels(part, starts, masks, cols, valid, order0, within), pos, covered)
         got = self._window_inputs(part)

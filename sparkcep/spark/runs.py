@@ -84,9 +84,9 @@ def _backend(plan: Plan, cached, arrow_schema: pa.Schema, spark_schema, run, che
 
 
 def _edges(ordered, names: list[str], ahead: int, behind: int
-           ) -> tuple[list[int], list[int], list[int], list[pa.Table], list[pa.Table]]:
-    """Each non-empty partition's Spark partition id, first row id, row count, first
-    ``ahead`` rows and last ``behind`` rows, in two jobs that keep the rows on the JVM: the first id and count of
+           ) -> tuple[list[int], list[int], list[pa.Table], list[pa.Table]]:
+    """Each non-empty partition's first row id, row count, first ``ahead`` rows and last
+    ``behind`` rows, in two jobs that keep the rows on the JVM: the first id and count of
     each partition, then the edge rows by their place in it (row ids rise by one within a
     partition; the high bits need not name it, as where Spark computed them on the driver)."""
     from pyspark.sql import functions as F
@@ -96,7 +96,7 @@ def _edges(ordered, names: list[str], ahead: int, behind: int
     parts = sorted(zip(got.column("first").to_pylist(), got.column("n").to_pylist(), got.column("p").to_pylist(),
                        strict=True))
     if not parts:
-        return [], [], [], [], []
+        return [], [], [], []
 
     def of_partition(values):
         return F.element_at(F.create_map(*[F.lit(x) for p, v in zip(parts, values, strict=True)
@@ -111,7 +111,7 @@ def _edges(ordered, names: list[str], ahead: int, behind: int
         data = rows.slice(lo, hi - lo).select(names)
         heads.append(data.slice(0, ahead))
         tails.append(data.slice(max(data.num_rows - behind, 0)))
-    return [p for _, _, p in parts], [first for first, _, _ in parts], [n for _, n, _ in parts], heads, tails
+    return [first for first, _, _ in parts], [n for _, n, _ in parts], heads, tails
 
 
 @dataclass(frozen=True)
@@ -126,20 +126,15 @@ class Piece:
     hi: int
 
 
-def _key_parts(plan: Plan, ordered, shifts: list[int], sids: list[int]) -> list[Part]:
+def _key_parts(plan: Plan, ordered, global_index) -> list[Part]:
     """Each PARTITION BY key's rows in the sorted order, (first global row, count), from one
-    JVM job: a row's global index is its row id plus its Spark partition's shift (``sids``:
-    the partitions' Spark ids)."""
+    JVM job (``global_index``: a row's place in the sorted order, SortedBackend.global_index)."""
     from pyspark.sql import functions as F
 
-    if not sids:
-        return []
-    shift = F.element_at(F.create_map(*[F.lit(x) for p, d in zip(sids, shifts, strict=True) for x in (p, d)]),
-                         F.spark_partition_id())
     keys = [k.column for k in plan.query.partition_by]
     # Internal names: a key column may be called anything.
     g, s, n = GIDX, "__sparkcep_start__", "__sparkcep_count__"
-    got = collect_arrow(ordered.select(*keys, (F.col(POS) + shift).alias(g)).groupBy(*keys)
+    got = collect_arrow(ordered.select(*keys, global_index.alias(g)).groupBy(*keys)
                         .agg(F.min(g).alias(s), F.count(F.lit(1)).alias(n)).select(s, n))
     return sorted(Part(a, b) for a, b in zip(got.column(s).to_pylist(), got.column(n).to_pylist(), strict=True))
 
@@ -174,7 +169,7 @@ class SortedBackend:
         self.behind = plan.lookbehind
         ahead, behind = self.ahead, self.behind
         # One row more each way than the tasks need: the seams' order check reads them.
-        sids, self.pids, counts, heads, tails = _edges(ordered, self.names, max(ahead, 1), max(behind, 1))
+        self.pids, counts, heads, tails = _edges(ordered, self.names, max(ahead, 1), max(behind, 1))
         self.check_order = check_order
         # Out of order at an edge or a seam: each partition's last row sorts before (or
         # ties with) the next one's first. Rows inside a partition its first-pass task checks.
@@ -191,9 +186,12 @@ class SortedBackend:
             self.bounds.append((lo, lo + c))
             lo += c
         self.n = lo
-        self.keys = _key_parts(plan, ordered, [lo - pid for (lo, _), pid in zip(self.bounds, self.pids, strict=True)],
-                               sids) if plan.query.partition_by else (
-            [Part(0, self.n)] if self.n else [])
+        if not self.n:
+            self.keys = []
+        elif plan.query.partition_by:
+            self.keys = _key_parts(plan, ordered, self.global_index())
+        else:
+            self.keys = [Part(0, self.n)]
         self.pieces = _pieces(self.keys, self.bounds)
         self.piece_of = {(pc.part, pc.index): i for i, pc in enumerate(self.pieces)}
         # Per Spark partition: (rows before it, rows after it) as Arrow IPC, from its neighbours.
@@ -348,10 +346,10 @@ class SortedBackend:
         pos = F.col(POS)
         return self.ordered.where(_balanced([pos.between(a, z) for a, z in ranges], lambda x, y: x | y))
 
-    def _ranged(self) -> WindowBackend:
-        """Tasks reaching past the neighbours' rows: windows of global rows by range join.
-        A row's global index is its row id shifted by its partition's (partition i holds
-        row ids from pids[i]; a binary search as a balanced CASE tree finds i)."""
+    def global_index(self):
+        """A row's place in the sorted order as a Column: its row id shifted by its
+        partition's (partition i holds row ids from pids[i]; a binary search as a balanced
+        CASE tree finds i)."""
         from pyspark.sql import functions as F
 
         pos = F.col(POS)
@@ -362,7 +360,11 @@ class SortedBackend:
             mid = (i + j) // 2
             return F.when(pos < F.lit(self.pids[mid]), shift(i, mid)).otherwise(shift(mid, j))
 
-        with_gidx = self.ordered.withColumn(GIDX, pos + shift(0, len(self.pids)))
+        return pos + shift(0, len(self.pids))
+
+    def _ranged(self) -> WindowBackend:
+        """Tasks reaching past the neighbours' rows: windows of global rows by range join."""
+        with_gidx = self.ordered.withColumn(GIDX, self.global_index())
         return WindowBackend(self.plan, with_gidx, self.keys, self.arrow_schema, self.spark_schema, self.batch)
 
 
