@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import logging
 
-from sparkcep.data.ingest import referenced_columns
 from sparkcep.errors import DataError, SparkCepError
 from sparkcep.spark.choice import STRATEGIES, SparkRun, check_strategy, choose, choose_strategy
-from sparkcep.spark.frames import GIDX, ROW, compile_for
+from sparkcep.spark.frames import GIDX, ROW, compile_for, compile_reading
 from sparkcep.spark.partition import by_groups
 from sparkcep.spark.runs import by_sorted_runs
 from sparkcep.spark.wire import collect_errors
@@ -59,14 +58,7 @@ def match_recognize_spark(
     if ROW in df.columns or GIDX in df.columns:
         raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
     how = plan
-    plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how, sharing)
-    if plan.query.rows_per_match == "ONE":
-        # ONE ROW PER MATCH outputs keys and measures only: ship just the columns the query
-        # reads to the Python workers (the hand-off is most of the cost).
-        used = referenced_columns(plan.query)
-        if len(used) < len(df.columns):
-            df = df.select(*[c for i, c in enumerate(df.columns) if i in used])
-            plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how, sharing)
+    df, plan, arrow_schema, spark_schema = compile_reading(df, clause, mode, how, sharing)
     from pyspark.sql import functions as F
 
     q = plan.query

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan
-from sparkcep.data.ingest import schema_of
+from sparkcep.data.ingest import referenced_columns, schema_of
 from sparkcep.data.output import output_schema
 from sparkcep.language.parser import parse
 from sparkcep.query import plan_query
@@ -37,6 +37,20 @@ def compile_for(df, clause: str, mode: str = "sql", how: str | None = None,
     plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode), how, sharing)
     out = output_schema(plan.query, arrow_schema)
     return plan, arrow_schema, from_arrow_schema(out)
+
+
+def compile_reading(df, clause: str, mode: str = "sql", how: str | None = None, sharing: bool = True):
+    """compile_for, with the input cut to the columns the query reads where ONE ROW PER
+    MATCH outputs keys and measures only: the others need not cross a shuffle, reach Python
+    (the hand-off is most of the cost) nor wait in a stream's state. Returns (the input,
+    the plan, its Arrow input schema, the Spark output schema)."""
+    plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how, sharing)
+    if plan.query.rows_per_match == "ONE":
+        read = sorted(referenced_columns(plan.query))
+        if len(read) < len(df.columns):
+            df = df.select(*[df.columns[i] for i in read])
+            plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how, sharing)
+    return df, plan, arrow_schema, spark_schema
 
 
 def arrow_of(spark_schema) -> pa.Schema:

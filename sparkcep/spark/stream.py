@@ -85,23 +85,14 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     from sparkcep.language import ast
     from sparkcep.runtime.incremental import IncrementalMatcher
     from sparkcep.spark.buckets import bucket_column
-    from sparkcep.spark.frames import compile_for
+    from sparkcep.spark.frames import compile_reading
 
     if not getattr(df, "isStreaming", False):
         raise SparkCepError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
                             "use sparkcep.match_recognize for a batch DataFrame")
     if late not in LATE_POLICIES:
         raise SparkCepError(f"late must be one of {', '.join(LATE_POLICIES)}, not {late!r}")
-    plan, arrow_schema, spark_schema = compile_for(df, clause, mode)
-    if plan.query.rows_per_match == "ONE":
-        # ONE ROW PER MATCH outputs keys and measures only: the columns the query does not
-        # read need not cross the shuffle, nor reach Python, nor wait in state.
-        from sparkcep.data.ingest import referenced_columns
-
-        read = sorted(referenced_columns(plan.query))
-        if len(read) < len(df.columns):
-            df = df.select(*[df.columns[i] for i in read])
-            plan, arrow_schema, spark_schema = compile_for(df, clause, mode)
+    df, plan, arrow_schema, spark_schema = compile_reading(df, clause, mode)
     incremental = IncrementalMatcher(plan, arrow_schema)  # refuses what a stream cannot run, before Spark starts
     q = plan.query
     end = find_in_pattern(q.pattern, (ast.PEnd,))
