@@ -170,6 +170,8 @@ def test_window_selection_equals_the_thread_list_kernel(text, table, limit, comp
     plan = compile_query(text, table)
     n = table.num_rows
     limit = min(limit, n)
+    # Nested loops past the kernel's slot budget run on the Python matcher: no window to compare.
+    assume(KernelMatcher.for_plan(plan) is not None)
 
     def window(enabled: bool):
         part = PartitionData(LazyColumns([table.column(i) for i in range(table.num_columns)]), n,
