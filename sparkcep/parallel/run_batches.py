@@ -270,10 +270,13 @@ class KernelSelection:
         """(partition row, measure values) of the output rows, matches numbered on from
         ``number``; ONE ROW PER MATCH measures as whole columns where they allow it."""
         k = len(self.starts)
+        got = None
         if columnar_measures.supported(plan) and hasattr(part.cols, "arrow"):
             numbers = np.arange(number + 1, number + 1 + k, dtype=np.int64)
-            rows, arrays = columnar_measures.measure_columns(plan, part, (self.starts, self.ends, numbers),
-                                                             [None] * len(plan.query.measures))
+            got = columnar_measures.measure_columns(plan, part, (self.starts, self.ends, numbers),
+                                                    [None] * len(plan.query.measures))
+        if got is not None:
+            rows, arrays = got
             values = [a.to_pylist() for a in arrays]
             return list(zip((rows + w.start).tolist(), (list(v) for v in zip(*values, strict=True)), strict=True)) \
                 if values else [(r, []) for r in (rows + w.start).tolist()]

@@ -1,15 +1,29 @@
 """ONE ROW PER MATCH measures as whole columns, for the common measures that need no
-per-match evaluation: MATCH_NUMBER(), COUNT(*), and column values at the first or last row
-of the match (FIRST/LAST/plain references of the universal variable, with PREV/NEXT).
-Other measures run per match in runtime.measures."""
+per-match evaluation: MATCH_NUMBER(), COUNT(*), column values at the first or last row of
+the match (FIRST/LAST/plain references of the universal variable, with PREV/NEXT), and
+COUNT SUM AVG MIN MAX DELTA of a numeric column over the whole match. Other measures run
+per match in runtime.measures.
+
+The aggregates fold each match's rows in row order, exactly as compile.aggregates folds
+them one row at a time (the same float additions in the same order, SQL's NaN order,
+NULLs skipped), so both paths give the same bits. Where 64-bit integers could not give
+the Python fold's exact answer (a sum beyond BIGINT, an average of a sum beyond 2^53),
+``measure_columns`` answers None and the per-match path runs (and reports the error)."""
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pyarrow as pa
 
-from sparkcep.analysis.bound import BAgg, BColumn, BMatchNumber, BNav
+from sparkcep.analysis.bound import AggregateSpec, BAgg, BColumn, BMatchNumber, BNav
 from sparkcep.compile.plan import Plan
+from sparkcep.types import Type
+from sparkcep.values import numpy_values
+
+# Aggregates of a numeric column over the whole match computed here (see _aggregate).
+_FOLDS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA")
+_EXACT = 2**53
 
 
 def supported(plan: Plan) -> bool:
@@ -21,8 +35,7 @@ def supported(plan: Plan) -> bool:
         if isinstance(e, BMatchNumber):
             continue
         if isinstance(e, BAgg):
-            spec = q.measure_aggregates[e.index]
-            if spec.func == "COUNT" and spec.labels is None and spec.arg is None:
+            if _whole_match(q.measure_aggregates[e.index]):
                 continue
             return False
         if isinstance(e, BNav) and e.pointer.labels is None and isinstance(e.inner, BColumn):
@@ -31,10 +44,20 @@ def supported(plan: Plan) -> bool:
     return True
 
 
+def _whole_match(spec: AggregateSpec) -> bool:
+    """COUNT(*), or COUNT SUM AVG MIN MAX DELTA of a numeric column, over every row of the match."""
+    if spec.labels is not None or spec.distinct or spec.previous or spec.key is not None:
+        return False
+    if spec.arg is None:
+        return spec.func == "COUNT"
+    return spec.func in _FOLDS and isinstance(spec.arg, BColumn) and spec.arg.type in (Type.BIGINT, Type.DOUBLE)
+
+
 def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.ndarray], types: list
-                    ) -> tuple[np.ndarray, list[pa.Array]]:
+                    ) -> tuple[np.ndarray, list[pa.Array]] | None:
     """(partition row of each output row, one Arrow array per measure) for the matches
-    given as (starts, ends, match numbers)."""
+    given as (starts, ends, match numbers); None where an aggregate needs the per-match
+    path (see the module's docstring)."""
     starts, ends, numbers = spans
     q = plan.query
     out = []
@@ -43,7 +66,16 @@ def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.nd
         if isinstance(e, BMatchNumber):
             out.append(pa.array(numbers, type=t or pa.int64()))
         elif isinstance(e, BAgg):
-            out.append(pa.array(ends - starts, type=t or pa.int64()))
+            spec = q.measure_aggregates[e.index]
+            if spec.arg is None:
+                out.append(pa.array(ends - starts, type=t or pa.int64()))
+                continue
+            got = _aggregate(spec.func, part.cols.arrow(spec.arg.index), starts, ends)
+            if got is None:
+                return None
+            values, has = got
+            arr = pa.array(values, mask=~has)
+            out.append(arr.cast(t) if t is not None and arr.type != t else arr)
         else:
             p = e.pointer
             idx = (ends - 1 - p.offset) if p.last else (starts + p.offset)
@@ -57,3 +89,124 @@ def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.nd
                 taken = taken.cast(taken.type.value_type)
             out.append(taken.cast(t) if t is not None and taken.type != t else taken)
     return starts, out
+
+
+def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, not NULL) of ``func`` over rows [start, end) of each match, or None."""
+    got = numpy_values(column)
+    if got is None:
+        return None
+    data, valid = got
+    if func == "COUNT":
+        return _count(valid, starts, ends), np.ones(len(starts), dtype=np.bool_)
+    if func == "DELTA":
+        # The last row's value minus the first row's, NULL if either is NULL (or no rows).
+        has = ends > starts
+        if not has.any():
+            return np.zeros(len(starts), dtype=data.dtype), has
+        first, last = np.where(has, starts, 0), np.where(has, ends - 1, 0)
+        has &= valid[first] & valid[last]
+        a, b = data[last], data[first]
+        with np.errstate(all="ignore"):
+            diff = a - b
+        if data.dtype == np.int64 and np.any(has & (((a ^ b) & (a ^ diff)) < 0)):
+            return None  # beyond BIGINT: the per-match path reports it
+        return np.where(has, diff, 0), has
+    if func in ("MIN", "MAX"):
+        return _extreme(data, valid, starts, ends, func == "MAX")
+    if data.dtype == np.int64:
+        sums, has, ok = _int_sum(data, valid, starts, ends)
+        if not ok:
+            return None
+        if func == "SUM":
+            return sums, has
+        counts = _count(valid, starts, ends)
+        if np.any((sums > _EXACT) | (sums < -_EXACT)):
+            return None  # float(sum) would round where Python's int / int does not
+        return sums.astype(np.float64) / np.maximum(counts, 1), has
+    sums, has = _float_sum(data, valid, starts, ends, func == "AVG")
+    if func == "SUM":
+        return sums, has
+    return sums / np.maximum(_count(valid, starts, ends), 1), has
+
+
+@numba.njit(cache=True)
+def _count(valid, starts, ends):
+    out = np.zeros(len(starts), dtype=np.int64)
+    for i in range(len(starts)):
+        c = 0
+        for r in range(starts[i], ends[i]):
+            if valid[r]:
+                c += 1
+        out[i] = c
+    return out
+
+
+@numba.njit(cache=True)
+def _int_sum(data, valid, starts, ends):
+    """Sums of int64 rows, as compile.aggregates adds them; ok False when a running sum
+    leaves BIGINT (the per-match path then reports it)."""
+    out = np.zeros(len(starts), dtype=np.int64)
+    has = np.zeros(len(starts), dtype=np.bool_)
+    for i in range(len(starts)):
+        acc = 0
+        seen = False
+        for r in range(starts[i], ends[i]):
+            if valid[r]:
+                v = data[r]
+                total = acc + v
+                if (acc >= 0) == (v >= 0) and (total >= 0) != (acc >= 0):
+                    return out, has, False
+                acc = total
+                seen = True
+        out[i] = acc
+        has[i] = seen
+    return out, has, True
+
+
+@numba.njit(cache=True)
+def _float_sum(data, valid, starts, ends, from_zero):
+    """Sums of float64 rows in row order: SUM starts from the first value, AVG from 0 (as
+    compile.aggregates folds them: 0 + -0.0 is 0.0)."""
+    out = np.zeros(len(starts), dtype=np.float64)
+    has = np.zeros(len(starts), dtype=np.bool_)
+    for i in range(len(starts)):
+        acc = 0.0
+        seen = False
+        for r in range(starts[i], ends[i]):
+            if valid[r]:
+                acc = data[r] if not seen and not from_zero else acc + data[r]
+                seen = True
+        out[i] = acc
+        has[i] = seen
+    return out, has
+
+
+@numba.njit(cache=True)
+def _less(a, b):
+    """a < b in SQL's order: NaN above every number (functions.library.sql_less)."""
+    if a != a or b != b:
+        return b != b and not a != a
+    return a < b
+
+
+@numba.njit(cache=True)
+def _extreme(data, valid, starts, ends, largest):
+    """MIN/MAX in row order: a later row replaces the value only when strictly better."""
+    out = np.zeros(len(starts), dtype=data.dtype)
+    has = np.zeros(len(starts), dtype=np.bool_)
+    for i in range(len(starts)):
+        acc = out[i]
+        seen = False
+        for r in range(starts[i], ends[i]):
+            if not valid[r]:
+                continue
+            v = data[r]
+            if not seen:
+                acc = v
+                seen = True
+            elif (_less(acc, v) if largest else _less(v, acc)):
+                acc = v
+        out[i] = acc
+        has[i] = seen
+    return out, has

@@ -43,6 +43,8 @@ class KernelMatcher:
         self.second = next_labels(plan.program)
         self.skip = SkipStrategy.of(q)
         self.skip_member = self.skip.members(len(plan.labels))
+        # The columns the row-local conditions read (their masks are built per partition).
+        self.used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
 
     @classmethod
     def for_plan(cls, plan: Plan) -> KernelMatcher | None:
@@ -57,8 +59,7 @@ class KernelMatcher:
         if cached is not None:
             return cached if cached != "no" else None
         plan, n = self.plan, part.n
-        used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
-        arrays = arrays_for(part.cols, used, n)
+        arrays = arrays_for(part.cols, self.used, n)
         masks = np.ones((len(plan.labels), n), dtype=np.bool_)
         for label, parts in enumerate(plan.local_parts):
             if parts:
@@ -129,14 +130,7 @@ class KernelMatcher:
         if got is not None:
             starts, ends, offs, labels, excl, unmatched = got
         else:
-            first_ok = self._first_ok(part, masks)
-            starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
-                self.skip.code, q.mode == "matchregex", self.skip_member, want_unmatched, self.op, self.a, self.closure,
-                masks, s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
-                q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
-                self.stats)
-            if err:
-                raise self.skip.error(int(err), input_row(int(err_row)))
+            starts, ends, offs, labels, excl, unmatched = self._thread_select(part, arr, input_row)
         labels, excl = labels.tolist(), excl.tolist()
         offs = offs.tolist()
         matches = [Match(st, en, tuple(labels[offs[i]:offs[i + 1]]), tuple(bool(x) for x in excl[offs[i]:offs[i + 1]]))
@@ -151,6 +145,20 @@ class KernelMatcher:
             items.append(("match", m, number))
         items += [("unmatched", r) for r in rows[j:]]
         return items
+
+    def _thread_select(self, part: PartitionData, arr, input_row):
+        """The thread-list kernel's selection of a whole partition, as arrays."""
+        masks, cols, valid, order0, within = arr
+        q, s = self.plan.query, self.spec
+        first_ok = self._first_ok(part, masks)
+        starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
+            self.skip.code, q.mode == "matchregex", self.skip_member, q.with_unmatched, self.op, self.a, self.closure,
+            masks, s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
+            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
+            self.stats)
+        if err:
+            raise self.skip.error(int(err), input_row(int(err_row)))
+        return starts, ends, offs, labels, excl, unmatched
 
     def _automaton_select(self, part: PartitionData, masks, cols, valid, order0, within):
         """select's arrays from the automaton: it picks the matches, the thread-list kernel
@@ -219,9 +227,7 @@ class KernelMatcher:
         elif (got := self._automaton_window(part, masks, order0, within, whole=True)) is not None:
             starts, ends = got[0], got[1]
         else:
-            items = self.select(part, input_row)
-            starts = np.array([it[1].start for it in items], dtype=np.int64)
-            ends = np.array([it[1].end for it in items], dtype=np.int64)
+            starts, ends = self._thread_select(part, arr, input_row)[:2]
         return starts, ends, np.arange(1, len(starts) + 1, dtype=np.int64)
 
     def _fixed_starts(self, part: PartitionData, masks, order0, within, input_row) -> np.ndarray:

@@ -183,11 +183,15 @@ class IncrementalMatcher:
                                         numbering=lambda k: setattr(part, "match_number", k), state=local))
         # A start the selection will try again (it stopped before deciding it) is not out yet.
         timeouts = self._timeouts(table, [m for s, m in sorted(expired.items()) if s < local.pos])
+        got = None
         if items is None:  # the kernel's matches, measures as whole columns (as in batch)
             starts, ends = window[0], window[1]
             numbers = np.arange(before + 1, before + 1 + len(starts), dtype=np.int64)
-            rows, arrays = columnar_measures.measure_columns(plan, part, (starts, ends, numbers), self.types)
-            out = output_table(plan, table, rows, arrays, self.types)
+            got = columnar_measures.measure_columns(plan, part, (starts, ends, numbers), self.types)
+            if got is None:
+                items = KernelMatcher.match_items(*window[:5], before)
+        if got is not None:
+            out = output_table(plan, table, got[0], got[1], self.types)
         else:
             positions: list[int] = []
             values: list[list[Any]] = [[] for _ in q.measures]

@@ -429,7 +429,7 @@ def _select_all(prog, n, want_unmatched, first_ok, out, arena, work):
         k = 0
         if first_ok[pos]:
             k, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
-                prog, pos, 2, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+                prog, pos, 2, n, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
         for j in range(k):
             starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos,
                                                            acc_end[j], acc_h[j], hist_label, hist_excl,
@@ -445,33 +445,36 @@ def _select_all(prog, n, want_unmatched, first_ok, out, arena, work):
 def _earliest(prog, pos, n, first_ok, arena, work):
     """matchregex: among matches from pos on that start before the best end so far, the
     earliest-ending one (the longest of those): (start, end, history node, arena, work), or
-    start -1. The chosen start is searched again at the end, as later searches reused the
-    history arena."""
+    start -1. A later start wins only with an earlier end, so its search stops at the best
+    end so far (no thread needs to look past it); the chosen start is searched again at the
+    end, as later searches reused the history arena."""
     hist_label, hist_excl, hist_parent, acc_end, acc_h = arena
     best_s = -1
     best_e = -1
     s = pos
     while s < n and (best_s < 0 or s <= best_e - 1):
         if first_ok[s]:
+            limit = n if best_s < 0 else best_e - 1
             e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
-                prog, s, 1, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+                prog, s, 1, limit, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
             if e >= 0 and (best_s < 0 or e - 1 < best_e - 1):
                 best_s, best_e = s, e
         s += 1
     h = -1
     if best_s >= 0:
         best_e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
-            prog, best_s, 1, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+            prog, best_s, 1, n, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
     return best_s, best_e, h, (hist_label, hist_excl, hist_parent, acc_end, acc_h), work
 
 
 @njit(cache=True)
-def _search_with(prog, start, how, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
-    """_search with the partition's fixed arguments packed in ``prog``."""
+def _search_with(prog, start, how, limit, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
+    """_search with the partition's fixed arguments packed in ``prog``; rows from ``limit``
+    on are not taken (the partition is complete)."""
     (op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
      order0, within, n_regs, n_slots) = prog
     return _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
-                   n, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
+                   limit, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
                    hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
 
 
@@ -517,7 +520,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
                 continue
             hist_label, hist_excl, hist_parent, acc_end, acc_h = arena
             e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
-                prog, pos, 0, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+                prog, pos, 0, n, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
             arena = (hist_label, hist_excl, hist_parent, acc_end, acc_h)
             if e < 0:
                 if want_unmatched and pos > covered:

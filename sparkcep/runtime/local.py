@@ -71,9 +71,9 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
         row_ids = order_np[start:end]
         if columnar:
             spans = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
-            if spans is not None:
-                rows, arrays_out = columnar_measures.measure_columns(plan, part, spans, types)
-                return order_np[start + rows], arrays_out
+            got = columnar_measures.measure_columns(plan, part, spans, types) if spans is not None else None
+            if got is not None:
+                return order_np[start + got[0]], got[1]
         rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
                 else output_rows(plan, matcher, part, row_ids, kernel))
         positions: list[int] = []
