@@ -184,3 +184,23 @@ def _check_columnar(table, pattern):
     assert got == expected
     assert [[str(v) for v in row.values()] for row in got] == [[str(v) for v in row.values()] for row in expected] \
         if isinstance(got, list) else True  # -0.0 and 0.0 alike
+
+
+def test_measure_columns_over_all_partitions_stay_inside_each():
+    # One measure_columns call covers every partition: PREV at a partition's first row and
+    # NEXT at its last row are NULL, never a neighbour partition's row (each match here
+    # spans its whole partition).
+    from unittest import mock
+
+    from sparkcep.runtime import columnar
+
+    table = pa.table({"k": [1, 1, 1, 2, 2, 3], "ts": [0, 1, 2, 0, 1, 0], "v": [10, 11, 12, 20, 21, 30]})
+    text = ("PARTITION BY k ORDER BY ts MEASURES PREV(FIRST(v)) AS pv, NEXT(LAST(v)) AS nv, FIRST(v) AS fv, "
+            "LAST(v, 1) AS l1, MATCH_NUMBER() AS mn, SUM(v) AS s ONE ROW PER MATCH PATTERN (A+) DEFINE A AS true")
+    plan = compile_query(text, table)
+    expected = run_plan(plan, table, ReferenceMatcher).to_pylist()
+    with mock.patch.object(columnar, "measure_columns", wraps=columnar.measure_columns) as spy:
+        got = run_plan(plan, table, use_kernel=True).to_pylist()
+    assert spy.call_count == 1 and spy.call_args.kwargs["bounds"] is not None
+    assert got == expected
+    assert [r["pv"] for r in got] == [None, None, None] and [r["nv"] for r in got] == [None, None, None]

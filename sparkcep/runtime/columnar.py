@@ -53,11 +53,13 @@ def _whole_match(spec: AggregateSpec) -> bool:
     return spec.func in _FOLDS and isinstance(spec.arg, BColumn) and spec.arg.type in (Type.BIGINT, Type.DOUBLE)
 
 
-def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.ndarray], types: list
+def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.ndarray], types: list,
+                    bounds: tuple[np.ndarray, np.ndarray] | None = None
                     ) -> tuple[np.ndarray, list[pa.Array]] | None:
     """(partition row of each output row, one Arrow array per measure) for the matches
     given as (starts, ends, match numbers); None where an aggregate needs the per-match
-    path (see the module's docstring)."""
+    path (see the module's docstring). ``bounds``: each match's partition as rows [lo, hi)
+    of ``part`` when it holds many partitions (PREV and NEXT stay inside them)."""
     starts, ends, numbers = spans
     q = plan.query
     out = []
@@ -81,7 +83,8 @@ def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.nd
             idx = (ends - 1 - p.offset) if p.last else (starts + p.offset)
             valid = (idx >= starts) & (idx <= ends - 1)
             idx = idx + p.physical
-            valid &= (idx >= 0) & (idx < part.n)
+            lo, hi = bounds if bounds is not None else (0, part.n)
+            valid &= (idx >= lo) & (idx < hi)
             column = part.cols.arrow(e.inner.index)
             taken = column.take(pa.array(np.where(valid, idx, 0), mask=~valid))
             taken = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken

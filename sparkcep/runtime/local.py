@@ -62,18 +62,16 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     row_chunks: list[np.ndarray] = []
     measure_chunks: list[list[pa.Array]] = [[] for _ in plan.measures]
 
-    def partition(bounds: tuple[int, int]) -> tuple[np.ndarray, list[pa.Array]]:
+    def partition_data(bounds: tuple[int, int]) -> tuple[PartitionData, np.ndarray]:
         start, end = bounds
         part = PartitionData(columns.slice(start, end - start), end - start, order_index)
         if adjacent is not None:
             part.cache["adjacent"] = adjacent[start:end]
         # Input row of each partition row: only error messages and the Python path read it.
-        row_ids = order_np[start:end]
-        if columnar:
-            spans = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
-            got = columnar_measures.measure_columns(plan, part, spans, types) if spans is not None else None
-            if got is not None:
-                return order_np[start + got[0]], got[1]
+        return part, order_np[start:end]
+
+    def partition(bounds: tuple[int, int]) -> tuple[np.ndarray, list[pa.Array]]:
+        part, row_ids = partition_data(bounds)
         rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
                 else output_rows(plan, matcher, part, row_ids, kernel))
         positions: list[int] = []
@@ -85,8 +83,12 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
         return (np.array(positions, dtype=np.int64),
                 [measure_array(m.name, values[j], types[j]) for j, m in enumerate(plan.measures)])
 
-    # KeyGroups' workers are other processes: each has its own copy of the matcher.
-    done = map(partition, parts.bounds) if executor is None else executor.map(partition, parts.bounds)
+    if columnar:
+        done = _columnar(plan, kernel, parts.bounds, partition_data, partition,
+                         PartitionData(columns, table.num_rows, order_index), order_np, types)
+    else:
+        # KeyGroups' workers are other processes: each has its own copy of the matcher.
+        done = map(partition, parts.bounds) if executor is None else executor.map(partition, parts.bounds)
     for rows_out, arrays_out in done:
         row_chunks.append(rows_out)
         for j, a in enumerate(arrays_out):
@@ -106,6 +108,39 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
     measures = [_join(chunks, t) for chunks, t in zip(measure_chunks, types, strict=True)]
     return output_table(plan, table, out_rows, measures, types)
+
+
+def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], partition_data, partition,
+              whole: PartitionData, order_np: np.ndarray, types: list):
+    """(input rows, measure columns) chunks in partition order: the kernel's match spans of
+    every partition first, then each measure as one column over all of them (no fixed cost
+    per partition); a partition whose data the kernel cannot read runs ``partition``."""
+    pieces: list = []  # per partition: (bounds, spans) or a finished (rows, columns) chunk
+    for b in bounds:
+        part, row_ids = partition_data(b)
+        got = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
+        pieces.append(((b, got), None) if got is not None else (None, partition(b)))
+    found = [x[0] for x in pieces if x[0] is not None]
+    if not found:
+        return [chunk for _, chunk in pieces]
+    starts = np.concatenate([sp[0] + b[0] for b, sp in found])
+    ends = np.concatenate([sp[1] + b[0] for b, sp in found])
+    numbers = np.concatenate([sp[2] for _, sp in found])
+    counts = [len(sp[0]) for _, sp in found]
+    lo = np.repeat(np.array([b[0] for b, _ in found], dtype=np.int64), counts)
+    hi = np.repeat(np.array([b[1] for b, _ in found], dtype=np.int64), counts)
+    got = columnar_measures.measure_columns(plan, whole, (starts, ends, numbers), types, bounds=(lo, hi))
+    if got is None:  # an aggregate needs the per-match path (see runtime.columnar)
+        return [partition(x[0]) if x is not None else chunk for x, chunk in pieces]
+    rows, arrays = got
+    out, at = [], 0
+    for x, chunk in pieces:
+        if x is not None:
+            k = len(x[1][0])
+            chunk = (order_np[rows[at:at + k]], [a.slice(at, k) for a in arrays])
+            at += k
+        out.append(chunk)
+    return out
 
 
 def _strict_adjacency(table: pa.Table, q, order_np: np.ndarray) -> np.ndarray:
