@@ -24,7 +24,7 @@ UNRESOLVED = -2
 NO_MATCH = -1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
     """(value, ok) of one operand for the row being labelled at ``pos``."""
     if kind == 0:
@@ -43,7 +43,7 @@ def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
     return cols[col, r] * scale, True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _compare(op, a, b):
     if op == 0:
         return a < b
@@ -68,21 +68,6 @@ def _grow(arr, need):
 
 
 @njit(cache=True)
-def _push(dest, dest_h, count, row, h):
-    """Append a thread row to a thread list, growing it if needed."""
-    if count >= dest.shape[0]:
-        d2 = np.empty((dest.shape[0] * 2, dest.shape[1]), dtype=np.int64)
-        d2[:count] = dest[:count]
-        dest = d2
-        dh2 = np.empty(dest.shape[0], dtype=np.int64)
-        dh2[:count] = dest_h[:count]
-        dest_h = dh2
-    dest[count] = row
-    dest_h[count] = h
-    return dest, dest_h, count + 1
-
-
-@njit(cache=True)
 def _closure(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history=False):
     """Append to dest[count:] the threads ``t`` (history ``h``) becomes at row ``pos`` at the
     places the program's precomputed closure lists for its pc (``cl``: closure_table), in
@@ -90,6 +75,22 @@ def _closure(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, b
     only). Returns the arrays (grown if needed) and the new count. ``u`` is a scratch row (no
     allocation per step). ``by_history`` (ALL MATCHES): threads with different histories are
     never duplicates."""
+    need = count + cl[1][t[0]] - cl[0][t[0]]
+    if need > dest.shape[0]:
+        d2 = np.empty((max(need, dest.shape[0] * 2), dest.shape[1]), dtype=np.int64)
+        d2[:count] = dest[:count]
+        dh2 = np.empty(d2.shape[0], dtype=np.int64)
+        dh2[:count] = dest_h[:count]
+        dest, dest_h = d2, dh2
+    count = _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history)
+    return dest, dest_h, count
+
+
+# Functions that never allocate run without reference counting (_nrt=False): the arrays they
+# are handed stay alive in their caller, and the counting was most of the kernel's time.
+@njit(cache=True, _nrt=False)
+def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history):
+    """_closure's work, into room its caller made."""
     cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept = cl
     W = t.shape[0]
     pc = t[0]
@@ -106,7 +107,8 @@ def _closure(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, b
                 break
         if not ok:
             continue
-        u[:] = t
+        for x in range(W):
+            u[x] = t[x]
         u[0] = target[k]
         u[1] += excl[k]
         for j in range(ent_lo[k], ent_hi[k]):
@@ -128,8 +130,11 @@ def _closure(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, b
                 dup = True
                 break
         if not dup:
-            dest, dest_h, count = _push(dest, dest_h, count, u, h)
-    return dest, dest_h, count
+            for x in range(W):
+                dest[count, x] = u[x]
+            dest_h[count] = h
+            count += 1
+    return count
 
 
 def closure_table(program):
@@ -174,7 +179,7 @@ def _work(n_regs, n_slots, stats):
             np.empty((3, W), dtype=np.int64), np.empty(max(n_regs, 1), dtype=np.int64))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
            n_regs, regs):
     """Whether thread ``i`` may label row ``pos`` with ``label``; fills ``regs`` with its
@@ -204,7 +209,7 @@ def _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _extend(start, pos, maxlength, limit, complete, use_within, order0, within):
     """May a match from ``start`` take row ``pos``: 1 yes, 0 no, -1 not known yet (the row is
     past the window of a partition that goes on)."""
@@ -215,24 +220,6 @@ def _extend(start, pos, maxlength, limit, complete, use_within, order0, within):
     if use_within and not abs(order0[pos] - order0[start]) <= within:  # NaN is never within
         return 0
     return 1
-
-
-@njit(cache=True)
-def _history_node(every, label, flag, parent, step_first, n_hist, hist_label, hist_excl, hist_parent):
-    """The history node for ``parent`` extended by ``label`` (ALL MATCHES: shared by identical
-    label paths of this step): (node, node count, the arena, grown if needed)."""
-    if every:
-        for x in range(step_first, n_hist):
-            if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
-                return x, n_hist, hist_label, hist_excl, hist_parent
-    if n_hist >= hist_label.shape[0]:
-        hist_label = _grow(hist_label, n_hist + 1)
-        hist_excl = _grow(hist_excl, n_hist + 1)
-        hist_parent = _grow(hist_parent, n_hist + 1)
-    hist_label[n_hist] = label
-    hist_excl[n_hist] = flag
-    hist_parent[n_hist] = parent
-    return n_hist, n_hist + 1, hist_label, hist_excl, hist_parent
 
 
 @njit(cache=True)
@@ -278,6 +265,9 @@ def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_
     best_end = NO_MATCH
     best_h = -1
     stats[2] += 1
+    widest = 1  # the most threads one thread's closure can add
+    for k in range(cl[0].shape[0]):
+        widest = max(widest, cl[1][k] - cl[0][k])
     while True:
         stats[1] += ncur
         if how == 1:
@@ -285,39 +275,24 @@ def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_
                 if op_[cur[i, 0]] == ACCEPT:
                     return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
         extend = _extend(start, pos, maxlength, limit, complete, use_within, order0, within)
-        nn = 0
-        live = False
-        step_first = n_hist
-        for i in range(ncur):
-            pc = cur[i, 0]
-            if every and (pc == MARK or op_[pc] == ACCEPT):
-                nxt, nxt_h, nn = _push(nxt, nxt_h, nn, cur[i], cur_h[i])
-                if pc != MARK:
-                    nxt[nn - 1, 0] = MARK
-                    nxt[nn - 1, 1] = pos
-                continue
-            if op_[pc] == ACCEPT:
-                best_end = pos
-                best_h = cur_h[i]
-                break
-            if extend == 0:
-                continue
-            if extend == -1:
-                return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
-            label = a_[pc]
-            if not _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float,
-                          cols, valid, n, n_regs, regs):
-                continue
-            h, n_hist, hist_label, hist_excl, hist_parent = _history_node(
-                every, label, 1 if cur[i, 1] > 0 else 0, cur_h[i], step_first, n_hist, hist_label, hist_excl,
-                hist_parent)
-            t = scratch[1]
-            t[:] = cur[i]
-            t[0] = pc + 1
-            for r in range(n_regs):
-                t[2 + r] = regs[r]
-            live = True
-            nxt, nxt_h, nn = _closure(t, h, pos + 1, nxt, nxt_h, nn, cl, n, complete, base, n_regs, scratch[0], every)
+        # Room for this row's step, made here so that the step itself never allocates: a
+        # history node per thread, and each thread's closure.
+        if n_hist + ncur > hist_label.shape[0]:
+            hist_label = _grow(hist_label, n_hist + ncur)
+            hist_excl = _grow(hist_excl, n_hist + ncur)
+            hist_parent = _grow(hist_parent, n_hist + ncur)
+        if ncur * widest > nxt.shape[0]:
+            nxt = np.empty((max(ncur * widest, 2 * nxt.shape[0]), nxt.shape[1]), dtype=np.int64)
+            nxt_h = np.empty(nxt.shape[0], dtype=np.int64)
+        nn, n_hist, live, accepted, h_acc, unresolved = _step(
+            cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_first,
+            dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
+            hist_parent, n_hist)
+        if unresolved:
+            return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
+        if accepted:
+            best_end = pos
+            best_h = h_acc
         if not live:
             if every:
                 best_end, acc_end, acc_h = _finished(nxt, nxt_h, nn, acc_end, acc_h)
@@ -334,6 +309,63 @@ def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_
             stats[0] = ncur
         pos += 1
     return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h  # pragma: no cover
+
+
+@njit(cache=True, _nrt=False)
+def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_first,
+          dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
+          hist_parent, n_hist):
+    """Every thread of ``cur`` reads row ``pos`` (in preference order) into ``nxt``, in the
+    room _search made: (threads, history nodes, any thread live, an ACCEPT reached first
+    with its history node, a thread needs a row not seen yet)."""
+    W = cur.shape[1]
+    nn = 0
+    live = False
+    step_first = n_hist
+    for i in range(ncur):
+        pc = cur[i, 0]
+        if every and (pc == MARK or op_[pc] == ACCEPT):
+            for x in range(W):
+                nxt[nn, x] = cur[i, x]
+            nxt_h[nn] = cur_h[i]
+            nn += 1
+            if pc != MARK:
+                nxt[nn - 1, 0] = MARK
+                nxt[nn - 1, 1] = pos
+            continue
+        if op_[pc] == ACCEPT:
+            return nn, n_hist, live, True, cur_h[i], False
+        if extend == 0:
+            continue
+        if extend == -1:
+            return nn, n_hist, live, False, -1, True
+        label = a_[pc]
+        if not _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float,
+                      cols, valid, n, n_regs, regs):
+            continue
+        flag = 1 if cur[i, 1] > 0 else 0
+        parent = cur_h[i]
+        h = -1
+        if every:  # identical label paths of this step share one node
+            for x in range(step_first, n_hist):
+                if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
+                    h = x
+                    break
+        if h < 0:
+            h = n_hist
+            hist_label[h] = label
+            hist_excl[h] = flag
+            hist_parent[h] = parent
+            n_hist += 1
+        t = scratch[1]
+        for x in range(W):
+            t[x] = cur[i, x]
+        t[0] = pc + 1
+        for r in range(n_regs):
+            t[2 + r] = regs[r]
+        live = True
+        nn = _closure_into(t, h, pos + 1, nxt, nxt_h, nn, cl, n, complete, base, n_regs, scratch[0], every)
+    return nn, n_hist, live, False, -1, False
 
 
 @njit(cache=True)
