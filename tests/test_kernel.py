@@ -38,6 +38,11 @@ def kernel_conditions(draw, var: str, names: list[str]):
         f"NEXT(price) {op} LAST({other}.price)",
         f"price {op} PREV(U.price)",
         f"price IS NULL OR price {op} {k}",
+        # timestamps (naive or zoned, with NULLs), and intervals between two of them
+        f"t {op} PREV(t)",
+        f"t - FIRST(t) {op} INTERVAL '{k}' SECOND",
+        f"t - {other}.t {op} INTERVAL '1' SECOND",
+        f"PREV(t) {op} {other}.t",
     ]
     n = draw(st.integers(1, 3))
     return " AND ".join("(" + draw(st.sampled_from(atoms)) + ")" for _ in range(n))
@@ -56,13 +61,14 @@ def kernel_queries(draw):
         ["", "AFTER MATCH SKIP TO NEXT ROW", f"AFTER MATCH SKIP TO FIRST {target}", f"AFTER MATCH SKIP TO LAST {target}"]))
     rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH"]
                                 + ([] if "{-" in pattern else ["ALL ROWS PER MATCH WITH UNMATCHED ROWS"])))
-    bound = draw(st.sampled_from(["", "MAXLENGTH 3", "WITHIN 2"]))
+    order = draw(st.sampled_from(["ts", "ts", "t, ts"]))
+    bound = draw(st.sampled_from(["", "MAXLENGTH 3", "WITHIN 2" if order == "ts" else "WITHIN INTERVAL '2' SECOND"]))
     measures = "MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, COUNT(*) AS n"
     if draw(st.booleans()):  # measures the kernel's matches give as whole columns (runtime.columnar)
         aggs = draw(st.lists(st.sampled_from(["COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA"]), min_size=2, max_size=2))
         measures = (f"MATCH_NUMBER() AS mn, COUNT(*) AS n, {aggs[0]}(price) AS ap, {aggs[1]}(x) AS ax, "
-                    "FIRST(x) AS fx, LAST(price) AS lp")
-    text = f"""{draw(st.sampled_from(["", "PARTITION BY k"]))} ORDER BY ts
+                    "FIRST(x) AS fx, LAST(price) AS lp, DELTA(t) AS dt")
+    text = f"""{draw(st.sampled_from(["", "PARTITION BY k"]))} ORDER BY {order}
         MEASURES {measures}
         {rows} {skip}
         PATTERN ({pattern}) {bound}
@@ -204,3 +210,30 @@ def test_measure_columns_over_all_partitions_stay_inside_each():
     assert spy.call_count == 1 and spy.call_args.kwargs["bounds"] is not None
     assert got == expected
     assert [r["pv"] for r in got] == [None, None, None] and [r["nv"] for r in got] == [None, None, None]
+
+
+@pytest.mark.parametrize("unit, zone, step, window, gap", [
+    ("us", None, 700_000, 7, 2), ("ns", "Europe/Berlin", 700_000_000, 7, 2),
+    ("us", "America/New_York", 45 * 60 * 1_000_000, 27_000, 8_100),
+    ("ns", None, 1, 1, 0),  # finer than a microsecond: not whole microseconds, the Python matcher runs
+])
+def test_timestamps_and_intervals_in_the_kernel(unit, zone, step, window, gap):
+    import datetime as dt
+
+    # Rows across a DST change (New York, 2024-03-10): an interval between zoned times is
+    # elapsed time, as the Python matcher computes it.
+    start = pa.scalar(dt.datetime(2024, 3, 10, 5, 0), pa.timestamp("us", "UTC")).cast(pa.int64()).as_py()
+    scale = 1000 if unit == "ns" else 1
+    times = [start * scale + i * step for i in range(40)]
+    table = pa.table({"t": pa.array(times, pa.int64()).cast(pa.timestamp(unit, zone)),
+                      "price": [float((i * 7) % 11) for i in range(40)]})
+    text = ("ORDER BY t MEASURES FIRST(t) AS ft, LAST(t) AS lt, DELTA(t) AS took, COUNT(*) AS n "
+            f"PATTERN (S N* L) WITHIN INTERVAL '{2 * window}' SECOND "
+            f"DEFINE N AS t - FIRST(t) < INTERVAL '{window}' SECOND AND t > PREV(t), "
+            f"L AS t - S.t >= INTERVAL '{gap}' SECOND AND price > S.price")
+    plan = compile_query(text, table)
+    expected = run_plan(plan, table, ReferenceMatcher).to_pylist()
+    stats: dict = {}
+    got = run_plan(plan, table, stats=stats).to_pylist()
+    assert got == expected and len(expected) > 1
+    assert stats["matcher"] == ("python" if step == 1 else "kernel")

@@ -3,9 +3,12 @@
 The kernel (sparkcep.runtime.kernel) is the thread-list matcher of runtime.vm compiled by
 numba, for plans whose DEFINE conditions are
 - row-local conjuncts, already folded into per-label masks (compile.vectorize), and
-- comparisons between two operands, each a number, or a numeric column at the current row,
-  at the last or first row of a variable or subset, or at the match's first row (each with a
-  PREV/NEXT offset), optionally times a number.
+- comparisons between two operands, each a number, or a numeric or timestamp column at the
+  current row, at the last or first row of a variable or subset, or at the match's first row
+  (each with a PREV/NEXT offset), optionally times a number; and ``t1 - t2 op INTERVAL``
+  of two timestamps, compared as ``t1 op t2 + INTERVAL`` on integer microseconds (exact:
+  runtime.fast checks the sums stay below 2^53).
+WITHIN may be a number or a day-time interval.
 Anything else (aggregates or CLASSIFIER in DEFINE, LAST(X, n) with n > 0, strings, user
 functions in non-local parts) runs on the Python matcher; both give the same
 answers (tests enforce it).
@@ -13,6 +16,7 @@ answers (tests enforce it).
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,8 +55,8 @@ def kernel_spec(plan: Plan) -> KernelSpec | None:
         return None
     if q.event_selection != "PARTITION" or q.negated:
         return None  # event selection strategies and negation run on runtime.nfab
-    if q.within is not None and not isinstance(q.within, (int, float)):
-        return None  # interval WITHIN compares timestamps: Python matcher
+    if q.within is not None and not isinstance(q.within, (int, float, dt.timedelta)):
+        return None
     regs: list[tuple[frozenset[int], bool]] = []
     columns: list[int] = []
     dyn_int, dyn_float = [], []
@@ -85,13 +89,27 @@ def kernel_spec(plan: Plan) -> KernelSpec | None:
 def _conjunct(e: BExpr, label: int, regs, columns) -> tuple[list[int], list[float]]:
     if not (isinstance(e, BBinary) and e.op in OPS):
         raise _Unsupported
-    left = _operand(e.left, label, regs, columns)
-    right = _operand(e.right, label, regs, columns)
+    if isinstance(e.left, BBinary) and e.left.op == "-" and e.left.type == Type.INTERVAL:
+        # t1 - t2 op INTERVAL as t1 op t2 + INTERVAL: the same on exact integers.
+        left = _operand(e.left.left, label, regs, columns)
+        right = _operand(e.left.right, label, regs, columns)
+        right = (*right[:4], right[4] + _micros(e.right), right[5])
+    else:
+        left = _operand(e.left, label, regs, columns)
+        right = _operand(e.right, label, regs, columns)
     return [label, OPS[e.op], *left[:4], *right[:4]], [left[4], left[5], right[4], right[5]]
 
 
+def _micros(e: BExpr) -> float:
+    """A day-time interval literal in microseconds (the unit runtime.fast reads timestamps in)."""
+    if not (isinstance(e, BLiteral) and isinstance(e.value, dt.timedelta)):
+        raise _Unsupported
+    return float(e.value // dt.timedelta(microseconds=1))
+
+
 def _operand(e: BExpr, label: int, regs, columns) -> tuple[int, int, int, int, float, float]:
-    """(kind, column slot, register, physical, literal, scale)."""
+    """(kind, column slot, register, physical, literal, scale): a literal, or scale × the
+    column's value + literal."""
     scale = 1.0
     if isinstance(e, BBinary) and e.op == "*":
         if isinstance(e.right, BLiteral) and e.right.type in (Type.BIGINT, Type.DOUBLE) and e.right.value is not None:
@@ -104,7 +122,10 @@ def _operand(e: BExpr, label: int, regs, columns) -> tuple[int, int, int, int, f
         if e.type not in (Type.BIGINT, Type.DOUBLE) or e.value is None:
             raise _Unsupported
         return (LITERAL, 0, 0, 0, float(e.value) * scale, 1.0)
-    if not (isinstance(e, BNav) and isinstance(e.inner, BColumn) and e.inner.type in (Type.BIGINT, Type.DOUBLE)):
+    if not (isinstance(e, BNav) and isinstance(e.inner, BColumn)
+            and e.inner.type in (Type.BIGINT, Type.DOUBLE, Type.TIMESTAMP)):
+        raise _Unsupported
+    if e.inner.type == Type.TIMESTAMP and scale != 1.0:
         raise _Unsupported
     p = e.pointer
     if p.offset != 0 or not p.running:

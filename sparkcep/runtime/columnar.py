@@ -1,8 +1,8 @@
 """ONE ROW PER MATCH measures as whole columns, for the common measures that need no
 per-match evaluation: MATCH_NUMBER(), COUNT(*), column values at the first or last row of
 the match (FIRST/LAST/plain references of the universal variable, with PREV/NEXT), and
-COUNT SUM AVG MIN MAX DELTA of a numeric column over the whole match. Other measures run
-per match in runtime.measures.
+COUNT SUM AVG MIN MAX DELTA of a numeric column (DELTA of a timestamp too) over the whole
+match. Other measures run per match in runtime.measures.
 
 The aggregates fold each match's rows in row order, exactly as compile.aggregates folds
 them one row at a time (the same float additions in the same order, SQL's NaN order,
@@ -50,7 +50,11 @@ def _whole_match(spec: AggregateSpec) -> bool:
         return False
     if spec.arg is None:
         return spec.func == "COUNT"
-    return spec.func in _FOLDS and isinstance(spec.arg, BColumn) and spec.arg.type in (Type.BIGINT, Type.DOUBLE)
+    if not isinstance(spec.arg, BColumn):
+        return False
+    if spec.arg.type == Type.TIMESTAMP:
+        return spec.func == "DELTA"  # an interval: how long the match took
+    return spec.func in _FOLDS and spec.arg.type in (Type.BIGINT, Type.DOUBLE)
 
 
 def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.ndarray], types: list,
@@ -96,6 +100,12 @@ def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.nd
 
 def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(values, not NULL) of ``func`` over rows [start, end) of each match, or None."""
+    times = pa.types.is_timestamp(column.type)
+    if times:  # DELTA of instants (zoned) or wall times (naive): whole microseconds
+        try:
+            column = column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
+        except pa.ArrowInvalid:
+            return None
     got = numpy_values(column)
     if got is None:
         return None
@@ -106,7 +116,8 @@ def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple
         # The last row's value minus the first row's, NULL if either is NULL (or no rows).
         has = ends > starts
         if not has.any():
-            return np.zeros(len(starts), dtype=data.dtype), has
+            zeros = np.zeros(len(starts), dtype=data.dtype)
+            return (zeros.astype("timedelta64[us]") if times else zeros), has
         first, last = np.where(has, starts, 0), np.where(has, ends - 1, 0)
         has &= valid[first] & valid[last]
         a, b = data[last], data[first]
@@ -114,7 +125,8 @@ def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple
             diff = a - b
         if data.dtype == np.int64 and np.any(has & (((a ^ b) & (a ^ diff)) < 0)):
             return None  # beyond BIGINT: the per-match path reports it
-        return np.where(has, diff, 0), has
+        diff = np.where(has, diff, 0)
+        return (diff.astype("timedelta64[us]") if times else diff), has
     if func in ("MIN", "MAX"):
         return _extreme(data, valid, starts, ends, func == "MAX")
     if data.dtype == np.int64:

@@ -4,9 +4,11 @@ exactly representable as float64); otherwise runtime.vm runs."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import numpy as np
+import pyarrow as pa
 
 from sparkcep.compile.kernel_spec import KernelSpec, kernel_spec
 from sparkcep.compile.plan import Plan
@@ -16,6 +18,7 @@ from sparkcep.compile.vectorize import arrays_for, condition_mask
 from sparkcep.runtime import kernel
 from sparkcep.runtime.automaton import Automaton
 from sparkcep.runtime.vm import UNRESOLVED, Match, PartitionData, _columns_in
+from sparkcep.values import numpy_values
 
 _EXACT = 2.0**53
 # SPARKCEP_KERNEL=0 turns the compiled kernel off (the Python matcher then runs everything).
@@ -36,6 +39,7 @@ class KernelMatcher:
         # [1]: thread steps (a live partial match reading a row), [2]: searches (start rows)
         self.stats = np.zeros(3, dtype=np.int64)
         self.scanned = False  # a fixed-length pattern ran as a column scan, no threads at all
+        self.ran = False  # some partition's data fit the kernel (else the Python matcher ran them all)
         # Static patterns (no cross-row condition) run as a deterministic automaton over row
         # classes where only match spans are needed (select_spans); built on first use.
         self._automaton: Automaton | None | bool = False
@@ -58,36 +62,47 @@ class KernelMatcher:
         cached = part.cache.get("kernel")
         if cached is not None:
             return cached if cached != "no" else None
+        got = self._arrays(part)
+        part.cache["kernel"] = got if got is not None else "no"
+        self.ran |= got is not None
+        return got
+
+    def _arrays(self, part: PartitionData):
         plan, n = self.plan, part.n
         arrays = arrays_for(part.cols, self.used, n)
         masks = np.ones((len(plan.labels), n), dtype=np.bool_)
         for label, parts in enumerate(plan.local_parts):
             if parts:
                 if condition_mask(list(parts), arrays, out=masks[label]) is None:
-                    part.cache["kernel"] = "no"
                     return None
         k = len(self.spec.columns)
         cols = np.zeros((max(k, 1), n), dtype=np.float64)
         valid = np.zeros((max(k, 1), n), dtype=np.bool_)
+        zones: set = set()  # naive or zoned timestamps: never both (their order differs)
         for slot, idx in enumerate(self.spec.columns):
-            got = _exact_floats(arrays_for(part.cols, {idx}, n), idx)
+            got = _exact_numbers(part, idx, n, zones)
             if got is None:
-                part.cache["kernel"] = "no"
                 return None
             cols[slot], valid[slot] = got
+        # Offsets added to timestamps (t1 - t2 < INTERVAL) must keep the sums exact.
+        offsets = self.spec.dyn_float[:, [0, 2]][self.spec.dyn_int[:, [2, 6]] != 0]
+        offsets = offsets[offsets != 0]
+        if len(offsets) and n:
+            top = float(np.abs(cols[valid]).max(initial=0.0)) + float(np.abs(offsets).max())
+            if top >= _EXACT:
+                return None
         within = self.plan.query.within
         if within is not None:
-            idx = part.order_index
-            got = _exact_floats(arrays_for(part.cols, {idx}, n), idx)
-            if got is None:
-                part.cache["kernel"] = "no"
+            got = _exact_numbers(part, part.order_index, n, zones)
+            if got is None or len(zones) > 1:
                 return None
             order0 = got[0]
+            within = within // dt.timedelta(microseconds=1) if isinstance(within, dt.timedelta) else within
         else:
             order0 = np.zeros(1, dtype=np.float64)
-        out = (masks, cols, valid, order0, float(within) if within is not None else 0.0)
-        part.cache["kernel"] = out
-        return out
+        if len(zones) > 1:
+            return None
+        return masks, cols, valid, order0, float(within) if within is not None else 0.0
 
     def _first_ok(self, part: PartitionData, masks) -> np.ndarray:
         """Rows where a match may start (the fixed-length column scan does not need it)."""
@@ -344,6 +359,28 @@ class KernelMatcher:
                 out.append((st, Match(st, e, tuple(labels[offs[i]:offs[i + 1]]),
                                       tuple(bool(x) for x in excl[offs[i]:offs[i + 1]]))))
         return out
+
+
+def _exact_numbers(part: PartitionData, idx: int, n: int, zones: set):
+    """(float64 data, valid) of a numeric column, or of a timestamp column in microseconds
+    (noting in ``zones`` whether it is zoned), or None when the values would not stay exact
+    as float64 (or are not at a whole microsecond)."""
+    arrow = getattr(part.cols, "arrow", None)
+    column = arrow(idx) if arrow is not None else None
+    if column is not None and pa.types.is_timestamp(column.type):
+        zones.add(column.type.tz is not None)
+        try:
+            micros = column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
+        except pa.ArrowInvalid:  # finer than a microsecond
+            return None
+        got = numpy_values(micros)
+        if got is None:
+            return None
+        d, v = got
+        if len(d) and int(np.abs(d[v]).max(initial=0)) >= _EXACT:
+            return None
+        return d.astype(np.float64), v
+    return _exact_floats(arrays_for(part.cols, {idx}, n), idx)  # Python datetimes: object, declined
 
 
 def _exact_floats(arrays, idx: int):

@@ -40,7 +40,7 @@ def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
         r = base + phys
     if r < 0 or r >= n or not valid[col, r]:
         return 0.0, False
-    return cols[col, r] * scale, True
+    return cols[col, r] * scale + lit, True
 
 
 @njit(cache=True, _nrt=False)

@@ -97,7 +97,7 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     if stats is not None:
         if isinstance(matcher, NFAbMatcher):
             stats["matcher"], stats["peak_threads"] = type(matcher).__name__, matcher.peak_runs
-        elif kernel is None:
+        elif kernel is None or not (kernel.ran or kernel.scanned):
             stats["matcher"], stats["peak_threads"] = "python", None
         elif kernel.scanned:
             stats["matcher"], stats["peak_threads"] = "column scan", 0
