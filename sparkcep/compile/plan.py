@@ -7,7 +7,7 @@ tree or the analyzer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkcep.analysis.bound import (
@@ -82,6 +82,9 @@ class Plan:
     # A measure reads MATCH_NUMBER() inside an expression (not as the measure itself).
     measure_match_number: bool = False
     match_number_measures: tuple[int, ...] = ()  # measures that are MATCH_NUMBER() itself
+    # What a run derives from the plan alone, kept for the plan's next run (the kernel's
+    # tables): a compiled plan is cached by its text, so a short call skips rebuilding it.
+    derived: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def partition_by(self) -> tuple[SortKey, ...]:

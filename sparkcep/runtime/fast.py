@@ -29,10 +29,13 @@ class KernelMatcher:
     def __init__(self, plan: Plan, spec: KernelSpec):
         self.plan = plan
         self.spec = spec
-        ins = plan.program.instructions
-        self.op = np.array([i.op for i in ins], dtype=np.int64)
-        self.a = np.array([i.a for i in ins], dtype=np.int64)
-        self.closure = kernel.closure_table(plan.program)
+        tables = plan.derived.get("kernel")
+        if tables is None:
+            ins = plan.program.instructions
+            tables = plan.derived["kernel"] = (np.array([i.op for i in ins], dtype=np.int64),
+                                               np.array([i.a for i in ins], dtype=np.int64),
+                                               kernel.closure_table(plan.program))
+        self.op, self.a, self.closure = tables
         self.maxlength = plan.query.maxlength if plan.query.maxlength is not None else -1
         q = plan.query
         # stats[0]: the most partial matches (threads) alive at once, over every search so far
@@ -44,17 +47,24 @@ class KernelMatcher:
         # classes where only match spans are needed (select_spans); built on first use.
         self._automaton: Automaton | None | bool = False
         self.determinised = False  # the automaton found some partition's matches
-        self.second = next_labels(plan.program)
+        self.second = plan.derived.get("next_labels")
+        if self.second is None:
+            self.second = plan.derived["next_labels"] = next_labels(plan.program)
         self.skip = SkipStrategy.of(q)
         self.skip_member = self.skip.members(len(plan.labels))
         # The columns the row-local conditions read (their masks are built per partition).
-        self.used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
+        self.used = plan.derived.get("local_columns")
+        if self.used is None:
+            self.used = plan.derived["local_columns"] = {
+                c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
 
     @classmethod
     def for_plan(cls, plan: Plan) -> KernelMatcher | None:
         if not ENABLED:
             return None
-        spec = kernel_spec(plan)
+        if "kernel_spec" not in plan.derived:
+            plan.derived["kernel_spec"] = kernel_spec(plan)
+        spec = plan.derived["kernel_spec"]
         return cls(plan, spec) if spec is not None else None
 
     def arrays(self, part: PartitionData):
