@@ -301,7 +301,8 @@ def kernel_selection(plan: Plan, part: PartitionData, w: Window, task: Task, ent
     got = None
     if kernel is not None:
         try:
-            got = kernel.select_window(part, entry.pos - w.start, entry.covered - w.start)
+            got = kernel.select_window(part, entry.pos - w.start, entry.covered - w.start,
+                                       stop=task.hi - w.start)  # starts past the batch are cut anyway
         except DataError:
             got = None
     chosen = None

@@ -309,11 +309,13 @@ class KernelMatcher:
         arr = self.arrays(part)
         return None if arr is None else (*arr, self._first_ok(part, arr[0]))
 
-    def select_window(self, part: PartitionData, pos: int, covered: int, input_row=lambda r: r):
+    def select_window(self, part: PartitionData, pos: int, covered: int, input_row=lambda r: r,
+                      stop: int | None = None):
         """The matches from start ``pos`` on, over a window whose rows past ``part.limit`` may
         not have arrived, stopping where an answer needs unseen rows: (starts, ends, label
-        offsets, labels, excluded, next start, covered). None when the data do not fit the
-        kernel."""
+        offsets, labels, excluded, next start, covered). ``stop``: no start from there on is
+        wanted (the thread-list kernel does not search them; the automaton's scan is cheap
+        enough not to care). None when the data do not fit the kernel."""
         if self.automaton() is not None:
             arr = self.arrays(part)
             if arr is None:
@@ -329,7 +331,7 @@ class KernelMatcher:
         masks, cols, valid, order0, within, first_ok = got
         q, s = self.plan.query, self.spec
         starts, ends, offs, labels, excl, pos, covered, err, err_row = kernel.select_window(
-            pos, covered, self.skip.code, self.skip_member, self.op, self.a, self.closure, masks, s.reg_member,
+            pos, covered, part.limit if stop is None else stop, self.skip.code, self.skip_member, self.op, self.a, self.closure, masks, s.reg_member,
             s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base,
             self.maxlength, q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots,
             first_ok, self.stats)

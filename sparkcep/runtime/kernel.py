@@ -572,12 +572,13 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
 
 
 @njit(cache=True)
-def select_window(pos, covered, skip_mode, skip_member, op_, a_, cl, masks, reg_member, reg_first, dyn_int,
+def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks, reg_member, reg_first, dyn_int,
                   dyn_float, cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs,
                   n_slots, first_ok, stats):
     """select() resumed at start ``pos`` (``covered``: the last row inside a match so far) over
-    the starts below ``limit`` of rows of which later ones may not have arrived (a stream's
-    sealed rows): it stops at the first start whose answer needs unseen rows. Returns
+    the starts below ``stop`` (at most ``limit``) of rows of which later ones may not have
+    arrived (a stream's sealed rows): it stops at the first start whose answer needs unseen
+    rows. Returns
     (starts, ends, label offsets, labels, excluded, next start, covered, error code, error
     row). For the SQL selection without unmatched rows: not ALL MATCHES, not matchregex."""
     starts = np.empty(16, dtype=np.int64)
@@ -586,7 +587,8 @@ def select_window(pos, covered, skip_mode, skip_member, op_, a_, cl, masks, reg_
     labels, excl, hist_label, hist_excl, hist_parent, acc_end, acc_h = _buffers()
     work = _work(n_regs, n_slots, stats)
     nm = 0
-    while pos < limit:
+    stop = min(stop, limit)
+    while pos < stop:
         if not first_ok[pos]:
             pos += 1
             continue
