@@ -237,3 +237,33 @@ def test_timestamps_and_intervals_in_the_kernel(unit, zone, step, window, gap):
     got = run_plan(plan, table, stats=stats).to_pylist()
     assert got == expected and len(expected) > 1
     assert stats["matcher"] == ("python" if step == 1 else "kernel")
+
+
+def test_an_interval_offset_that_would_round_declines_even_beside_nan():
+    # t1 - t2 < I with I = 2^53 + 1 µs: float64 would round the sum t2 + I, so the kernel
+    # declines the data (a NaN in another column must not hide the check).
+    import datetime as dt
+
+    seconds = "9007199254.740993"
+    interval = dt.timedelta(seconds=float(seconds)) // dt.timedelta(microseconds=1)
+    for p in ([1.0, 2.0], [1.0, float("nan")]):
+        table = pa.table({"ts": [0, 1], "t": pa.array([-3, interval - 4], pa.int64()).cast(pa.timestamp("us")),
+                          "p": p})
+        plan = compile_query("ORDER BY ts MEASURES COUNT(*) AS n ONE ROW PER MATCH PATTERN (A B) "
+                             f"DEFINE B AS t - A.t < INTERVAL '{seconds}' SECOND AND p <> A.p", table)
+        stats: dict = {}
+        assert run_plan(plan, table, stats=stats).to_pylist() == run_plan(plan, table, ReferenceMatcher).to_pylist()
+        assert stats["matcher"] == "python"
+
+
+def test_the_first_partition_error_is_reported_first():
+    # Partition k=1 runs on the kernel (its SUM overflows, found by the per-match path);
+    # k=2's values do not fit the kernel's floats and fail too: k=1's error comes first.
+    table = pa.table({"k": [1, 1, 2, 2], "ts": [0, 1, 0, 1], "p": [1, 2, 2**60, 2**60 + 1], "v": [2**62] * 4})
+    plan = compile_query("PARTITION BY k ORDER BY ts MEASURES SUM(v) AS s ONE ROW PER MATCH PATTERN (A B*) "
+                         "DEFINE B AS p >= A.p", table)
+    with pytest.raises(DataError) as want:
+        run_plan(plan, table, ReferenceMatcher)
+    with pytest.raises(DataError) as got:
+        run_plan(plan, table, use_kernel=True)
+    assert str(got.value) == str(want.value) and "input row 0" in str(got.value)

@@ -100,6 +100,8 @@ def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.nd
 
 def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(values, not NULL) of ``func`` over rows [start, end) of each match, or None."""
+    if pa.types.is_dictionary(column.type):
+        column = column.cast(column.type.value_type)
     times = pa.types.is_timestamp(column.type)
     if times:  # DELTA of instants (zoned) or wall times (naive): whole microseconds
         try:

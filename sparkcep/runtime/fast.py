@@ -89,18 +89,19 @@ class KernelMatcher:
         cols = np.zeros((max(k, 1), n), dtype=np.float64)
         valid = np.zeros((max(k, 1), n), dtype=np.bool_)
         zones: set = set()  # naive or zoned timestamps: never both (their order differs)
+        top = 0.0  # the largest timestamp, in microseconds
         for slot, idx in enumerate(self.spec.columns):
             got = _exact_numbers(part, idx, n, zones)
             if got is None:
                 return None
             cols[slot], valid[slot] = got
+            if _is_time(part, idx):
+                top = max(top, float(np.abs(got[0][got[1]]).max(initial=0.0)))
         # Offsets added to timestamps (t1 - t2 < INTERVAL) must keep the sums exact.
         offsets = self.spec.dyn_float[:, [0, 2]][self.spec.dyn_int[:, [2, 6]] != 0]
         offsets = offsets[offsets != 0]
-        if len(offsets) and n:
-            top = float(np.abs(cols[valid]).max(initial=0.0)) + float(np.abs(offsets).max())
-            if top >= _EXACT:
-                return None
+        if len(offsets) and n and not top + float(np.abs(offsets).max()) < _EXACT:
+            return None
         within = self.plan.query.within
         if within is not None:
             got = _exact_numbers(part, part.order_index, n, zones)
@@ -393,6 +394,12 @@ def _exact_numbers(part: PartitionData, idx: int, n: int, zones: set):
             return None
         return d.astype(np.float64), v
     return _exact_floats(arrays_for(part.cols, {idx}, n), idx)  # Python datetimes: object, declined
+
+
+def _is_time(part: PartitionData, idx: int) -> bool:
+    arrow = getattr(part.cols, "arrow", None)
+    column = arrow(idx) if arrow is not None else None
+    return column is not None and pa.types.is_timestamp(column.type)
 
 
 def _exact_floats(arrays, idx: int):

@@ -99,7 +99,7 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     if stats is not None:
         if isinstance(matcher, NFAbMatcher):
             stats["matcher"], stats["peak_threads"] = type(matcher).__name__, matcher.peak_runs
-        elif kernel is None or not (kernel.ran or kernel.scanned):
+        elif kernel is None or (parts.bounds and not (kernel.ran or kernel.scanned)):
             stats["matcher"], stats["peak_threads"] = "python", None
         elif kernel.scanned:
             stats["matcher"], stats["peak_threads"] = "column scan", 0
@@ -118,20 +118,37 @@ def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], 
     every partition first, then each measure as one column over all of them (no fixed cost
     per partition); a partition whose data the kernel cannot read runs ``partition``."""
     pieces: list = []  # per partition: (bounds, spans) or a finished (rows, columns) chunk
+
+    def measures():
+        found = [x[0] for x in pieces if x[0] is not None]
+        if not found:
+            return None, found
+        starts = np.concatenate([sp[0] + b[0] for b, sp in found])
+        ends = np.concatenate([sp[1] + b[0] for b, sp in found])
+        numbers = np.concatenate([sp[2] for _, sp in found])
+        counts = [len(sp[0]) for _, sp in found]
+        lo = np.repeat(np.array([b[0] for b, _ in found], dtype=np.int64), counts)
+        hi = np.repeat(np.array([b[1] for b, _ in found], dtype=np.int64), counts)
+        return columnar_measures.measure_columns(plan, whole, (starts, ends, numbers), types, bounds=(lo, hi)), found
+
     for b in bounds:
         part, row_ids = partition_data(b)
         got = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
-        pieces.append(((b, got), None) if got is not None else (None, partition(b)))
-    found = [x[0] for x in pieces if x[0] is not None]
+        if got is not None:
+            pieces.append(((b, got), None))
+            continue
+        try:
+            pieces.append((None, partition(b)))
+        except DataError:
+            # An earlier partition's per-match measures may fail first (in partition order).
+            got, found = measures()
+            if found and got is None:
+                for bb, _ in found:
+                    partition(bb)
+            raise
+    got, found = measures()
     if not found:
         return [chunk for _, chunk in pieces]
-    starts = np.concatenate([sp[0] + b[0] for b, sp in found])
-    ends = np.concatenate([sp[1] + b[0] for b, sp in found])
-    numbers = np.concatenate([sp[2] for _, sp in found])
-    counts = [len(sp[0]) for _, sp in found]
-    lo = np.repeat(np.array([b[0] for b, _ in found], dtype=np.int64), counts)
-    hi = np.repeat(np.array([b[1] for b, _ in found], dtype=np.int64), counts)
-    got = columnar_measures.measure_columns(plan, whole, (starts, ends, numbers), types, bounds=(lo, hi))
     if got is None:  # an aggregate needs the per-match path (see runtime.columnar)
         return [partition(x[0]) if x is not None else chunk for x, chunk in pieces]
     rows, arrays = got
