@@ -43,6 +43,14 @@ def kernel_conditions(draw, var: str, names: list[str]):
         f"t - FIRST(t) {op} INTERVAL '{k}' SECOND",
         f"t - {other}.t {op} INTERVAL '1' SECOND",
         f"PREV(t) {op} {other}.t",
+        # running counts (registers): rows labelled so far, the row being labelled included
+        f"COUNT({other}.*) {op} {k}",
+        f"COUNT(*) {op} {k}",
+        f"COUNT({var}.x) {op} {k}",
+        f"price {op} COUNT(U.*)",
+        f"COUNT({other}.price) * 2 {op} price",
+        f"ABS(price - PREV(price)) {op} {k}",  # row-local: a mask
+        "ABS(x - PREV(x)) <= 0.5 * PREV(x)",
     ]
     n = draw(st.integers(1, 3))
     return " AND ".join("(" + draw(st.sampled_from(atoms)) + ")" for _ in range(n))
@@ -107,7 +115,7 @@ def test_kernel_equals_reference(query, table, batch):
 
 def test_kernel_declines_what_it_cannot_run():
     t = pa.table({"ts": [1], "price": [1], "name": ["x"]})
-    for cond in ("COUNT(A.*) > 1", "CLASSIFIER(A) = 'A'", "LAST(A.price, 1) > 0", "name > A.name"):
+    for cond in ("SUM(A.price) > 1", "COUNT(DISTINCT A.price) > 1", "CLASSIFIER(A) = 'A'", "LAST(A.price, 1) > 0", "name > A.name"):
         plan = compile_query(f"ORDER BY ts PATTERN (A B) DEFINE B AS {cond}", t)
         assert KernelMatcher.for_plan(plan) is None, cond
     for clause in ("ORDER BY ts EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE B AS price > A.price",

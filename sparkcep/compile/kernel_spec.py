@@ -9,7 +9,8 @@ numba, for plans whose DEFINE conditions are
   of two timestamps, compared as ``t1 op t2 + INTERVAL`` on integer microseconds (exact:
   runtime.fast checks the sums stay below 2^53).
 WITHIN may be a number or a day-time interval.
-Anything else (aggregates or CLASSIFIER in DEFINE, LAST(X, n) with n > 0, strings, user
+A running COUNT(X.*) or COUNT(X.col) in DEFINE is a register each thread carries. Anything
+else (other aggregates or CLASSIFIER in DEFINE, LAST(X, n) with n > 0, strings, user
 functions in non-local parts) runs on the Python matcher; both give the same
 answers (tests enforce it).
 """
@@ -21,22 +22,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sparkcep.analysis.bound import BBinary, BColumn, BExpr, BLiteral, BNav, Type
+from sparkcep.analysis.bound import BAgg, BBinary, BColumn, BExpr, BLiteral, BNav, Type
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.vectorize import conjuncts, is_row_local
 
 # Operand kinds.
-LITERAL, CURRENT, REGISTER, MATCH_START = 0, 1, 2, 3
+LITERAL, CURRENT, REGISTER, MATCH_START, COUNT = 0, 1, 2, 3, 4
 OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4, "<>": 5}
 MAX_SLOTS = 8
 
 
 @dataclass(frozen=True)
 class KernelSpec:
-    # Registers: row positions a thread carries; reg_first[r] says first (else last) row of
-    # the labels with reg_member[r, label] set.
+    # Registers a thread carries, over the rows it labels with the labels that have
+    # reg_member[r, label] set: per reg_kind[r], 0 the last such row, 1 the first, 2 how
+    # many (less one), 3 + s how many with column slot s not NULL (less one).
     reg_member: np.ndarray  # bool [R, labels]
-    reg_first: np.ndarray  # bool [R]
+    reg_kind: np.ndarray  # int64 [R]
     # Dynamic conjuncts, one row each: label, op, then per side kind, column slot, register,
     # physical offset, and (as floats) literal value and scale.
     dyn_int: np.ndarray  # int64 [D, 10]: label, op, lk, lcol, lreg, lphys, rk, rcol, rreg, rphys
@@ -51,13 +53,13 @@ class _Unsupported(Exception):
 def kernel_spec(plan: Plan) -> KernelSpec | None:
     """The kernel tables for ``plan``, or None when it needs the Python matcher."""
     q = plan.query
-    if plan.define_aggregates or plan.program.slots > MAX_SLOTS:
+    if plan.program.slots > MAX_SLOTS:
         return None
     if q.event_selection != "PARTITION" or q.negated:
         return None  # event selection strategies and negation run on runtime.nfab
     if q.within is not None and not isinstance(q.within, (int, float, dt.timedelta)):
         return None
-    regs: list[tuple[frozenset[int], bool]] = []
+    regs: list[tuple[frozenset[int] | None, int]] = []  # (labels, None: all; register kind)
     columns: list[int] = []
     dyn_int, dyn_float = [], []
     try:
@@ -67,7 +69,7 @@ def kernel_spec(plan: Plan) -> KernelSpec | None:
             for part in conjuncts(cond):
                 if is_row_local(part, label):
                     continue
-                ints, floats = _conjunct(part, label, regs, columns)
+                ints, floats = _conjunct(part, label, regs, columns, plan.define_aggregates)
                 dyn_int.append(ints)
                 dyn_float.append(floats)
     except _Unsupported:
@@ -75,28 +77,28 @@ def kernel_spec(plan: Plan) -> KernelSpec | None:
     n_labels = len(plan.labels)
     member = np.zeros((len(regs), n_labels), dtype=np.bool_)
     for r, (labels, _) in enumerate(regs):
-        for lab in labels:
+        for lab in labels if labels is not None else range(n_labels):
             member[r, lab] = True
     return KernelSpec(
         member,
-        np.array([first for _, first in regs], dtype=np.bool_),
+        np.array([kind for _, kind in regs], dtype=np.int64),
         np.array(dyn_int, dtype=np.int64).reshape(len(dyn_int), 10),
         np.array(dyn_float, dtype=np.float64).reshape(len(dyn_float), 4),
         tuple(columns),
     )
 
 
-def _conjunct(e: BExpr, label: int, regs, columns) -> tuple[list[int], list[float]]:
+def _conjunct(e: BExpr, label: int, regs, columns, aggregates) -> tuple[list[int], list[float]]:
     if not (isinstance(e, BBinary) and e.op in OPS):
         raise _Unsupported
     if isinstance(e.left, BBinary) and e.left.op == "-" and e.left.type == Type.INTERVAL:
         # t1 - t2 op INTERVAL as t1 op t2 + INTERVAL: the same on exact integers.
-        left = _operand(e.left.left, label, regs, columns)
-        right = _operand(e.left.right, label, regs, columns)
+        left = _operand(e.left.left, label, regs, columns, aggregates)
+        right = _operand(e.left.right, label, regs, columns, aggregates)
         right = (*right[:4], right[4] + _micros(e.right), right[5])
     else:
-        left = _operand(e.left, label, regs, columns)
-        right = _operand(e.right, label, regs, columns)
+        left = _operand(e.left, label, regs, columns, aggregates)
+        right = _operand(e.right, label, regs, columns, aggregates)
     return [label, OPS[e.op], *left[:4], *right[:4]], [left[4], left[5], right[4], right[5]]
 
 
@@ -107,9 +109,9 @@ def _micros(e: BExpr) -> float:
     return float(e.value // dt.timedelta(microseconds=1))
 
 
-def _operand(e: BExpr, label: int, regs, columns) -> tuple[int, int, int, int, float, float]:
+def _operand(e: BExpr, label: int, regs, columns, aggregates) -> tuple[int, int, int, int, float, float]:
     """(kind, column slot, register, physical, literal, scale): a literal, or scale × the
-    column's value + literal."""
+    column's value (or a count) + literal."""
     scale = 1.0
     if isinstance(e, BBinary) and e.op == "*":
         if isinstance(e.right, BLiteral) and e.right.type in (Type.BIGINT, Type.DOUBLE) and e.right.value is not None:
@@ -122,6 +124,8 @@ def _operand(e: BExpr, label: int, regs, columns) -> tuple[int, int, int, int, f
         if e.type not in (Type.BIGINT, Type.DOUBLE) or e.value is None:
             raise _Unsupported
         return (LITERAL, 0, 0, 0, float(e.value) * scale, 1.0)
+    if isinstance(e, BAgg):
+        return (COUNT, 0, _count_register(aggregates[e.index].spec, regs, columns), 0, 0.0, scale)
     if not (isinstance(e, BNav) and isinstance(e.inner, BColumn)
             and e.inner.type in (Type.BIGINT, Type.DOUBLE, Type.TIMESTAMP)):
         raise _Unsupported
@@ -138,7 +142,26 @@ def _operand(e: BExpr, label: int, regs, columns) -> tuple[int, int, int, int, f
         return (kind, slot, 0, p.physical, 0.0, scale)
     if p.last and label in p.labels:
         return (CURRENT, slot, 0, p.physical, 0.0, scale)
-    key = (p.labels, not p.last)
+    key = (p.labels, 1 if not p.last else 0)
     if key not in regs:
         regs.append(key)
     return (REGISTER, slot, regs.index(key), p.physical, 0.0, scale)
+
+
+def _count_register(spec, regs, columns) -> int:
+    """The register of a running COUNT(X.*) or COUNT(X.col) in DEFINE: it counts the rows the
+    thread labelled with X (the row being labelled included), or those where col is not NULL."""
+    if spec.func != "COUNT" or spec.distinct or spec.previous or spec.key is not None:
+        raise _Unsupported
+    if spec.arg is None:
+        kind = 2
+    elif isinstance(spec.arg, BColumn) and spec.arg.type in (Type.BIGINT, Type.DOUBLE, Type.TIMESTAMP):
+        if spec.arg.index not in columns:
+            columns.append(spec.arg.index)
+        kind = 3 + columns.index(spec.arg.index)
+    else:
+        raise _Unsupported
+    key = (spec.labels, kind)
+    if key not in regs:
+        regs.append(key)
+    return regs.index(key)

@@ -23,6 +23,7 @@ import numpy as np
 from sparkcep.analysis.bound import (
     BBetween,
     BBinary,
+    BCall,
     BColumn,
     BExpr,
     BIn,
@@ -104,6 +105,9 @@ def _check(e: BExpr, label: int) -> None:
         return
     if isinstance(e, BIsNull):
         _check(e.operand, label)
+        return
+    if isinstance(e, BCall) and e.name == "ABS" and len(e.args) == 1 and e.type in (Type.BIGINT, Type.DOUBLE):
+        _check(e.args[0], label)
         return
     raise _NotVectorizable
 
@@ -204,6 +208,9 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
     if isinstance(e, BIsNull):
         _, v = evaluate(e.operand, cols)
         return (v if e.negated else ~v), np.ones(n, dtype=bool)
+    if isinstance(e, BCall):  # ABS (see _check): integers here are below 2^53
+        d, v = evaluate(e.args[0], cols)
+        return np.abs(d), v
     raise _NotVectorizable
 
 

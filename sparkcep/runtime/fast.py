@@ -179,7 +179,7 @@ class KernelMatcher:
         first_ok = self._first_ok(part, masks)
         starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
             self.skip.code, q.mode == "matchregex", self.skip_member, q.with_unmatched, self.op, self.a, self.closure,
-            masks, s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
+            masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
             self.stats)
         if err:
@@ -224,7 +224,7 @@ class KernelMatcher:
         thread-list kernel from their starts only."""
         q, s = self.plan.query, self.spec
         _, offs, labels, excl = kernel.labels_at(
-            starts, self.op, self.a, self.closure, masks, s.reg_member, s.reg_first, s.dyn_int, s.dyn_float, cols,
+            starts, self.op, self.a, self.closure, masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols,
             valid, part.n, part.limit, part.complete, part.base, self.maxlength, q.within is not None, order0, within,
             s.reg_member.shape[0], self.plan.program.slots, self.stats)
         return offs, labels, excl
@@ -333,7 +333,7 @@ class KernelMatcher:
         q, s = self.plan.query, self.spec
         starts, ends, offs, labels, excl, pos, covered, err, err_row = kernel.select_window(
             pos, covered, part.limit if stop is None else stop, self.skip.code, self.skip_member, self.op, self.a, self.closure, masks, s.reg_member,
-            s.reg_first, s.dyn_int, s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base,
+            s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base,
             self.maxlength, q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots,
             first_ok, self.stats)
         if err:
@@ -357,7 +357,7 @@ class KernelMatcher:
         masks, cols, valid, order0, within, first_ok = got
         q, s = self.plan.query, self.spec
         ends, offs, labels, excl = kernel.candidates(
-            first, last, earliest, self.op, self.a, self.closure, masks, s.reg_member, s.reg_first, s.dyn_int,
+            first, last, earliest, self.op, self.a, self.closure, masks, s.reg_member, s.reg_kind, s.dyn_int,
             s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok, self.stats)
         ends, offs, labels, excl = ends.tolist(), offs.tolist(), labels.tolist(), excl.tolist()

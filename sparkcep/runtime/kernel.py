@@ -29,6 +29,8 @@ def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
     """(value, ok) of one operand for the row being labelled at ``pos``."""
     if kind == 0:
         return lit, True
+    if kind == 4:  # a count register (it holds the count less one: threads start at -1)
+        return (regs[reg] + 1) * scale + lit, True
     if kind == 1:
         r = pos + phys
     elif kind == 3:
@@ -180,7 +182,7 @@ def _work(n_regs, n_slots, stats):
 
 
 @njit(cache=True, _nrt=False)
-def _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+def _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
            n_regs, regs):
     """Whether thread ``i`` may label row ``pos`` with ``label``; fills ``regs`` with its
     registers as they are after that row (LAST: this row; FIRST: if unset)."""
@@ -190,11 +192,14 @@ def _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn
         regs[r] = cur[i, 2 + r]
     for r in range(n_regs):
         if reg_member[r, label]:
-            if reg_first[r]:
+            k = reg_kind[r]
+            if k == 1:  # the first row
                 if regs[r] < 0:
                     regs[r] = pos
-            else:
+            elif k == 0:  # the last row
                 regs[r] = pos
+            elif k == 2 or valid[k - 3, pos]:  # a count (rows, or non-NULL values of slot k - 3), less one
+                regs[r] += 1
     for d in range(dyn_int.shape[0]):
         if dyn_int[d, 0] != label:
             continue
@@ -239,7 +244,7 @@ def _finished(nxt, nxt_h, nn, acc_end, acc_h):
 
 
 @njit(cache=True)
-def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float,
+def _search(start, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float,
             cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
             n_regs, n_slots, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
     """From ``start``: how 0, the preferred match; 1, the most preferred of those that end
@@ -285,7 +290,7 @@ def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_
             nxt = np.empty((max(ncur * widest, 2 * nxt.shape[0]), nxt.shape[1]), dtype=np.int64)
             nxt_h = np.empty(nxt.shape[0], dtype=np.int64)
         nn, n_hist, live, accepted, h_acc, unresolved = _step(
-            cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_first,
+            cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_kind,
             dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
             hist_parent, n_hist)
         if unresolved:
@@ -312,7 +317,7 @@ def _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_
 
 
 @njit(cache=True, _nrt=False)
-def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_first,
+def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_kind,
           dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
           hist_parent, n_hist):
     """Every thread of ``cur`` reads row ``pos`` (in preference order) into ``nxt``, in the
@@ -340,7 +345,7 @@ def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, 
         if extend == -1:
             return nn, n_hist, live, False, -1, True
         label = a_[pc]
-        if not _takes(cur, i, label, pos, start, masks, reg_member, reg_first, dyn_int, dyn_float,
+        if not _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float,
                       cols, valid, n, n_regs, regs):
             continue
         flag = 1 if cur[i, 1] > 0 else 0
@@ -503,22 +508,22 @@ def _earliest(prog, pos, n, first_ok, arena, work):
 def _search_with(prog, start, how, limit, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
     """_search with the partition's fixed arguments packed in ``prog``; rows from ``limit``
     on are not taken (the partition is complete)."""
-    (op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
+    (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
      order0, within, n_regs, n_slots) = prog
-    return _search(start, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+    return _search(start, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
                    limit, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
                    hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
 
 
 @njit(cache=True)
 def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, masks, reg_member,
-           reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
+           reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
            n_regs, n_slots, first_ok, stats):
     """The whole partition's selected matches, in order: (starts, ends, label offsets,
     labels, excluded, unmatched rows, error code, error row). Error codes: 1 skip target
     absent from the match, 2 skip to the match's own first row. ``first_ok[row]`` is False
     where no match can start (no variable that can come first matches the row)."""
-    prog = (op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
+    prog = (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
             order0, within, n_regs, n_slots)
     starts = np.empty(16, dtype=np.int64)
     ends = np.empty(16, dtype=np.int64)
@@ -572,7 +577,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
 
 
 @njit(cache=True)
-def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks, reg_member, reg_first, dyn_int,
+def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks, reg_member, reg_kind, dyn_int,
                   dyn_float, cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs,
                   n_slots, first_ok, stats):
     """select() resumed at start ``pos`` (``covered``: the last row inside a match so far) over
@@ -593,7 +598,7 @@ def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks
             pos += 1
             continue
         e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-            pos, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, limit, complete,
+            pos, 0, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, limit, complete,
             base, maxlength, use_within, order0, within, n_regs, n_slots, hist_label, hist_excl, hist_parent, work,
             acc_end, acc_h)
         if e == UNRESOLVED:
@@ -611,27 +616,27 @@ def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks
 
 
 @njit(cache=True)
-def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float,
+def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float,
                cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
                first_ok, stats):
     """Per start row in [first, last): end (NO_MATCH / UNRESOLVED) and label offsets."""
-    return _found_at(np.arange(first, last), 1 if want_earliest else 0, op_, a_, cl, masks, reg_member, reg_first,
+    return _found_at(np.arange(first, last), 1 if want_earliest else 0, op_, a_, cl, masks, reg_member, reg_kind,
                      dyn_int, dyn_float, cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
                      n_regs, n_slots, first_ok, stats)
 
 
 @njit(cache=True)
-def labels_at(starts, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, limit,
+def labels_at(starts, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, limit,
               complete, base, maxlength, use_within, order0, within, n_regs, n_slots, stats):
     """The preferred match from each of ``starts`` (rows a selection already chose, as the
     automaton of runtime.automaton does) with its labels."""
-    return _found_at(starts, 0, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, limit,
+    return _found_at(starts, 0, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, limit,
                      complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
                      np.ones(n, dtype=np.bool_), stats)
 
 
 @njit(cache=True)
-def _found_at(starts, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n, limit,
+def _found_at(starts, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, limit,
               complete, base, maxlength, use_within, order0, within, n_regs, n_slots, first_ok, stats):
     """What _search finds from each of ``starts`` (how 0: the preferred match, 1: the
     earliest-ending one): ends (NO_MATCH / UNRESOLVED) and label offsets into labels."""
@@ -648,7 +653,7 @@ def _found_at(starts, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, d
             offs[i + 1] = offs[i]
             continue
         e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-            s, how, op_, a_, cl, masks, reg_member, reg_first, dyn_int, dyn_float, cols, valid, n,
+            s, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
             limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
             hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
         ends[i] = e
