@@ -9,7 +9,7 @@ numba, for plans whose DEFINE conditions are
   of two timestamps, compared as ``t1 op t2 + INTERVAL`` on integer microseconds (exact:
   runtime.fast checks the sums stay below 2^53).
 WITHIN may be a number or a day-time interval.
-A running COUNT(X.*) or COUNT(X.col) in DEFINE is a register each thread carries. Anything
+A running COUNT, SUM, AVG, MIN or MAX in DEFINE is a register each thread carries. Anything
 else (other aggregates or CLASSIFIER in DEFINE, LAST(X, n) with n > 0, strings, user
 functions in non-local parts) runs on the Python matcher; both give the same
 answers (tests enforce it).
@@ -27,7 +27,8 @@ from sparkcep.compile.plan import Plan
 from sparkcep.compile.vectorize import conjuncts, is_row_local
 
 # Operand kinds.
-LITERAL, CURRENT, REGISTER, MATCH_START, COUNT = 0, 1, 2, 3, 4
+LITERAL, CURRENT, REGISTER, MATCH_START, COUNT, FOLDED, AVERAGE = 0, 1, 2, 3, 4, 5, 6
+_FOLD_CODES = {"SUM": 4, "AVG": 4, "MIN": 5, "MAX": 6}
 OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4, "<>": 5}
 MAX_SLOTS = 8
 
@@ -35,8 +36,10 @@ MAX_SLOTS = 8
 @dataclass(frozen=True)
 class KernelSpec:
     # Registers a thread carries, over the rows it labels with the labels that have
-    # reg_member[r, label] set: per reg_kind[r], 0 the last such row, 1 the first, 2 how
-    # many (less one), 3 + s how many with column slot s not NULL (less one).
+    # reg_member[r, label] set. reg_kind[r] = code * 64 + column slot; codes: 0 the last such
+    # row, 1 the first, 2 how many (less one: threads start at -1), 3 how many with the slot
+    # not NULL (less one), and, as float64 bits, 4 the sum, 5 the minimum, 6 the maximum of
+    # the slot's values (register r - 1 is then their code-3 count, which says NULL).
     reg_member: np.ndarray  # bool [R, labels]
     reg_kind: np.ndarray  # int64 [R]
     # Dynamic conjuncts, one row each: label, op, then per side kind, column slot, register,
@@ -125,7 +128,10 @@ def _operand(e: BExpr, label: int, regs, columns, aggregates) -> tuple[int, int,
             raise _Unsupported
         return (LITERAL, 0, 0, 0, float(e.value) * scale, 1.0)
     if isinstance(e, BAgg):
-        return (COUNT, 0, _count_register(aggregates[e.index].spec, regs, columns), 0, 0.0, scale)
+        spec = aggregates[e.index].spec
+        reg = _aggregate_register(spec, regs, columns)
+        kind = COUNT if spec.func == "COUNT" else AVERAGE if spec.func == "AVG" else FOLDED
+        return (kind, 0, reg, 0, 0.0, scale)
     if not (isinstance(e, BNav) and isinstance(e.inner, BColumn)
             and e.inner.type in (Type.BIGINT, Type.DOUBLE, Type.TIMESTAMP)):
         raise _Unsupported
@@ -142,26 +148,39 @@ def _operand(e: BExpr, label: int, regs, columns, aggregates) -> tuple[int, int,
         return (kind, slot, 0, p.physical, 0.0, scale)
     if p.last and label in p.labels:
         return (CURRENT, slot, 0, p.physical, 0.0, scale)
-    key = (p.labels, 1 if not p.last else 0)
+    key = (p.labels, 64 if not p.last else 0)  # codes 1 (first row) and 0 (last row), no slot
     if key not in regs:
         regs.append(key)
     return (REGISTER, slot, regs.index(key), p.physical, 0.0, scale)
 
 
-def _count_register(spec, regs, columns) -> int:
-    """The register of a running COUNT(X.*) or COUNT(X.col) in DEFINE: it counts the rows the
-    thread labelled with X (the row being labelled included), or those where col is not NULL."""
-    if spec.func != "COUNT" or spec.distinct or spec.previous or spec.key is not None:
+def _aggregate_register(spec, regs, columns) -> int:
+    """The register of a running aggregate in DEFINE, over the rows the thread labelled with
+    its variables (the row being labelled included): COUNT(X.*), COUNT(X.col), or SUM, AVG
+    (a sum), MIN, MAX of a numeric column (runtime.fast checks BIGINT sums stay exact)."""
+    if spec.distinct or spec.previous or spec.key is not None:
         raise _Unsupported
     if spec.arg is None:
-        kind = 2
-    elif isinstance(spec.arg, BColumn) and spec.arg.type in (Type.BIGINT, Type.DOUBLE, Type.TIMESTAMP):
-        if spec.arg.index not in columns:
-            columns.append(spec.arg.index)
-        kind = 3 + columns.index(spec.arg.index)
-    else:
+        if spec.func != "COUNT":
+            raise _Unsupported
+        return _register(regs, (spec.labels, 2 * 64))
+    numeric = (Type.BIGINT, Type.DOUBLE) if spec.func != "COUNT" else (Type.BIGINT, Type.DOUBLE, Type.TIMESTAMP)
+    if not (isinstance(spec.arg, BColumn) and spec.arg.type in numeric):
         raise _Unsupported
-    key = (spec.labels, kind)
+    if spec.arg.index not in columns:
+        columns.append(spec.arg.index)
+    slot = columns.index(spec.arg.index)
+    if spec.func == "COUNT":
+        return _register(regs, (spec.labels, 3 * 64 + slot))
+    if spec.func not in _FOLD_CODES:
+        raise _Unsupported
+    key = (spec.labels, _FOLD_CODES[spec.func] * 64 + slot)
+    if key not in regs:
+        regs += [(spec.labels, 3 * 64 + slot), key]  # its count first: a value register's r - 1
+    return regs.index(key)
+
+
+def _register(regs, key) -> int:
     if key not in regs:
         regs.append(key)
     return regs.index(key)

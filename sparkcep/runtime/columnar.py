@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from sparkcep.analysis.bound import AggregateSpec, BAgg, BColumn, BMatchNumber, BNav
 from sparkcep.compile.plan import Plan
+from sparkcep.runtime.kernel import _less
 from sparkcep.types import Type
 from sparkcep.values import numpy_values
 
@@ -197,14 +198,6 @@ def _float_sum(data, valid, starts, ends, from_zero):
         out[i] = acc
         has[i] = seen
     return out, has
-
-
-@numba.njit(cache=True)
-def _less(a, b):
-    """a < b in SQL's order: NaN above every number (functions.library.sql_less)."""
-    if a != a or b != b:
-        return b != b and not a != a
-    return a < b
 
 
 @numba.njit(cache=True)

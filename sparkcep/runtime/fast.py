@@ -97,6 +97,12 @@ class KernelMatcher:
             cols[slot], valid[slot] = got
             if _is_time(part, idx):
                 top = max(top, float(np.abs(got[0][got[1]]).max(initial=0.0)))
+        # A running SUM of integers in DEFINE adds float64s: exact while every sum stays below 2^53.
+        for kind in self.spec.reg_kind:
+            if kind >> 6 == 4 and _integral(part, self.spec.columns[kind & 63], n):
+                slot = kind & 63
+                if not float(np.abs(cols[slot][valid[slot]]).max(initial=0.0)) * n < _EXACT:
+                    return None
         # Offsets added to timestamps (t1 - t2 < INTERVAL) must keep the sums exact.
         offsets = self.spec.dyn_float[:, [0, 2]][self.spec.dyn_int[:, [2, 6]] != 0]
         offsets = offsets[offsets != 0]
@@ -394,6 +400,14 @@ def _exact_numbers(part: PartitionData, idx: int, n: int, zones: set):
             return None
         return d.astype(np.float64), v
     return _exact_floats(arrays_for(part.cols, {idx}, n), idx)  # Python datetimes: object, declined
+
+
+def _integral(part: PartitionData, idx: int, n: int) -> bool:
+    arrow = getattr(part.cols, "arrow", None)
+    column = arrow(idx) if arrow is not None else None
+    if column is not None:
+        return pa.types.is_integer(column.type)
+    return arrays_for(part.cols, {idx}, n).data[idx].dtype.kind in "iu"
 
 
 def _is_time(part: PartitionData, idx: int) -> bool:

@@ -31,6 +31,13 @@ def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
         return lit, True
     if kind == 4:  # a count register (it holds the count less one: threads start at -1)
         return (regs[reg] + 1) * scale + lit, True
+    if kind >= 5:  # a sum, minimum or maximum (float64 bits); AVG: the sum over its count
+        if regs[reg - 1] < 0:
+            return 0.0, False  # no value yet: NULL
+        v = regs.view(np.float64)[reg]
+        if kind == 6:
+            v = v / (regs[reg - 1] + 1)
+        return v * scale + lit, True
     if kind == 1:
         r = pos + phys
     elif kind == 3:
@@ -43,6 +50,14 @@ def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
     if r < 0 or r >= n or not valid[col, r]:
         return 0.0, False
     return cols[col, r] * scale + lit, True
+
+
+@njit(cache=True, _nrt=False)
+def _less(a, b):
+    """a < b in SQL's order: NaN above every number (functions.library.sql_less)."""
+    if a != a or b != b:
+        return b != b and not a != a
+    return a < b
 
 
 @njit(cache=True, _nrt=False)
@@ -190,16 +205,31 @@ def _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_
         return False
     for r in range(n_regs):
         regs[r] = cur[i, 2 + r]
+    folded = regs.view(np.float64)  # sums, minimums and maximums are float64 bits
     for r in range(n_regs):
         if reg_member[r, label]:
-            k = reg_kind[r]
-            if k == 1:  # the first row
+            code = reg_kind[r] >> 6
+            s = reg_kind[r] & 63
+            if code == 1:  # the first row
                 if regs[r] < 0:
                     regs[r] = pos
-            elif k == 0:  # the last row
+            elif code == 0:  # the last row
                 regs[r] = pos
-            elif k == 2 or valid[k - 3, pos]:  # a count (rows, or non-NULL values of slot k - 3), less one
+            elif code == 2:  # a count of rows, less one
                 regs[r] += 1
+            elif valid[s, pos]:
+                v = cols[s, pos]
+                if code == 3:  # a count of non-NULL values, less one
+                    regs[r] += 1
+                elif cur[i, 2 + r - 1] < 0:  # the first value (its count, before this row, is 0)
+                    folded[r] = v
+                elif code == 4:
+                    folded[r] = folded[r] + v
+                elif code == 5:
+                    if _less(v, folded[r]):
+                        folded[r] = v
+                elif _less(folded[r], v):
+                    folded[r] = v
     for d in range(dyn_int.shape[0]):
         if dyn_int[d, 0] != label:
             continue
