@@ -130,22 +130,14 @@ def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple
             return None  # beyond BIGINT: the per-match path reports it
         diff = np.where(has, diff, 0)
         return (diff.astype("timedelta64[us]") if times else diff), has
-    if func in ("MIN", "MAX"):
-        return _extreme(data, valid, starts, ends, func == "MAX")
-    if data.dtype == np.int64:
-        sums, has, ok = _int_sum(data, valid, starts, ends)
-        if not ok:
-            return None
-        if func == "SUM":
-            return sums, has
-        counts = _count(valid, starts, ends)
-        if np.any((sums > _EXACT) | (sums < -_EXACT)):
-            return None  # float(sum) would round where Python's int / int does not
-        return sums.astype(np.float64) / np.maximum(counts, 1), has
-    sums, has = _float_sum(data, valid, starts, ends, func == "AVG")
-    if func == "SUM":
+    sums, has, ok = _fold(data, valid, starts, ends, ("SUM", "AVG", "MIN", "MAX").index(func))
+    if not ok:
+        return None
+    if func != "AVG":
         return sums, has
-    return sums / np.maximum(_count(valid, starts, ends), 1), has
+    if data.dtype == np.int64 and np.any((sums > _EXACT) | (sums < -_EXACT)):
+        return None  # float(sum) would round where Python's int / int does not
+    return sums.astype(np.float64) / np.maximum(_count(valid, starts, ends), 1), has
 
 
 @numba.njit(cache=True)
@@ -161,48 +153,11 @@ def _count(valid, starts, ends):
 
 
 @numba.njit(cache=True)
-def _int_sum(data, valid, starts, ends):
-    """Sums of int64 rows, as compile.aggregates adds them; ok False when a running sum
-    leaves BIGINT (the per-match path then reports it)."""
-    out = np.zeros(len(starts), dtype=np.int64)
-    has = np.zeros(len(starts), dtype=np.bool_)
-    for i in range(len(starts)):
-        acc = 0
-        seen = False
-        for r in range(starts[i], ends[i]):
-            if valid[r]:
-                v = data[r]
-                total = acc + v
-                if (acc >= 0) == (v >= 0) and (total >= 0) != (acc >= 0):
-                    return out, has, False
-                acc = total
-                seen = True
-        out[i] = acc
-        has[i] = seen
-    return out, has, True
-
-
-@numba.njit(cache=True)
-def _float_sum(data, valid, starts, ends, from_zero):
-    """Sums of float64 rows in row order: SUM starts from the first value, AVG from 0 (as
-    compile.aggregates folds them: 0 + -0.0 is 0.0)."""
-    out = np.zeros(len(starts), dtype=np.float64)
-    has = np.zeros(len(starts), dtype=np.bool_)
-    for i in range(len(starts)):
-        acc = 0.0
-        seen = False
-        for r in range(starts[i], ends[i]):
-            if valid[r]:
-                acc = data[r] if not seen and not from_zero else acc + data[r]
-                seen = True
-        out[i] = acc
-        has[i] = seen
-    return out, has
-
-
-@numba.njit(cache=True)
-def _extreme(data, valid, starts, ends, largest):
-    """MIN/MAX in row order: a later row replaces the value only when strictly better."""
+def _fold(data, valid, starts, ends, code):
+    """Each match's non-NULL rows folded in row order as compile.aggregates folds them:
+    code 0 SUM (from the first value), 1 AVG's sum (from 0: 0 + -0.0 is 0.0), 2 MIN, 3 MAX
+    (a later row wins only when strictly better, in SQL's order). ok False when an int64
+    running sum leaves BIGINT (the per-match path then reports it; floats never wrap)."""
     out = np.zeros(len(starts), dtype=data.dtype)
     has = np.zeros(len(starts), dtype=np.bool_)
     for i in range(len(starts)):
@@ -212,11 +167,15 @@ def _extreme(data, valid, starts, ends, largest):
             if not valid[r]:
                 continue
             v = data[r]
-            if not seen:
-                acc = v
-                seen = True
-            elif (_less(acc, v) if largest else _less(v, acc)):
-                acc = v
+            if code >= 2:
+                if not seen or (_less(acc, v) if code == 3 else _less(v, acc)):
+                    acc = v
+            else:
+                total = v if not seen and code == 0 else acc + v
+                if (acc >= 0) == (v >= 0) and (total >= 0) != (acc >= 0):
+                    return out, has, False
+                acc = total
+            seen = True
         out[i] = acc
         has[i] = seen
-    return out, has
+    return out, has, True
