@@ -303,3 +303,38 @@ def test_running_aggregates_in_define(values, runs_on):
     got = _run(lambda: run_plan(plan, table, stats=stats).to_pylist())
     assert got == _run(lambda: run_plan(plan, table, ReferenceMatcher).to_pylist())
     assert stats.get("matcher", "python") == runs_on
+
+
+@pytest.mark.parametrize("table, text", [
+    # a dictionary-encoded BIGINT column summed in DEFINE: the 2^53 check sees through the encoding
+    (pa.table({"ts": [0, 1, 2], "v": pa.array([2**52 + 1, 2**52 + 1, 1]).dictionary_encode()}),
+     "PATTERN (A+) DEFINE A AS SUM(A.v) < 9007199254740996"),
+    # a BIGINT value or sum times a factor: float64 would round where Python's ints do not
+    (pa.table({"ts": [0, 1, 2], "w": [2**51 + 1, 2**51, 0]}), "PATTERN (A B) DEFINE B AS SUM(w) * 3 < 13510798882111492"),
+    (pa.table({"ts": [0, 1], "w": [2**52 + 1, 1]}), "PATTERN (A B) DEFINE B AS A.w * 3 > 13510798882111494"),
+])
+def test_integer_arithmetic_the_kernel_would_round_is_declined(table, text):
+    plan = compile_query("ORDER BY ts MEASURES COUNT(*) AS n, FIRST(ts) AS f ONE ROW PER MATCH " + text, table)
+    stats: dict = {}
+    assert run_plan(plan, table, stats=stats).to_pylist() == run_plan(plan, table, ReferenceMatcher).to_pylist()
+    assert stats["matcher"] == "python"
+
+
+def test_abs_of_an_integer_product_keeps_the_overflow_check():
+    table = pa.table({"ts": [0], "x": [2**30], "y": [2**30], "z": [8]})
+    plan = compile_query("ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A+) DEFINE A AS ABS(A.x * A.y) * A.z > 0", table)
+    for run in (lambda: run_plan(plan, table, ReferenceMatcher), lambda: run_plan(plan, table, use_kernel=True),
+                lambda: run_plan(plan, table, use_kernel=False)):
+        with pytest.raises(DataError, match="bigint overflow in multiplication"):
+            run()
+
+
+def test_an_earlier_measure_error_comes_before_a_later_skip_error():
+    table = pa.table({"p": [1, 1, 1, 2, 2], "ts": [0, 1, 2, 0, 1], "w": [5, 5, 1, 5, 5], "z": [2**62, 2**62, 1, 1, 1]})
+    plan = compile_query("PARTITION BY p ORDER BY ts MEASURES SUM(z) AS s ONE ROW PER MATCH AFTER MATCH SKIP TO FIRST B "
+                         "PATTERN (A+ B?) DEFINE A AS A.w > 1, B AS B.w = 1", table)
+    with pytest.raises(DataError) as want:
+        run_plan(plan, table, ReferenceMatcher)
+    with pytest.raises(DataError) as got:
+        run_plan(plan, table, use_kernel=True)
+    assert str(got.value) == str(want.value)

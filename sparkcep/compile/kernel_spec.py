@@ -77,6 +77,8 @@ def kernel_spec(plan: Plan) -> KernelSpec | None:
                 dyn_float.append(floats)
     except _Unsupported:
         return None
+    if len(columns) > 63:
+        return None  # a register's kind holds its column slot in 6 bits
     n_labels = len(plan.labels)
     member = np.zeros((len(regs), n_labels), dtype=np.bool_)
     for r, (labels, _) in enumerate(regs):
@@ -126,6 +128,8 @@ def _operand(e: BExpr, label: int, regs, columns, aggregates) -> tuple[int, int,
     if isinstance(e, BLiteral):
         if e.type not in (Type.BIGINT, Type.DOUBLE) or e.value is None:
             raise _Unsupported
+        if e.type == Type.BIGINT and not abs(e.value * scale) < 2.0**53:
+            raise _Unsupported  # the float would not be the exact integer
         return (LITERAL, 0, 0, 0, float(e.value) * scale, 1.0)
     if isinstance(e, BAgg):
         spec = aggregates[e.index].spec

@@ -119,6 +119,8 @@ def _has_int_product(e: BExpr) -> bool:
         return _has_int_product(e.left) or _has_int_product(e.right)
     if isinstance(e, BUnary):
         return _has_int_product(e.operand)
+    if isinstance(e, BCall):
+        return any(_has_int_product(a) for a in e.args)
     return False
 
 

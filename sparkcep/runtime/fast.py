@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from sparkcep.compile.kernel_spec import KernelSpec, kernel_spec
+from sparkcep.compile.kernel_spec import AVERAGE, COUNT, FOLDED, LITERAL, KernelSpec, kernel_spec
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import next_labels
 from sparkcep.compile.skip import SkipStrategy
@@ -97,12 +97,8 @@ class KernelMatcher:
             cols[slot], valid[slot] = got
             if _is_time(part, idx):
                 top = max(top, float(np.abs(got[0][got[1]]).max(initial=0.0)))
-        # A running SUM of integers in DEFINE adds float64s: exact while every sum stays below 2^53.
-        for kind in self.spec.reg_kind:
-            if kind >> 6 == 4 and _integral(part, self.spec.columns[kind & 63], n):
-                slot = kind & 63
-                if not float(np.abs(cols[slot][valid[slot]]).max(initial=0.0)) * n < _EXACT:
-                    return None
+        if not self._exact_products(part, cols, valid, n):
+            return None
         # Offsets added to timestamps (t1 - t2 < INTERVAL) must keep the sums exact.
         offsets = self.spec.dyn_float[:, [0, 2]][self.spec.dyn_int[:, [2, 6]] != 0]
         offsets = offsets[offsets != 0]
@@ -120,6 +116,37 @@ class KernelMatcher:
         if len(zones) > 1:
             return None
         return masks, cols, valid, order0, float(within) if within is not None else 0.0
+
+    def _exact_products(self, part: PartitionData, cols, valid, n: int) -> bool:
+        """Whether the float64 arithmetic on integer columns is exact here, as Python's ints
+        are: a running SUM in DEFINE (every sum below 2^53), and a BIGINT value (or its sum)
+        times a factor."""
+        s = self.spec
+        top = {}  # slot -> largest magnitude, for the integer slots
+
+        def biggest(slot: int) -> float | None:
+            if slot not in top:
+                top[slot] = (float(np.abs(cols[slot][valid[slot]]).max(initial=0.0))
+                             if _integral(part, s.columns[slot], n) else None)
+            return top[slot]
+
+        for kind in s.reg_kind:
+            if kind >> 6 == 4 and (m := biggest(kind & 63)) is not None and not m * n < _EXACT:
+                return False
+        for d in range(s.dyn_int.shape[0]):
+            for side in (0, 1):
+                kind, scale = s.dyn_int[d, 2 + 4 * side], abs(s.dyn_float[d, 1 + 2 * side])
+                if scale == 1.0 or kind in (LITERAL, COUNT, AVERAGE):
+                    continue  # a literal was folded exactly; counts are small; AVG is a float
+                if kind == FOLDED:
+                    reg_kind = s.reg_kind[s.dyn_int[d, 4 + 4 * side]]
+                    m = biggest(reg_kind & 63)
+                    m = None if m is None else m * (n if reg_kind >> 6 == 4 else 1)
+                else:
+                    m = biggest(s.dyn_int[d, 3 + 4 * side])
+                if m is not None and not m * scale < _EXACT:
+                    return False
+        return True
 
     def _first_ok(self, part: PartitionData, masks) -> np.ndarray:
         """Rows where a match may start (the fixed-length column scan does not need it)."""
@@ -406,7 +433,8 @@ def _integral(part: PartitionData, idx: int, n: int) -> bool:
     arrow = getattr(part.cols, "arrow", None)
     column = arrow(idx) if arrow is not None else None
     if column is not None:
-        return pa.types.is_integer(column.type)
+        t = column.type
+        return pa.types.is_integer(t.value_type if pa.types.is_dictionary(t) else t)
     return arrays_for(part.cols, {idx}, n).data[idx].dtype.kind in "iu"
 
 

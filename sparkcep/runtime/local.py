@@ -132,13 +132,10 @@ def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], 
         return columnar_measures.measure_columns(plan, whole, (starts, ends, numbers), types, bounds=(lo, hi)), found
 
     for b in bounds:
-        part, row_ids = partition_data(b)
-        got = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
-        if got is not None:
-            pieces.append(((b, got), None))
-            continue
         try:
-            pieces.append((None, partition(b)))
+            part, row_ids = partition_data(b)
+            got = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
+            pieces.append(((b, got), None) if got is not None else (None, partition(b)))
         except DataError:
             # An earlier partition's per-match measures may fail first (in partition order).
             got, found = measures()
