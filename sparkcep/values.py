@@ -283,6 +283,15 @@ def python_values(col: pa.Array | pa.ChunkedArray) -> list[Any]:
     return values
 
 
+def timestamp_micros(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray | None:
+    """A timestamp column as int64 microseconds since the epoch (instants for a zoned column,
+    wall time for a naive one), or None when a value is finer than a microsecond."""
+    try:
+        return col.cast(pa.timestamp("us", col.type.tz)).cast(pa.int64())
+    except pa.ArrowInvalid:
+        return None
+
+
 def numpy_values(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
     """(data, valid) as numpy for numeric and boolean columns (integers as int64, floats as
     float64), else None. NULL entries hold 0 / False."""

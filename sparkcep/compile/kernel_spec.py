@@ -152,10 +152,8 @@ def _operand(e: BExpr, label: int, regs, columns, aggregates) -> tuple[int, int,
         return (kind, slot, 0, p.physical, 0.0, scale)
     if p.last and label in p.labels:
         return (CURRENT, slot, 0, p.physical, 0.0, scale)
-    key = (p.labels, 64 if not p.last else 0)  # codes 1 (first row) and 0 (last row), no slot
-    if key not in regs:
-        regs.append(key)
-    return (REGISTER, slot, regs.index(key), p.physical, 0.0, scale)
+    # codes 1 (first row) and 0 (last row), no slot
+    return (REGISTER, slot, _register(regs, (p.labels, 64 if not p.last else 0)), p.physical, 0.0, scale)
 
 
 def _aggregate_register(spec, regs, columns) -> int:

@@ -86,6 +86,12 @@ class Plan:
     # tables): a compiled plan is cached by its text, so a short call skips rebuilding it.
     derived: dict = field(default_factory=dict, compare=False, repr=False)
 
+    def derive(self, name: str, make: Callable[[], Any]) -> Any:
+        """``make()``, computed on this plan's first run and kept for its next ones."""
+        if name not in self.derived:
+            self.derived[name] = make()
+        return self.derived[name]
+
     @property
     def partition_by(self) -> tuple[SortKey, ...]:
         return self.query.partition_by

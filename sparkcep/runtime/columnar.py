@@ -20,7 +20,7 @@ from sparkcep.analysis.bound import AggregateSpec, BAgg, BColumn, BMatchNumber, 
 from sparkcep.compile.plan import Plan
 from sparkcep.runtime.kernel import _less
 from sparkcep.types import Type
-from sparkcep.values import numpy_values
+from sparkcep.values import numpy_values, timestamp_micros
 
 # Aggregates of a numeric column over the whole match computed here (see _aggregate).
 _FOLDS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA")
@@ -105,9 +105,8 @@ def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple
         column = column.cast(column.type.value_type)
     times = pa.types.is_timestamp(column.type)
     if times:  # DELTA of instants (zoned) or wall times (naive): whole microseconds
-        try:
-            column = column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
-        except pa.ArrowInvalid:
+        column = timestamp_micros(column)
+        if column is None:
             return None
     got = numpy_values(column)
     if got is None:

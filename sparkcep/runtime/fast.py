@@ -18,7 +18,7 @@ from sparkcep.compile.vectorize import arrays_for, condition_mask
 from sparkcep.runtime import kernel
 from sparkcep.runtime.automaton import Automaton
 from sparkcep.runtime.vm import UNRESOLVED, Match, PartitionData, _columns_in
-from sparkcep.values import numpy_values
+from sparkcep.values import numpy_values, timestamp_micros
 
 _EXACT = 2.0**53
 # SPARKCEP_KERNEL=0 turns the compiled kernel off (the Python matcher then runs everything).
@@ -29,13 +29,10 @@ class KernelMatcher:
     def __init__(self, plan: Plan, spec: KernelSpec):
         self.plan = plan
         self.spec = spec
-        tables = plan.derived.get("kernel")
-        if tables is None:
-            ins = plan.program.instructions
-            tables = plan.derived["kernel"] = (np.array([i.op for i in ins], dtype=np.int64),
-                                               np.array([i.a for i in ins], dtype=np.int64),
-                                               kernel.closure_table(plan.program))
-        self.op, self.a, self.closure = tables
+        ins = plan.program.instructions
+        self.op, self.a, self.closure = plan.derive("kernel", lambda: (
+            np.array([i.op for i in ins], dtype=np.int64), np.array([i.a for i in ins], dtype=np.int64),
+            kernel.closure_table(plan.program)))
         self.maxlength = plan.query.maxlength if plan.query.maxlength is not None else -1
         q = plan.query
         # stats[0]: the most partial matches (threads) alive at once, over every search so far
@@ -47,24 +44,18 @@ class KernelMatcher:
         # classes where only match spans are needed (select_spans); built on first use.
         self._automaton: Automaton | None | bool = False
         self.determinised = False  # the automaton found some partition's matches
-        self.second = plan.derived.get("next_labels")
-        if self.second is None:
-            self.second = plan.derived["next_labels"] = next_labels(plan.program)
+        self.second = plan.derive("next_labels", lambda: next_labels(plan.program))
         self.skip = SkipStrategy.of(q)
         self.skip_member = self.skip.members(len(plan.labels))
         # The columns the row-local conditions read (their masks are built per partition).
-        self.used = plan.derived.get("local_columns")
-        if self.used is None:
-            self.used = plan.derived["local_columns"] = {
-                c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
+        self.used = plan.derive("local_columns", lambda: {
+            c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)})
 
     @classmethod
     def for_plan(cls, plan: Plan) -> KernelMatcher | None:
         if not ENABLED:
             return None
-        if "kernel_spec" not in plan.derived:
-            plan.derived["kernel_spec"] = kernel_spec(plan)
-        spec = plan.derived["kernel_spec"]
+        spec = plan.derive("kernel_spec", lambda: kernel_spec(plan))
         return cls(plan, spec) if spec is not None else None
 
     def arrays(self, part: PartitionData):
@@ -88,33 +79,31 @@ class KernelMatcher:
         k = len(self.spec.columns)
         cols = np.zeros((max(k, 1), n), dtype=np.float64)
         valid = np.zeros((max(k, 1), n), dtype=np.bool_)
-        zones: set = set()  # naive or zoned timestamps: never both (their order differs)
-        top = 0.0  # the largest timestamp, in microseconds
+        times: dict = {}  # timestamp columns read: index -> (zoned, largest magnitude in microseconds)
         for slot, idx in enumerate(self.spec.columns):
-            got = _exact_numbers(part, idx, n, zones)
+            got = _exact_numbers(part, idx, n, times)
             if got is None:
                 return None
             cols[slot], valid[slot] = got
-            if _is_time(part, idx):
-                top = max(top, float(np.abs(got[0][got[1]]).max(initial=0.0)))
         if not self._exact_products(part, cols, valid, n):
             return None
         # Offsets added to timestamps (t1 - t2 < INTERVAL) must keep the sums exact.
         offsets = self.spec.dyn_float[:, [0, 2]][self.spec.dyn_int[:, [2, 6]] != 0]
         offsets = offsets[offsets != 0]
+        top = max((m for _, m in times.values()), default=0.0)
         if len(offsets) and n and not top + float(np.abs(offsets).max()) < _EXACT:
             return None
         within = self.plan.query.within
         if within is not None:
-            got = _exact_numbers(part, part.order_index, n, zones)
-            if got is None or len(zones) > 1:
+            got = _exact_numbers(part, part.order_index, n, times)
+            if got is None:
                 return None
             order0 = got[0]
             within = within // dt.timedelta(microseconds=1) if isinstance(within, dt.timedelta) else within
         else:
             order0 = np.zeros(1, dtype=np.float64)
-        if len(zones) > 1:
-            return None
+        if len({zoned for zoned, _ in times.values()}) > 1:
+            return None  # naive and zoned timestamps: never both (their order differs)
         return masks, cols, valid, order0, float(within) if within is not None else 0.0
 
     def _exact_products(self, part: PartitionData, cols, valid, n: int) -> bool:
@@ -407,41 +396,37 @@ class KernelMatcher:
         return out
 
 
-def _exact_numbers(part: PartitionData, idx: int, n: int, zones: set):
+def _exact_numbers(part: PartitionData, idx: int, n: int, times: dict):
     """(float64 data, valid) of a numeric column, or of a timestamp column in microseconds
-    (noting in ``zones`` whether it is zoned), or None when the values would not stay exact
-    as float64 (or are not at a whole microsecond)."""
-    arrow = getattr(part.cols, "arrow", None)
-    column = arrow(idx) if arrow is not None else None
+    (recorded in ``times``: zoned or not, and its largest magnitude), or None when the values
+    would not stay exact as float64 (or are not at a whole microsecond)."""
+    column = _arrow_column(part, idx)
     if column is not None and pa.types.is_timestamp(column.type):
-        zones.add(column.type.tz is not None)
-        try:
-            micros = column.cast(pa.timestamp("us", column.type.tz)).cast(pa.int64())
-        except pa.ArrowInvalid:  # finer than a microsecond
-            return None
-        got = numpy_values(micros)
+        micros = timestamp_micros(column)
+        got = numpy_values(micros) if micros is not None else None
         if got is None:
             return None
         d, v = got
-        if len(d) and int(np.abs(d[v]).max(initial=0)) >= _EXACT:
+        top = int(np.abs(d[v]).max(initial=0)) if len(d) else 0
+        if top >= _EXACT:
             return None
+        times[idx] = (column.type.tz is not None, float(top))
         return d.astype(np.float64), v
     return _exact_floats(arrays_for(part.cols, {idx}, n), idx)  # Python datetimes: object, declined
 
 
 def _integral(part: PartitionData, idx: int, n: int) -> bool:
-    arrow = getattr(part.cols, "arrow", None)
-    column = arrow(idx) if arrow is not None else None
+    column = _arrow_column(part, idx)
     if column is not None:
         t = column.type
         return pa.types.is_integer(t.value_type if pa.types.is_dictionary(t) else t)
     return arrays_for(part.cols, {idx}, n).data[idx].dtype.kind in "iu"
 
 
-def _is_time(part: PartitionData, idx: int) -> bool:
+def _arrow_column(part: PartitionData, idx: int):
+    """The partition's Arrow column ``idx``, or None when its columns are Python lists."""
     arrow = getattr(part.cols, "arrow", None)
-    column = arrow(idx) if arrow is not None else None
-    return column is not None and pa.types.is_timestamp(column.type)
+    return arrow(idx) if arrow is not None else None
 
 
 def _exact_floats(arrays, idx: int):

@@ -33,9 +33,7 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     ``executor`` (tasks.groups.KeyGroups) maps the partitions onto worker processes, on the
     Python matchers (the result keeps partition order)."""
     q = plan.query
-    used = plan.derived.get("reads")
-    if used is None:
-        used = plan.derived["reads"] = referenced_columns(q)
+    used = plan.derive("reads", lambda: referenced_columns(q))
     table = admit(table, used)
     parts = sort_and_partition(table, q)
     order_np = parts.order

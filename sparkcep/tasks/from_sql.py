@@ -52,10 +52,9 @@ def _reads(plan: Plan, var: int, order: list[int]) -> frozenset[int] | None:
 
 
 def calls_expensive(plan: Plan) -> bool:
-    called = plan.derived.get("called")
-    if called is None:  # the functions DEFINE calls (whether one is expensive may change)
-        called = plan.derived["called"] = frozenset(x.name for e in plan.query.defines.values() for x in nodes(e)
-                                                    if isinstance(x, BCall))
+    # The functions DEFINE calls (whether one is expensive may change between runs).
+    called = plan.derive("called", lambda: frozenset(x.name for e in plan.query.defines.values() for x in nodes(e)
+                                                     if isinstance(x, BCall)))
     return any(functions.is_expensive(name) for name in called)
 
 
