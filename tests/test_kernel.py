@@ -58,6 +58,9 @@ def kernel_conditions(draw, var: str, names: list[str]):
         f"MAX(x) {op} FIRST(x)",
         f"ABS(price - PREV(price)) {op} {k}",  # row-local: a mask
         "ABS(x - PREV(x)) <= 0.5 * PREV(x)",
+        f"price % 3 {op} {k - 1}",  # division by a nonzero literal: a mask
+        f"price / -2 {op} PREV(price)",
+        f"x % -1.5 {op} 0.5",
     ]
     n = draw(st.integers(1, 3))
     return " AND ".join("(" + draw(st.sampled_from(atoms)) + ")" for _ in range(n))

@@ -93,6 +93,7 @@ def conditions(draw, var: str, names: list[str]):
         "t > TIMESTAMP '2024-01-01 00:00:02'", "d >= DATE '2024-01-03'", "t - PREV(t) < INTERVAL '2' SECOND",
         "CAST(price AS varchar) = '1'", "TRY_CAST(s AS integer) IS NULL", "IF(price > 1, true, false)",
         f"coalesce(price, 0) + 1 > {k}", "CASE WHEN price > 1 THEN b ELSE NOT b END", "mod(price, 2) = 0",
+        f"price % 3 = {k - 1}", f"price / -2 >= {k - 2}", "x % 1.5 > 0.5", "x / 2 < PREV(x)",
         "sign(x) > 0", "nullif(price, 1) IS NULL", "concat(s, 'x') = 'ax'", "year(t) = 2024",
         f"count_if(price > 1) < {k + 1}", f"bool_or({other}.b)", "bool_and(b) IS NULL", f"max_by(price, x) > {k}",
         "stddev_pop(price) < 1", "count(DISTINCT s) < 2", "array_agg(price)[1] = 1",

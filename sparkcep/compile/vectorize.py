@@ -88,8 +88,10 @@ def _check(e: BExpr, label: int) -> None:
         _check(e.operand, label)
         return
     if isinstance(e, BBinary):
-        if e.op in ("/", "%", "||"):
+        if e.op == "||":
             raise _NotVectorizable
+        if e.op in ("/", "%") and not _by_nonzero_number(e):
+            raise _NotVectorizable  # a zero divisor is an error only on the rows evaluated
         if e.op == "*" and e.type is Type.BIGINT and (_has_int_product(e.left) or _has_int_product(e.right)):
             raise _NotVectorizable  # two factors below 2**31 fit int64; more might not
         _check(e.left, label)
@@ -110,6 +112,13 @@ def _check(e: BExpr, label: int) -> None:
         _check(e.args[0], label)
         return
     raise _NotVectorizable
+
+
+def _by_nonzero_number(e: BBinary) -> bool:
+    """``x / k`` or ``x % k`` with a nonzero number literal ``k``: no row can divide by zero."""
+    k = e.right
+    return (isinstance(k, BLiteral) and k.type in (Type.BIGINT, Type.DOUBLE) and k.value is not None
+            and k.value != 0 and e.type in (Type.BIGINT, Type.DOUBLE))
 
 
 def _has_int_product(e: BExpr) -> bool:
@@ -183,6 +192,10 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
         with np.errstate(all="ignore"):
             if e.op in _CMP:
                 return _compare(e.op, a, b, valid), valid
+            if e.op == "/" and e.type is Type.BIGINT:
+                return _int_div(a, b), valid
+            if e.op == "/":
+                return np.true_divide(a, b), valid
             return _ARITH[e.op](a, b), valid
     if isinstance(e, BBetween):
         (x, xv), (lo, lv), (hi, hv) = (evaluate(y, cols) for y in (e.operand, e.low, e.high))
@@ -222,7 +235,14 @@ _ARITH: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "+": np.add,
     "-": np.subtract,
     "*": np.multiply,
+    "%": np.fmod,  # the remainder takes the dividend's sign, as SQL's (and math.fmod)
 }
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """BIGINT division truncates toward zero (numpy's // floors)."""
+    q = np.abs(a) // np.abs(b)
+    return np.where((a >= 0) == (b >= 0), q, -q)
 
 
 def _compare(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.ndarray:
