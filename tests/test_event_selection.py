@@ -227,3 +227,22 @@ def test_skip_till_next_match_prefers_the_earliest_next_row():
     got = _q(t, """ORDER BY ts MEASURES COLLECT(ts) AS rows EVENT SELECTION SKIP TILL NEXT MATCH
         PATTERN (A B+ C) DEFINE B AS price > LAST(price, 1), C AS price < 3""")
     assert got == [{"rows": [0, 1, 2]}]
+
+
+@pytest.mark.parametrize("selection", ["PARTITION CONTIGUITY", "SKIP TILL NEXT MATCH"])
+@pytest.mark.parametrize("kleene", ["true", "price > LAST(U.price, 1)"])
+def test_merged_runs_read_back_their_own_paths(selection, kleene):
+    # SASE's experiment shape: long Kleene runs of many starts merged into one run, each
+    # finishing many matches; every match reads its own path back from the shared buffer
+    # (the paths kept for later matches must not cross from one start's lineage to another's).
+    from sparkcep.workloads.stock import sase_ticks
+
+    t = pa.Table.from_pandas(sase_ticks(600, p_increase=0.7, seed=7), preserve_index=False)
+    text = f"""PARTITION BY symbol ORDER BY ts MEASURES COLLECT(ts) AS rows, COUNT(A.*) AS n ALL MATCHES
+        EVENT SELECTION {selection} PATTERN (A1 A* B) MAXLENGTH 60 SUBSET U = (A1, A)
+        DEFINE A1 AS price % 5 = 0, A AS {kleene}, B AS volume < 150"""
+    plan = compile_query(text, t)
+    merged = run_plan(plan, t, NFAbMatcher).to_pylist()
+    assert len(merged) > 50
+    assert merged == run_plan(plan, t, lambda p: NFAbMatcher(p, merge=False)).to_pylist()
+    assert merged == run_plan(plan, t, Backtrack).to_pylist()

@@ -31,6 +31,11 @@ class Aggregate:
     step: Callable[..., Any]
     result: Callable[[Any], Any]
 
+    @property
+    def counts_rows(self) -> bool:
+        """COUNT(*) or COUNT(X.*): the result is how many rows it applies to."""
+        return self.step is _count_star
+
     def applies_to(self, label: int) -> bool:
         labels = self.spec.labels
         return labels is None or label in labels

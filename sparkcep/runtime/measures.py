@@ -40,9 +40,7 @@ class MeasureContext:
         self._length = len(match.labels)
         self.index = self._length - 1
         labels = match.labels
-        self._sets = {
-            s: [i for i, lab in enumerate(labels) if lab in s] for s in plan.measure_sets
-        }
+        self._sets: dict[frozenset[int], list[int]] = {}  # filled when a pointer first reads a set
         self._aggs = []
         cols = self.cols
         # ONE ROW PER MATCH reads aggregates at the last row only: keep just the final value.
@@ -51,6 +49,11 @@ class MeasureContext:
             state = agg.initial
             values = []
             labset = agg.spec.labels
+            if not every_row and agg.counts_rows:
+                # COUNT(*) / COUNT(X.*) of the whole match: how many labels, no fold needed
+                n = len(labels) if labset is None else sum(labels.count(lab) for lab in labset)
+                self._aggs.append((_Final(n), 0))
+                continue
             for i, lab in enumerate(labels):
                 if labset is None or lab in labset:
                     state = agg.step(state, cols, match.row(i), lab, match_number)
@@ -71,7 +74,9 @@ class MeasureContext:
         if p.labels is None:
             i = limit - k if p.last else k
             return i if 0 <= i <= limit else None
-        rows = self._sets[p.labels]
+        rows = self._sets.get(p.labels)
+        if rows is None:
+            rows = self._sets[p.labels] = [i for i, lab in enumerate(self.match.labels) if lab in p.labels]
         count = bisect_right(rows, limit)
         if p.last:
             return rows[count - 1 - k] if count - 1 - k >= 0 else None

@@ -426,17 +426,37 @@ class NFAbMatcher(Matcher):
     def _emit(self, out: dict, version: tuple, entry, start: int) -> None:
         rows, labels, excl = [], [], []
         e = entry
+        base: tuple = ((), (), ())
+        first: tuple | None = None  # (entry, pointer) behind ``entry``: where this path is kept
         while e is not None:
             rows.append(e.row)
             labels.append(e.label)
             excl.append(e.excluded)
-            e = e.pred_for(version)
+            k = e.pointer(version)
+            if e is not entry and first is None:
+                first = (e, k)
+            kept = e.paths.get(k) if e.paths is not None else None
+            if kept is not None:  # the path up to here, read by an earlier match
+                rows.pop()
+                labels.pop()
+                excl.pop()
+                base = kept
+                break
+            e = e.preds[k][1] if k >= 0 else None
         rows.reverse()
         labels.reverse()
         excl.reverse()
-        end = rows[-1] + 1 if rows else start
+        rows_t, labels_t, excl_t = base[0] + tuple(rows), base[1] + tuple(labels), base[2] + tuple(excl)
+        if first is not None and len(rows_t) > 1:
+            # A later match through the same entry and pointer (a Kleene run's next match)
+            # copies the path up to it instead of walking it again.
+            node, k = first
+            if node.paths is None:
+                node.paths = {}
+            node.paths[k] = (rows_t[:-1], labels_t[:-1], excl_t[:-1])
+        end = rows_t[-1] + 1 if rows_t else start
         out.setdefault(start, []).append(
-            (version, Match(start, end, tuple(labels), tuple(excl), tuple(rows) if self.gapped else None)))
+            (version, Match(start, end, labels_t, excl_t, rows_t if self.gapped else None)))
 
 
 class _Entry:
@@ -444,7 +464,7 @@ class _Entry:
     list of (Dewey version, previous entry). A run's match is read back by following, from
     its last entry, the pointers whose version is a prefix of the run's."""
 
-    __slots__ = ("row", "label", "excluded", "preds", "mixed")
+    __slots__ = ("row", "label", "excluded", "preds", "mixed", "paths")
 
     def __init__(self, row: int, label: int, excluded: bool):
         self.row = row
@@ -452,20 +472,28 @@ class _Entry:
         self.excluded = excluded
         self.preds: list[tuple[tuple, Any]] = []
         self.mixed = False  # the predecessors are not all the same entry
+        # pointer index -> (rows, labels, excluded) of the match up to and including this
+        # entry, for the versions that leave it through that pointer (which fixes the path
+        # behind it: earlier pointers' versions are prefixes of this one's)
+        self.paths: dict[int, tuple] | None = None
 
     def add(self, version: tuple, prev) -> None:
         if self.preds and self.preds[0][1] is not prev:
             self.mixed = True
         self.preds.append((version, prev))
 
-    def pred_for(self, version: tuple):
-        if not self.mixed:
-            # Only runs that selected this entry read it, and all its pointers agree.
-            return self.preds[0][1]
-        best, best_len = None, -1
-        for v, e in self.preds:
+    def pointer(self, version: tuple) -> int:
+        """Index of the predecessor pointer ``version`` follows (-1: the first entry)."""
+        preds = self.preds
+        if not self.mixed and (len(preds) == 1 or preds[0][1] is None):
+            # One pointer, or every pointer leads to the start: the path behind is fixed.
+            return 0 if preds[0][1] is not None else -1
+        # Several pointers: the path behind this entry depends on which one the version
+        # follows, even when they all name the same entry (whose own pointers may differ).
+        best, best_len = -1, -1
+        for k, (v, _) in enumerate(self.preds):
             if len(v) > best_len and version[: len(v)] == v:
-                best, best_len = e, len(v)
+                best, best_len = k, len(v)
         if best_len < 0:  # pragma: no cover - every entry is reached through a compatible pointer
             raise AssertionError("no compatible predecessor in the versioned buffer")
         return best
