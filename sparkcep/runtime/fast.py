@@ -179,10 +179,7 @@ class KernelMatcher:
             starts, ends, offs, labels, excl, unmatched = got
         else:
             starts, ends, offs, labels, excl, unmatched = self._thread_select(part, arr, input_row)
-        labels, excl = labels.tolist(), excl.tolist()
-        offs = offs.tolist()
-        matches = [Match(st, en, tuple(labels[offs[i]:offs[i + 1]]), tuple(bool(x) for x in excl[offs[i]:offs[i + 1]]))
-                   for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))]
+        matches = _matches(starts, ends, offs, labels, excl)
         items = []
         rows = np.nonzero(unmatched)[0].tolist() if want_unmatched else []
         j = 0
@@ -366,10 +363,7 @@ class KernelMatcher:
     def match_items(starts, ends, offs, labels, excl, number: int) -> list:
         """select_matches' items for matches as the kernel returns them, numbered from
         ``number`` + 1."""
-        labels, excl, offs = labels.tolist(), excl.tolist(), offs.tolist()
-        return [("match", Match(st, en, tuple(labels[offs[i]:offs[i + 1]]),
-                                tuple(bool(x) for x in excl[offs[i]:offs[i + 1]])), number + i + 1)
-                for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))]
+        return [("match", m, number + i + 1) for i, m in enumerate(_matches(starts, ends, offs, labels, excl))]
 
     def candidates(self, part: PartitionData, first: int, last: int, earliest: bool):
         """[(start, Match | None | UNRESOLVED)] for starts in [first, last) of a window."""
@@ -382,7 +376,8 @@ class KernelMatcher:
             first, last, earliest, self.op, self.a, self.closure, masks, s.reg_member, s.reg_kind, s.dyn_int,
             s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok, self.stats)
-        ends, offs, labels, excl = ends.tolist(), offs.tolist(), labels.tolist(), excl.tolist()
+        ends, offs = ends.tolist(), offs.tolist()
+        labels, excl = labels[: offs[-1]].tolist(), excl[: offs[-1]].astype(np.bool_).tolist()
         out = []
         for i, e in enumerate(ends):
             st = first + i
@@ -391,9 +386,18 @@ class KernelMatcher:
             elif e == kernel.NO_MATCH:
                 out.append((st, None))
             else:
-                out.append((st, Match(st, e, tuple(labels[offs[i]:offs[i + 1]]),
-                                      tuple(bool(x) for x in excl[offs[i]:offs[i + 1]]))))
+                out.append((st, Match(st, e, tuple(labels[offs[i]:offs[i + 1]]), tuple(excl[offs[i]:offs[i + 1]]))))
         return out
+
+
+def _matches(starts, ends, offs, labels, excl) -> list[Match]:
+    """Match objects for matches as the kernel returns them (labels and exclusion flags of
+    match i at offs[i]:offs[i + 1]), converted to Python values in bulk."""
+    offs = offs.tolist()
+    end = offs[-1] if offs else 0
+    labels, excl = labels[:end].tolist(), excl[:end].astype(np.bool_).tolist()
+    return [Match(st, en, tuple(labels[offs[i]:offs[i + 1]]), tuple(excl[offs[i]:offs[i + 1]]))
+            for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))]
 
 
 def _exact_numbers(part: PartitionData, idx: int, n: int, times: dict):
