@@ -7,6 +7,7 @@ input columns.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,8 @@ class Selection:
 def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
                    input_row: Callable[[int], int] = lambda r: r,
                    numbering: Callable[[int], None] | None = None,
-                   state: Selection | None = None, stop: int | None = None) -> Iterator[tuple]:
+                   state: Selection | None = None, stop: int | None = None,
+                   start_rows: list[int] | None = None) -> Iterator[tuple]:
     """The matches of a partition of ``n`` rows in output order, as ("match", Match,
     match number) items, with ("unmatched", row) items where ALL ROWS PER MATCH WITH
     UNMATCHED ROWS wants them. ``candidate(start)`` answers what was found at a row
@@ -53,7 +55,9 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
     ``state`` resumes an earlier selection; when ``candidate`` answers UNRESOLVED (the
     answer needs rows not seen yet) the selection stops there and ``state`` says where.
     ``stop``: decide start rows below it only (a batch of the run strategy; ``candidate``
-    may still be asked about later rows, as matchregex compares overlapping matches)."""
+    may still be asked about later rows, as matchregex compares overlapping matches).
+    ``start_rows``: the only rows, in order, where a match may start (the others are not
+    asked about unless unmatched rows are wanted)."""
     st = state if state is not None else Selection()
     stop = n if stop is None else min(stop, n)
     tell = numbering if numbering is not None else (lambda k: None)
@@ -86,7 +90,14 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
             yield ("match", best, st.number)
         return
 
+    jump = start_rows is not None and not want_unmatched
     while st.pos < stop:
+        if jump:
+            k = bisect_left(start_rows, st.pos)
+            if k == len(start_rows) or start_rows[k] >= stop:
+                st.pos = stop
+                break
+            st.pos = start_rows[k]
         pos = st.pos
         if q.skip_mode == "ALL_MATCHES":
             found = candidate(pos)
@@ -118,6 +129,12 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
         yield ("match", m, st.number)
 
 
+def _start_rows(matcher, part: PartitionData) -> list[int] | None:
+    # Reference matchers in the tests know nothing of masks: they are asked about every row.
+    find = getattr(matcher, "start_rows", None)
+    return find(part) if find is not None else None
+
+
 def resume_row(q: AnalyzedQuery, m: Match, input_row: Callable[[int], int] = lambda r: r) -> int:
     """The row the selection goes on from after match ``m`` (AFTER MATCH SKIP)."""
     if q.skip_mode == "ALL_MATCHES" or m.empty:
@@ -135,7 +152,7 @@ def output_rows(plan: Plan, matcher: Matcher, part: PartitionData, row_ids: list
     items = kernel.select(part, input_row) if kernel is not None else None
     if items is None:
         items = select_matches(plan.query, part.n, candidate_finder(plan.query, matcher, part), input_row,
-                               lambda k: setattr(part, "match_number", k))
+                               lambda k: setattr(part, "match_number", k), start_rows=_start_rows(matcher, part))
     yield from measure_rows(plan, part, items, input_row)
 
 

@@ -234,9 +234,17 @@ class Matcher:
             for lab in plan.first:
                 any_first |= masks[lab]
             starts = any_first.tolist()
+            part.cache["start_rows"] = np.flatnonzero(any_first).tolist()
         out = ([m.tolist() if m is not None else None for m in masks], starts)
         part.cache["masks"] = out
         return out
+
+    def start_rows(self, part: PartitionData) -> list[int] | None:
+        """The rows where a non-empty match may start, in order (None: any row may)."""
+        if part.limit < part.n:
+            return None  # rows from the limit on are not decided here
+        self.prepare(part)
+        return part.cache.get("start_rows")
 
     # ------------------------------------------------------------ epsilon closure
     def _closure(self, out: list, seen: set, thread: tuple, pos: int, part: PartitionData, by_history: bool) -> None:
