@@ -11,12 +11,13 @@ from hypothesis import strategies as st
 
 from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError, QueryError
-from sparkcep.runtime.nfab import Backtrack, NFAbMatcher
+from sparkcep.runtime.nfab import Backtrack, CompiledNFAb, NFAbMatcher
 from sparkcep.runtime.vm import Matcher
 from tests.reference_matchers import ReferenceMatcher, SelectionReference
 from tests.test_properties import comparable
 from tests.tiers import examples
 
+from .test_kernel import kernel_conditions
 from .test_properties import conditions, patterns, tables, used_vars
 
 EXAMPLES = examples(1500, scaled=True)
@@ -24,7 +25,8 @@ SELECTIONS = ["STRICT CONTIGUITY", "PARTITION CONTIGUITY", "SKIP TILL NEXT MATCH
 
 
 @st.composite
-def selection_queries(draw):
+def selection_queries(draw, compiled: bool = False):
+    """``compiled``: conditions the compiled NFA^b takes (kernel conditions, no negation)."""
     selection = draw(st.sampled_from(SELECTIONS))
     gapped = "SKIP TILL" in selection
     pattern = draw(patterns())
@@ -35,15 +37,15 @@ def selection_queries(draw):
         pattern += " A"
         names = ["A"]
     negated = None
-    if draw(st.booleans()):
+    if not compiled and draw(st.booleans()):
         # !N between two top-level items (N occurs nowhere else).
         negated = "N"
         pattern = f"({pattern}) !N {draw(st.sampled_from(names))}"
     defines = []
     for v in names:
         if draw(st.integers(0, 2)) > 0:
-            cond = draw(conditions(v, names))
-            if draw(st.integers(0, 3)) == 0:
+            cond = draw((kernel_conditions if compiled else conditions)(v, names))
+            if not compiled and draw(st.integers(0, 3)) == 0:
                 agg = draw(st.sampled_from(["AVG", "MAX", "MIN", "SUM", "COUNT"]))
                 cond = f"({cond}) OR price > PREVIOUS {agg}({v}.price)"
             defines.append(f"{v} AS {cond}")
@@ -86,12 +88,26 @@ def test_nfab_equals_reference(text, table):
     assert _run(plan, table, NFAbMatcher) == expected, "nfab (merging)" + context
     assert _run(plan, table, lambda p: NFAbMatcher(p, merge=False)) == expected, "nfab (no merging)" + context
     assert _run(plan, table, Backtrack) == expected, "backtrack" + context
+    compiled = CompiledNFAb(plan)
+    assert _run(plan, table, lambda p: compiled) == expected, "nfab compiled" + context
     if plan.query.event_selection == "PARTITION" or (
             plan.query.event_selection == "STRICT" and not plan.query.partition_by):
         # SQL's own contiguity: the Pike VM, the compiled kernel and the SQL reference agree.
         assert _run(plan, table, ReferenceMatcher) == expected, "sql reference" + context
         assert _run(plan, table, Matcher, use_kernel=False) == expected, "pike vm" + context
         assert _run(plan, table, Matcher, use_kernel=True) == expected, "kernel" + context
+
+
+@settings(max_examples=max(EXAMPLES // 2, 5), deadline=None, suppress_health_check=list(HealthCheck))
+@given(selection_queries(compiled=True), tables())
+def test_compiled_nfab_equals_reference(text, table):
+    plan = compile_query(text, table)
+    expected = _run(plan, table, SelectionReference)
+    compiled = CompiledNFAb(plan)
+    context = f"\n{text!r}\n{table.to_pylist()}"
+    assert _run(plan, table, lambda p: compiled) == expected, "nfab compiled" + context
+    # The compiled search ran unless the pattern has more loops than the kernel takes or no rows.
+    assert compiled.ran or compiled.kernel is None or table.num_rows == 0 or isinstance(expected, tuple), text
 
 
 def _table(**cols):
@@ -206,6 +222,10 @@ def test_live_runs_are_bounded():
     plan = compile_query("ORDER BY ts MEASURES COUNT(*) AS c ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A+ B)", t)
     with pytest.raises(DataError, match="partial matches are alive"):
         run_plan(plan, t, lambda p: NFAbMatcher(p, max_runs=1000))
+    compiled = CompiledNFAb(plan, max_runs=1000)
+    with pytest.raises(DataError, match="partial matches are alive"):
+        run_plan(plan, t, lambda p: compiled)  # the compiled search stops, the Python one reports
+    assert compiled.ran
 
 
 def test_merging_shares_runs():

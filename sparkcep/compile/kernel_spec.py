@@ -53,13 +53,15 @@ class _Unsupported(Exception):
     pass
 
 
-def kernel_spec(plan: Plan) -> KernelSpec | None:
-    """The kernel tables for ``plan``, or None when it needs the Python matcher."""
+def kernel_spec(plan: Plan, event_selection: bool = False) -> KernelSpec | None:
+    """The kernel tables for ``plan``, or None when it needs the Python matcher.
+    ``event_selection``: for runtime.selection_kernel, which also takes the other event
+    selection strategies."""
     q = plan.query
     if plan.program.slots > MAX_SLOTS:
         return None
-    if q.event_selection != "PARTITION" or q.negated:
-        return None  # event selection strategies and negation run on runtime.nfab
+    if q.negated or (q.event_selection != "PARTITION" and not event_selection):
+        return None  # negation, and event selection unless asked for, run on runtime.nfab
     if q.within is not None and not isinstance(q.within, (int, float, dt.timedelta)):
         return None
     regs: list[tuple[frozenset[int] | None, int]] = []  # (labels, None: all; register kind)

@@ -58,6 +58,14 @@ class KernelMatcher:
         spec = plan.derive("kernel_spec", lambda: kernel_spec(plan))
         return cls(plan, spec) if spec is not None else None
 
+    @classmethod
+    def for_selection(cls, plan: Plan) -> KernelMatcher | None:
+        """The kernel's inputs for runtime.selection_kernel (event selection strategies)."""
+        if not ENABLED:
+            return None
+        spec = plan.derive("selection_spec", lambda: kernel_spec(plan, event_selection=True))
+        return cls(plan, spec) if spec is not None else None
+
     def arrays(self, part: PartitionData):
         """The kernel's inputs for a partition, or None when the data do not fit it."""
         cached = part.cache.get("kernel")

@@ -19,7 +19,7 @@ from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import output_rows
 from sparkcep.runtime.fast import KernelMatcher
-from sparkcep.runtime.nfab import NFAbMatcher
+from sparkcep.runtime.nfab import CompiledNFAb, NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 from sparkcep.values import admit
 
@@ -51,7 +51,7 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     if matcher_factory is Matcher and (q.gapped or (q.event_selection == "STRICT" and q.partition_by)):
         # The Pike VM knows contiguous rows of one partition only (strict contiguity without
         # PARTITION BY is exactly that).
-        matcher_factory = NFAbMatcher
+        matcher_factory = CompiledNFAb
     matcher = matcher_factory(plan)
     if use_kernel is None:
         use_kernel = matcher_factory is Matcher and executor is None
@@ -95,8 +95,11 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
             measure_chunks[j].append(a)
 
     if stats is not None:
-        if isinstance(matcher, NFAbMatcher):
-            stats["matcher"], stats["peak_threads"] = type(matcher).__name__, matcher.peak_runs
+        if isinstance(matcher, CompiledNFAb) and matcher.ran:
+            stats["matcher"], stats["peak_threads"] = "NFAb kernel", matcher.peak_runs
+        elif isinstance(matcher, NFAbMatcher):
+            name = "NFAbMatcher" if type(matcher) is CompiledNFAb else type(matcher).__name__
+            stats["matcher"], stats["peak_threads"] = name, matcher.peak_runs
         elif kernel is None or (parts.bounds and not (kernel.ran or kernel.scanned)):
             stats["matcher"], stats["peak_threads"] = "python", None
         elif kernel.scanned:

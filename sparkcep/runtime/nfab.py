@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import (
@@ -553,3 +555,114 @@ def dedupe(matches: list[Match]) -> list[Match]:
             seen.add(key)
             out.append(m)
     return out
+
+
+# The compiled search merges runs by a linear scan: past this many live runs the Python
+# search (hashed, and bounded by max_runs with an error naming the row) takes the partition.
+COMPILED_MAX_RUNS = 4096
+
+
+class CompiledNFAb(NFAbMatcher):
+    """NFAbMatcher whose searches run compiled (runtime.selection_kernel) where kernel_spec
+    accepts the plan and the partition's data fit the kernel; elsewhere (negation, other
+    conditions, a stream's open partition, more than COMPILED_MAX_RUNS live runs) the Python
+    search runs. Both give the same matches (tests enforce it)."""
+
+    def __init__(self, plan: Plan, **kw):
+        super().__init__(plan, **kw)
+        from sparkcep.runtime.fast import KernelMatcher
+
+        self.kernel = KernelMatcher.for_selection(plan)
+        self.ran = False  # some partition ran compiled
+
+    def _inputs(self, part: PartitionData):
+        if self.kernel is None or not part.complete or part.limit < part.n:
+            return None
+        got = part.cache.get("selection_kernel")
+        if got is None:
+            got = self._prepare_inputs(part) or "no"
+            part.cache["selection_kernel"] = got
+        return got if got != "no" else None
+
+    def _prepare_inputs(self, part: PartitionData):
+        from sparkcep.runtime import selection_kernel as sk
+
+        arr = self.kernel.arrays(part)
+        if arr is None:
+            return None
+        masks, cols, valid, order0, within = arr
+        plan, k, q = self.plan, self.kernel, self.plan.query
+        if not plan.nullable and plan.first:
+            starts = np.zeros(part.n, dtype=np.bool_)
+            for lab in plan.first:
+                starts |= masks[lab]
+        else:
+            starts = np.ones(part.n, dtype=np.bool_)
+        adjacent = part.cache.get("adjacent")
+        adjacent = np.asarray(adjacent, dtype=np.bool_) if adjacent is not None else np.ones(max(part.n, 1), dtype=np.bool_)
+        s = k.spec
+        args = (sk.STRATEGY[q.event_selection], adjacent, k.op, k.a, k.closure, masks, s.reg_member, s.reg_kind,
+                s.dyn_int, s.dyn_float, cols, valid, part.n, k.maxlength, q.within is not None, order0, within,
+                s.reg_member.shape[0], plan.program.slots, min(self.max_runs, COMPILED_MAX_RUNS))
+        self.ran = True
+        return starts, args
+
+    def start_rows(self, part: PartitionData) -> list[int] | None:
+        got = self._inputs(part)
+        if got is None:
+            return super().start_rows(part)
+        return np.flatnonzero(got[0]).tolist()
+
+    def _note(self) -> None:
+        self.peak_runs = max(self.peak_runs, int(self.kernel.stats[0]))
+
+    def preferred(self, part: PartitionData, start: int):
+        got = self._inputs(part)
+        if got is None:
+            return super().preferred(part, start)
+        from sparkcep.runtime import selection_kernel as sk
+
+        starts, args = got
+        if start >= part.n or not starts[start]:
+            return None
+        arena = part.cache.get("selection_arena")
+        if arena is None:
+            arena = tuple(np.empty(256, dtype=np.int64) for _ in range(4))
+        count, ends, hs, arena = sk.search(start, 0, *args, arena, self.kernel.stats)
+        part.cache["selection_arena"] = arena
+        self._note()
+        if count < 0:
+            return super().preferred(part, start)  # too many live runs: the Python search takes this start
+        if count == 0:
+            return None
+        return self._matches(start, ends, *sk.read_back(hs, *arena), [start])[0]
+
+    def all(self, part: PartitionData, start: int):
+        got = self._inputs(part)
+        if got is None:
+            return super().all(part, start)
+        found = part.cache.get("selection_all")
+        if found is None:
+            from sparkcep.runtime import selection_kernel as sk
+
+            starts, args = got
+            m_start, m_end, offs, labels, excl, rows, ok = sk.all_matches(
+                np.flatnonzero(starts), *args, self.kernel.stats)
+            self._note()
+            if not ok:
+                part.cache["selection_kernel"] = "no"  # the Python search reports the bound
+                return super().all(part, start)
+            found = {}
+            for m in self._matches(None, m_end, offs, labels, excl, rows, m_start.tolist()):
+                found.setdefault(m.start, []).append(m)
+            part.cache["selection_all"] = found
+        return found.get(start, [])
+
+    def _matches(self, start, ends, offs, labels, excl, rows, starts: list[int]) -> list[Match]:
+        offs = offs.tolist()
+        end = offs[-1] if offs else 0
+        labels, excl, rows = labels[:end].tolist(), excl[:end].tolist(), rows[:end].tolist()
+        gapped = self.gapped
+        return [Match(s, e, tuple(labels[offs[i]:offs[i + 1]]), tuple(excl[offs[i]:offs[i + 1]]),
+                      tuple(rows[offs[i]:offs[i + 1]]) if gapped else None)
+                for i, (s, e) in enumerate(zip(starts, ends.tolist(), strict=True))]

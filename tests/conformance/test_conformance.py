@@ -24,7 +24,7 @@ from sparkcep.api import compile_query, run_plan
 from sparkcep.data.ingest import schema_of
 from sparkcep.errors import DataError, InternalError, QueryError
 from sparkcep.language.parser import parse
-from sparkcep.runtime.nfab import NFAbMatcher
+from sparkcep.runtime.nfab import CompiledNFAb, NFAbMatcher
 from sparkcep.runtime.vm import Matcher
 from tests.conformance.case import Case
 from tests.oracle import oracle
@@ -111,6 +111,7 @@ def paths(case: Case, table: pa.Table):
     q = plan.query
     yield "python", lambda: run_plan(plan, table, Matcher, use_kernel=False).to_pylist()
     yield "nfab", lambda: run_plan(plan, table, NFAbMatcher).to_pylist()
+    yield "nfab compiled", lambda: run_plan(plan, table, CompiledNFAb).to_pylist()
     if q.event_selection == "PARTITION" and not q.negated:
         yield "reference", lambda: run_plan(plan, table, ReferenceMatcher).to_pylist()
         yield "oracle", lambda: oracle_rows(case.query, table)
