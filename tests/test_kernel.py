@@ -61,6 +61,15 @@ def kernel_conditions(draw, var: str, names: list[str]):
         f"price % 3 {op} {k - 1}",  # division by a nonzero literal: a mask
         f"price / -2 {op} PREV(price)",
         f"x % -1.5 {op} 0.5",
+        # LAST(X.col, k) and PREVIOUS aggregates: registers lagging one row of their variables
+        f"price {op} LAST({other}.price, 1)",
+        f"LAST(U.x, 2) {op} x",
+        f"LAST(price, 1) {op} price",
+        f"price {op} PREVIOUS MAX({other}.price)",
+        f"x {op} PREVIOUS AVG(U.x)",
+        f"PREVIOUS COUNT({var}.*) {op} {k}",
+        f"PREVIOUS SUM(price) {op} price",
+        f"PREVIOUS MIN({var}.x) {op} LAST({var}.x, 1)",
     ]
     n = draw(st.integers(1, 3))
     return " AND ".join("(" + draw(st.sampled_from(atoms)) + ")" for _ in range(n))
@@ -125,7 +134,7 @@ def test_kernel_equals_reference(query, table, batch):
 
 def test_kernel_declines_what_it_cannot_run():
     t = pa.table({"ts": [1], "price": [1], "name": ["x"]})
-    for cond in ("SUM(DISTINCT A.price) > 1", "COUNT(DISTINCT A.price) > 1", "STDDEV(A.price) > 1", "CLASSIFIER(A) = 'A'", "LAST(A.price, 1) > 0", "name > A.name"):
+    for cond in ("SUM(DISTINCT A.price) > 1", "COUNT(DISTINCT A.price) > 1", "STDDEV(A.price) > 1", "CLASSIFIER(A) = 'A'", "FIRST(A.price, 1) > 0", "name > A.name"):
         plan = compile_query(f"ORDER BY ts PATTERN (A B) DEFINE B AS {cond}", t)
         assert KernelMatcher.for_plan(plan) is None, cond
     for clause in ("ORDER BY ts EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE B AS price > A.price",

@@ -9,8 +9,9 @@ numba, for plans whose DEFINE conditions are
   of two timestamps, compared as ``t1 op t2 + INTERVAL`` on integer microseconds (exact:
   runtime.fast checks the sums stay below 2^53).
 WITHIN may be a number or a day-time interval.
-A running COUNT, SUM, AVG, MIN or MAX in DEFINE is a register each thread carries. Anything
-else (other aggregates or CLASSIFIER in DEFINE, LAST(X, n) with n > 0, strings, user
+A running COUNT, SUM, AVG, MIN or MAX in DEFINE (PREVIOUS too) is a register each thread
+carries, as is LAST(X.col, k). Anything else (other aggregates or CLASSIFIER in DEFINE,
+FIRST(X.col, k) with k > 0, strings, user
 functions in non-local parts) runs on the Python matcher; both give the same
 answers (tests enforce it).
 """
@@ -31,6 +32,8 @@ LITERAL, CURRENT, REGISTER, MATCH_START, COUNT, FOLDED, AVERAGE = 0, 1, 2, 3, 4,
 _FOLD_CODES = {"SUM": 4, "AVG": 4, "MIN": 5, "MAX": 6}
 OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4, "<>": 5}
 MAX_SLOTS = 8
+MAX_OFFSET = 8  # LAST(X.col, k) up to this k: a register per step back
+LAG = 7  # register code: what register r - (kind & 63) held before the row being labelled
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,8 @@ class KernelSpec:
     # reg_member[r, label] set. reg_kind[r] = code * 64 + column slot; codes: 0 the last such
     # row, 1 the first, 2 how many (less one: threads start at -1), 3 how many with the slot
     # not NULL (less one), and, as float64 bits, 4 the sum, 5 the minimum, 6 the maximum of
-    # the slot's values (register r - 1 is then their code-3 count, which says NULL).
+    # the slot's values (register r - 1 is then their code-3 count, which says NULL); 7 (LAG)
+    # the value register r - slot had before the row (LAST(X.col, k), PREVIOUS aggregates).
     reg_member: np.ndarray  # bool [R, labels]
     reg_kind: np.ndarray  # int64 [R]
     # Dynamic conjuncts, one row each: label, op, then per side kind, column slot, register,
@@ -86,9 +90,16 @@ def kernel_spec(plan: Plan, event_selection: bool = False) -> KernelSpec | None:
     for r, (labels, _) in enumerate(regs):
         for lab in labels if labels is not None else range(n_labels):
             member[r, lab] = True
+    kinds = []
+    for r, (_, kind) in enumerate(regs):
+        if isinstance(kind, tuple):  # a lag of register kind[1]: code 7 with the distance back to it
+            if not 0 < r - kind[1] < 64:
+                return None
+            kind = LAG * 64 + (r - kind[1])
+        kinds.append(kind)
     return KernelSpec(
         member,
-        np.array([kind for _, kind in regs], dtype=np.int64),
+        np.array(kinds, dtype=np.int64),
         np.array(dyn_int, dtype=np.int64).reshape(len(dyn_int), 10),
         np.array(dyn_float, dtype=np.float64).reshape(len(dyn_float), 4),
         tuple(columns),
@@ -137,6 +148,16 @@ def _operand(e: BExpr, label: int, regs, columns, aggregates) -> tuple[int, int,
         spec = aggregates[e.index].spec
         reg = _aggregate_register(spec, regs, columns)
         kind = COUNT if spec.func == "COUNT" else AVERAGE if spec.func == "AVG" else FOLDED
+        if spec.previous and (spec.labels is None or label in spec.labels):
+            # PREVIOUS: the rows before this one, which is labelled with a member: the value
+            # the register had before this row (for a sum or extreme, with its count at r - 1).
+            if kind == COUNT:
+                reg = _register(regs, (spec.labels, ("lag", reg)))
+            else:
+                key = (spec.labels, ("lag value", reg))
+                if key not in regs:
+                    regs += [(spec.labels, ("lag count", reg - 1)), key]
+                reg = regs.index(key)
         return (kind, 0, reg, 0, 0.0, scale)
     if not (isinstance(e, BNav) and isinstance(e.inner, BColumn)
             and e.inner.type in (Type.BIGINT, Type.DOUBLE, Type.TIMESTAMP)):
@@ -144,11 +165,18 @@ def _operand(e: BExpr, label: int, regs, columns, aggregates) -> tuple[int, int,
     if e.inner.type == Type.TIMESTAMP and scale != 1.0:
         raise _Unsupported
     p = e.pointer
-    if p.offset != 0 or not p.running:
+    if not p.running or (p.offset != 0 and not (p.last and p.offset <= MAX_OFFSET)):
         raise _Unsupported
     if e.inner.index not in columns:
         columns.append(e.inner.index)
     slot = columns.index(e.inner.index)
+    if p.offset:
+        # LAST(X.col, k): the last row labelled with X, k times the row that register held
+        # before its next such row (the current row counts when it is labelled with X).
+        reg = _register(regs, (p.labels, 0))
+        for _ in range(p.offset):
+            reg = _register(regs, (p.labels, ("lag", reg)))
+        return (REGISTER, slot, reg, p.physical, 0.0, scale)
     if p.labels is None:
         kind = CURRENT if p.last else MATCH_START
         return (kind, slot, 0, p.physical, 0.0, scale)
@@ -162,7 +190,7 @@ def _aggregate_register(spec, regs, columns) -> int:
     """The register of a running aggregate in DEFINE, over the rows the thread labelled with
     its variables (the row being labelled included): COUNT(X.*), COUNT(X.col), or SUM, AVG
     (a sum), MIN, MAX of a numeric column (runtime.fast checks BIGINT sums stay exact)."""
-    if spec.distinct or spec.previous or spec.key is not None:
+    if spec.distinct or spec.key is not None:
         raise _Unsupported
     if spec.arg is None:
         if spec.func != "COUNT":

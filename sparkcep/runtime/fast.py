@@ -10,7 +10,15 @@ import os
 import numpy as np
 import pyarrow as pa
 
-from sparkcep.compile.kernel_spec import AVERAGE, COUNT, FOLDED, LITERAL, KernelSpec, kernel_spec
+from sparkcep.compile.kernel_spec import (
+    AVERAGE,
+    COUNT,
+    FOLDED,
+    LAG,
+    LITERAL,
+    KernelSpec,
+    kernel_spec,
+)
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import next_labels
 from sparkcep.compile.skip import SkipStrategy
@@ -136,7 +144,7 @@ class KernelMatcher:
                 if scale == 1.0 or kind in (LITERAL, COUNT, AVERAGE):
                     continue  # a literal was folded exactly; counts are small; AVG is a float
                 if kind == FOLDED:
-                    reg_kind = s.reg_kind[s.dyn_int[d, 4 + 4 * side]]
+                    reg_kind = s.reg_kind[_source(s, s.dyn_int[d, 4 + 4 * side])]
                     m = biggest(reg_kind & 63)
                     m = None if m is None else m * (n if reg_kind >> 6 == 4 else 1)
                 else:
@@ -396,6 +404,13 @@ class KernelMatcher:
             else:
                 out.append((st, Match(st, e, tuple(labels[offs[i]:offs[i + 1]]), tuple(excl[offs[i]:offs[i + 1]]))))
         return out
+
+
+def _source(spec: KernelSpec, r: int) -> int:
+    """The register a LAG register (code 7) copies, followed back to one that folds a column."""
+    while spec.reg_kind[r] >> 6 == LAG:
+        r -= int(spec.reg_kind[r] & 63)
+    return r
 
 
 def _matches(starts, ends, offs, labels, excl) -> list[Match]:

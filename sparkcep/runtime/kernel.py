@@ -210,7 +210,9 @@ def _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_
         if reg_member[r, label]:
             code = reg_kind[r] >> 6
             s = reg_kind[r] & 63
-            if code == 1:  # the first row
+            if code == 7:  # what register r - s held before this row
+                regs[r] = cur[i, 2 + r - s]
+            elif code == 1:  # the first row
                 if regs[r] < 0:
                     regs[r] = pos
             elif code == 0:  # the last row
