@@ -9,6 +9,9 @@ rises with probability p (default 0.7), ALL MATCHES (SASE's default output).
 - Expt 3: the basic (breadth-first) algorithm vs the backtracking baseline.
 - Expts 4–5: basic vs merging of equivalent runs, against W and against p; these use denser
   starts (a[1].price % 25 = 0) so that runs of many starts overlap, which merging needs.
+Expt 1 also runs each query as the engine does by default ("engine": the compiled kernel or
+the compiled NFA^b where the conditions compile, else the Python NFA^b), beside the Python
+NFA^b ("basic"), in the same run.
 Throughput (events/s), matches, mean match length and live runs per event; JSON and PNG in
 out/bench/."""
 
@@ -43,6 +46,17 @@ def measure(table: pa.Table, text: str, algorithm: str = "basic") -> dict:
     from sparkcep.runtime.nfab import Backtrack, NFAbMatcher
 
     plan = compile_query(parse_sase(text, "ts", None), table)
+    if algorithm == "engine":
+        stats: dict = {}
+        run_plan(plan, table, stats=stats)  # warm: compiled code loaded, as for a later query
+        t0 = time.perf_counter()
+        out = run_plan(plan, table, stats=stats)
+        dt = time.perf_counter() - t0
+        lengths = out.column("n").to_numpy() if out.num_rows else []
+        return {"algorithm": algorithm, "events": table.num_rows, "seconds": dt,
+                "events_per_second": table.num_rows / dt, "matches": out.num_rows,
+                "mean_match_length": float(sum(lengths) / len(lengths) + 1) if len(lengths) else 0.0,
+                "peak_partial_matches": stats.get("peak_threads") or 0, "matcher": stats.get("matcher")}
     if algorithm == "backtrack":
         matcher = Backtrack(plan)
     else:
@@ -86,8 +100,8 @@ def main() -> None:
         r = measure(stream(p), query(pred, strategy, window, start_mod), algorithm)
         r.update(expt=expt, predicate=pred, strategy=strategy, window=window, p=p, start_mod=start_mod)
         results.append(r)
-        extra = (f"{r['runs_per_event']:6.2f} runs/event" if "runs_per_event" in r
-                 else f"{r['steps_per_event']:6.2f} steps/event")
+        extra = (f"on {r['matcher']}" if algorithm == "engine" else f"{r['runs_per_event']:6.2f} runs/event"
+                 if "runs_per_event" in r else f"{r['steps_per_event']:6.2f} steps/event")
         print(f"  {expt} {pred:6} {strategy} W={window:<5} p={p} {algorithm:9} {r['events_per_second']:10,.0f} ev/s "
               f"{r['matches']:7,d} matches, mean length {r['mean_match_length']:6.1f}, {extra}", flush=True)
         return r
@@ -95,6 +109,7 @@ def main() -> None:
     print(f"sase: {args.rows:,} events per stream, two symbols")
     for pred in PREDICATES:
         for s in STRATEGIES:
+            run("expt1", pred, s, 500, "engine")
             run("expt1", pred, s, 500)
     for w in (100, 250, 500, 1000):
         for pred in ("p1", "p2", "p3-min"):
@@ -122,8 +137,11 @@ def main() -> None:
           for pr in ("p1", "p2", "p3-min") for s in STRATEGIES]
     e4 = [eps(expt="expt4", predicate=pr, window=w, algorithm="merging") / eps(expt="expt4", predicate=pr, window=w, algorithm="basic")
           for pr in ("p1", "p3-max") for w in (50, 100, 200, 400)]
-    print(f"sase: s1/s2 at W=500: p2 {eps(expt='expt1', predicate='p2', strategy='s1'):,.0f} / "
-          f"{eps(expt='expt1', predicate='p2', strategy='s2'):,.0f} ev/s; basic over backtrack "
+    e1 = [eps(expt="expt1", predicate=pr, strategy=s, algorithm="engine") / eps(expt="expt1", predicate=pr, strategy=s, algorithm="basic")
+          for pr in PREDICATES for s in STRATEGIES]
+    print(f"sase: engine s1/s2 at W=500: p2 {eps(expt='expt1', predicate='p2', strategy='s1', algorithm='engine'):,.0f} / "
+          f"{eps(expt='expt1', predicate='p2', strategy='s2', algorithm='engine'):,.0f} ev/s, "
+          f"{min(e1):.1f}-{max(e1):.1f}x the Python NFA^b; basic over backtrack "
           f"{min(e3):.1f}-{max(e3):.1f}x; merging over basic {min(e4):.2f}-{max(e4):.2f}x; JSON and PNG in {out}/")
 
 
@@ -136,9 +154,12 @@ def _plot(results: list[dict], path: pathlib.Path, rows: int) -> None:
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     ax = axes[0][0]
     e1 = [r for r in results if r["expt"] == "expt1"]
-    for j, s in enumerate(STRATEGIES):
-        ys = [next(r["events_per_second"] for r in e1 if r["predicate"] == pr and r["strategy"] == s) for pr in PREDICATES]
-        ax.bar([i + (j - 0.5) * 0.4 for i in range(len(ys))], ys, 0.4, label=f"{s} ({STRATEGIES[s]})")
+    bars = [(s, alg) for s in STRATEGIES for alg in ("engine", "basic")]
+    for j, (s, alg) in enumerate(bars):
+        ys = [next(r["events_per_second"] for r in e1 if r["predicate"] == pr and r["strategy"] == s
+                   and r["algorithm"] == alg) for pr in PREDICATES]
+        ax.bar([i + (j - 1.5) * 0.2 for i in range(len(ys))], ys, 0.2,
+               label=f"{s} ({STRATEGIES[s]}), {'engine' if alg == 'engine' else 'Python NFA^b'}")
     ax.set_xticks(range(len(PREDICATES)), list(PREDICATES))
     ax.set_yscale("log")
     ax.set_ylabel("events / s")
