@@ -51,7 +51,8 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     if matcher_factory is Matcher and (q.gapped or (q.event_selection == "STRICT" and q.partition_by)):
         # The Pike VM knows contiguous rows of one partition only (strict contiguity without
         # PARTITION BY is exactly that).
-        matcher_factory = CompiledNFAb
+        # (worker processes of an executor run the Python matchers, as they do without event selection)
+        matcher_factory = CompiledNFAb if executor is None else NFAbMatcher
     matcher = matcher_factory(plan)
     if use_kernel is None:
         use_kernel = matcher_factory is Matcher and executor is None
