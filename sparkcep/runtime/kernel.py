@@ -380,20 +380,8 @@ def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, 
         if not _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float,
                       cols, valid, n, n_regs, regs):
             continue
-        flag = 1 if cur[i, 1] > 0 else 0
-        parent = cur_h[i]
-        h = -1
-        if every:  # identical label paths of this step share one node
-            for x in range(step_first, n_hist):
-                if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
-                    h = x
-                    break
-        if h < 0:
-            h = n_hist
-            hist_label[h] = label
-            hist_excl[h] = flag
-            hist_parent[h] = parent
-            n_hist += 1
+        h, n_hist = history_node(label, 1 if cur[i, 1] > 0 else 0, cur_h[i], every, step_first, n_hist,
+                                 hist_label, hist_excl, hist_parent)
         t = scratch[1]
         for x in range(W):
             t[x] = cur[i, x]
@@ -403,6 +391,21 @@ def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, 
         live = True
         nn = _closure_into(t, h, pos + 1, nxt, nxt_h, nn, cl, n, complete, base, n_regs, scratch[0], every)
     return nn, n_hist, live, False, -1, False
+
+
+@njit(cache=True, _nrt=False)
+def history_node(label, flag, parent, every, step_first, n_hist, hist_label, hist_excl, hist_parent):
+    """(node, node count) for a thread that labelled this row ``label`` after node ``parent``,
+    in the room the caller made; ALL MATCHES (``every``): identical label paths of this step
+    (nodes from ``step_first`` on) share one node."""
+    if every:
+        for x in range(step_first, n_hist):
+            if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
+                return x, n_hist
+    hist_label[n_hist] = label
+    hist_excl[n_hist] = flag
+    hist_parent[n_hist] = parent
+    return n_hist, n_hist + 1
 
 
 @njit(cache=True)

@@ -23,7 +23,15 @@ import numpy as np
 from numba import njit
 
 from sparkcep.compile.program import ACCEPT
-from sparkcep.runtime.kernel import MARK, NO_MATCH, _closure_into, _extend, _grow, _takes
+from sparkcep.runtime.kernel import (
+    MARK,
+    NO_MATCH,
+    _closure_into,
+    _extend,
+    _grow,
+    _takes,
+    history_node,
+)
 
 # Event selection strategies.
 PARTITION, STRICT, NEXT, ANY = 0, 1, 2, 3
@@ -157,21 +165,11 @@ def search(start, how, selection, adjacent, op_, a_, cl, masks, reg_member, reg_
                             cols, valid, n, n_regs, regs):
                         if not any_same or label == lab:
                             took_home = True
-                        flag = 1 if items[k, 1] > 0 else 0
-                        parent = cur_h[i]
-                        h = -1
-                        if every:  # identical label paths of this step share one node
-                            for x in range(step_first, n_hist):
-                                if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
-                                    h = x
-                                    break
-                        if h < 0:
-                            h = n_hist
-                            hist_label[h] = label
-                            hist_excl[h] = flag
+                        h, grown = history_node(label, 1 if items[k, 1] > 0 else 0, cur_h[i], every, step_first,
+                                                n_hist, hist_label, hist_excl, hist_parent)
+                        if grown > n_hist:  # a new node: its row too (event selection leaves gaps)
                             hist_row[h] = pos
-                            hist_parent[h] = parent
-                            n_hist += 1
+                            n_hist = grown
                         for x in range(W):
                             t[x] = items[k, x]
                         t[0] = pc + 1
