@@ -25,7 +25,7 @@ from sparkcep.compile.skip import SkipStrategy
 from sparkcep.compile.vectorize import arrays_for, condition_mask
 from sparkcep.runtime import kernel
 from sparkcep.runtime.automaton import Automaton
-from sparkcep.runtime.vm import UNRESOLVED, Match, PartitionData, _columns_in
+from sparkcep.runtime.vm import UNRESOLVED, Match, PartitionData, _columns_in, matches_from_arrays
 from sparkcep.values import numpy_values, timestamp_micros
 
 _EXACT = 2.0**53
@@ -195,7 +195,7 @@ class KernelMatcher:
             starts, ends, offs, labels, excl, unmatched = got
         else:
             starts, ends, offs, labels, excl, unmatched = self._thread_select(part, arr, input_row)
-        matches = _matches(starts, ends, offs, labels, excl)
+        matches = matches_from_arrays(starts, ends, offs, labels, excl)
         items = []
         rows = np.nonzero(unmatched)[0].tolist() if want_unmatched else []
         j = 0
@@ -379,7 +379,7 @@ class KernelMatcher:
     def match_items(starts, ends, offs, labels, excl, number: int) -> list:
         """select_matches' items for matches as the kernel returns them, numbered from
         ``number`` + 1."""
-        return [("match", m, number + i + 1) for i, m in enumerate(_matches(starts, ends, offs, labels, excl))]
+        return [("match", m, number + i + 1) for i, m in enumerate(matches_from_arrays(starts, ends, offs, labels, excl))]
 
     def candidates(self, part: PartitionData, first: int, last: int, earliest: bool):
         """[(start, Match | None | UNRESOLVED)] for starts in [first, last) of a window."""
@@ -411,16 +411,6 @@ def _source(spec: KernelSpec, r: int) -> int:
     while spec.reg_kind[r] >> 6 == LAG:
         r -= int(spec.reg_kind[r] & 63)
     return r
-
-
-def _matches(starts, ends, offs, labels, excl) -> list[Match]:
-    """Match objects for matches as the kernel returns them (labels and exclusion flags of
-    match i at offs[i]:offs[i + 1]), converted to Python values in bulk."""
-    offs = offs.tolist()
-    end = offs[-1] if offs else 0
-    labels, excl = labels[:end].tolist(), excl[:end].astype(np.bool_).tolist()
-    return [Match(st, en, tuple(labels[offs[i]:offs[i + 1]]), tuple(excl[offs[i]:offs[i + 1]]))
-            for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True))]
 
 
 def _exact_numbers(part: PartitionData, idx: int, n: int, times: dict):

@@ -51,7 +51,7 @@ from sparkcep.compile.program import (
     ASSERT_START,
 )
 from sparkcep.errors import QueryError
-from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
+from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData, matches_from_arrays
 
 DEFAULT_MAX_RUNS = 250_000
 
@@ -635,7 +635,8 @@ class CompiledNFAb(NFAbMatcher):
             return super().preferred(part, start)  # too many live runs: the Python search takes this start
         if count == 0:
             return None
-        return self._matches(start, ends, *sk.read_back(hs, *arena), [start])[0]
+        offs, labels, excl, rows = sk.read_back(hs, *arena)
+        return matches_from_arrays(np.full(1, start), ends, offs, labels, excl, rows if self.gapped else None)[0]
 
     def all(self, part: PartitionData, start: int):
         got = self._inputs(part)
@@ -653,16 +654,7 @@ class CompiledNFAb(NFAbMatcher):
                 part.cache["selection_kernel"] = "no"  # the Python search reports the bound
                 return super().all(part, start)
             found = {}
-            for m in self._matches(None, m_end, offs, labels, excl, rows, m_start.tolist()):
+            for m in matches_from_arrays(m_start, m_end, offs, labels, excl, rows if self.gapped else None):
                 found.setdefault(m.start, []).append(m)
             part.cache["selection_all"] = found
         return found.get(start, [])
-
-    def _matches(self, start, ends, offs, labels, excl, rows, starts: list[int]) -> list[Match]:
-        offs = offs.tolist()
-        end = offs[-1] if offs else 0
-        labels, excl, rows = labels[:end].tolist(), excl[:end].tolist(), rows[:end].tolist()
-        gapped = self.gapped
-        return [Match(s, e, tuple(labels[offs[i]:offs[i + 1]]), tuple(excl[offs[i]:offs[i + 1]]),
-                      tuple(rows[offs[i]:offs[i + 1]]) if gapped else None)
-                for i, (s, e) in enumerate(zip(starts, ends.tolist(), strict=True))]

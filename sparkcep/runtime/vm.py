@@ -54,6 +54,33 @@ class Match:
         return self.start + i if self.rows is None else self.rows[i]
 
 
+def matches_from_arrays(starts, ends, offs, labels, excl, rows=None) -> list[Match]:
+    """Match objects for matches given as numpy arrays (compiled matchers): labels, exclusion
+    flags and (gapped) rows of match i at offs[i]:offs[i + 1]. Converted in bulk: slices of
+    one tuple per array, and one shared all-False tuple per length where nothing is excluded."""
+    offs = offs.tolist()
+    end = offs[-1] if offs else 0
+    labels = tuple(labels[:end].tolist())
+    flags = excl[:end]
+    falses: dict[int, tuple] | None = None
+    if flags.any():
+        flags = tuple(flags.astype(bool).tolist())
+    else:
+        falses = {}
+    rows = tuple(rows[:end].tolist()) if rows is not None else None
+    out = []
+    for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        a, b = offs[i], offs[i + 1]
+        if falses is None:
+            ex = flags[a:b]
+        else:
+            ex = falses.get(b - a)
+            if ex is None:
+                ex = falses[b - a] = (False,) * (b - a)
+        out.append(Match(st, en, labels[a:b], ex, rows[a:b] if rows is not None else None))
+    return out
+
+
 @dataclass
 class PartitionData:
     """Rows of one partition in match order, column by column (Python values).
