@@ -347,3 +347,26 @@ def test_the_first_partition_error_is_reported_first(table, text):
     with pytest.raises(DataError) as got:
         run_plan(plan, table, use_kernel=True)
     assert str(got.value) == str(want.value) and "input row 0" in str(got.value)
+
+
+def test_compiled_functions_call_only_their_own_files_functions():
+    # numba keys a cached function by its own source file: one that called a compiled
+    # function of another file would keep running that file's old code after an edit.
+    import importlib
+    import pathlib
+
+    from numba.core.registry import CPUDispatcher
+
+    import sparkcep
+
+    root = pathlib.Path(sparkcep.__file__).parent
+    found = []
+    for path in root.rglob("*.py"):
+        if "numba" not in path.read_text():
+            continue
+        module = importlib.import_module(("sparkcep." + ".".join(path.relative_to(root).with_suffix("").parts))
+                                         .removesuffix(".__init__"))
+        for attr, value in vars(module).items():
+            if isinstance(value, CPUDispatcher) and value.py_func.__module__ != module.__name__:
+                found.append(f"{module.__name__}.{attr} from {value.py_func.__module__}")
+    assert not found, found

@@ -101,9 +101,7 @@ def _mod(a, b):
         if b == 0:
             raise EvaluationError("division by zero")
         return a - b * _div(a, b)
-    if b == 0:
-        return math.nan
-    return math.fmod(a, b)
+    return _fmod(a, b)
 
 
 def _fdiv(a, b):
@@ -117,7 +115,8 @@ def _fdiv(a, b):
 
 def _fmod(a, b):
     a, b = float(a), float(b)
-    return math.nan if b == 0 else math.fmod(a, b)
+    # IEEE's remainder: NaN for a zero divisor and for an infinite dividend (math.fmod raises there)
+    return math.nan if b == 0 or math.isinf(a) else math.fmod(a, b)
 
 
 def _checked(fn: Callable[[Any, Any], Any], what: str) -> Callable[[Any, Any], Any]:

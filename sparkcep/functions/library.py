@@ -202,8 +202,8 @@ def _mod_fn(a, b):
             raise FunctionError("division by zero in mod")
         r = abs(a) % abs(b)
         return r if a >= 0 else -r
-    if b == 0:
-        return math.nan
+    if b == 0 or math.isinf(a):
+        return math.nan  # IEEE's remainder (math.fmod raises for an infinite dividend)
     return math.fmod(a, b)
 
 

@@ -18,7 +18,6 @@ import pyarrow as pa
 
 from sparkcep.analysis.bound import AggregateSpec, BAgg, BColumn, BMatchNumber, BNav
 from sparkcep.compile.plan import Plan
-from sparkcep.runtime.kernel import _less
 from sparkcep.types import Type
 from sparkcep.values import numpy_values, timestamp_micros
 
@@ -167,7 +166,10 @@ def _fold(data, valid, starts, ends, code):
                 continue
             v = data[r]
             if code >= 2:
-                if not seen or (_less(acc, v) if code == 3 else _less(v, acc)):
+                # SQL's order, NaN above every number (inline: numba's cache would not see a
+                # change to a helper in another file)
+                lo, hi = (acc, v) if code == 3 else (v, acc)
+                if not seen or (hi != hi and lo == lo) or lo < hi:
                     acc = v
             else:
                 total = v if not seen and code == 0 else acc + v

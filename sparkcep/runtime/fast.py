@@ -68,7 +68,7 @@ class KernelMatcher:
 
     @classmethod
     def for_selection(cls, plan: Plan) -> KernelMatcher | None:
-        """The kernel's inputs for runtime.selection_kernel (event selection strategies)."""
+        """The kernel's inputs for its NFA^b runs (event selection strategies)."""
         if not ENABLED:
             return None
         spec = plan.derive("selection_spec", lambda: kernel_spec(plan, event_selection=True))

@@ -51,6 +51,7 @@ from sparkcep.compile.program import (
     ASSERT_START,
 )
 from sparkcep.errors import QueryError
+from sparkcep.runtime import kernel
 from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData, matches_from_arrays
 
 DEFAULT_MAX_RUNS = 250_000
@@ -563,7 +564,7 @@ COMPILED_MAX_RUNS = 4096
 
 
 class CompiledNFAb(NFAbMatcher):
-    """NFAbMatcher whose searches run compiled (runtime.selection_kernel) where kernel_spec
+    """NFAbMatcher whose searches run compiled (runtime.kernel's NFA^b runs) where kernel_spec
     accepts the plan and the partition's data fit the kernel; elsewhere (negation, other
     conditions, a stream's open partition, more than COMPILED_MAX_RUNS live runs) the Python
     search runs. Both give the same matches (tests enforce it)."""
@@ -585,8 +586,6 @@ class CompiledNFAb(NFAbMatcher):
         return got if got != "no" else None
 
     def _prepare_inputs(self, part: PartitionData):
-        from sparkcep.runtime import selection_kernel as sk
-
         arr = self.kernel.arrays(part)
         if arr is None:
             return None
@@ -601,7 +600,7 @@ class CompiledNFAb(NFAbMatcher):
         adjacent = part.cache.get("adjacent")
         adjacent = np.asarray(adjacent, dtype=np.bool_) if adjacent is not None else np.ones(max(part.n, 1), dtype=np.bool_)
         s = k.spec
-        args = (sk.STRATEGY[q.event_selection], adjacent, k.op, k.a, k.closure, masks, s.reg_member, s.reg_kind,
+        args = (kernel.STRATEGY[q.event_selection], adjacent, k.op, k.a, k.closure, masks, s.reg_member, s.reg_kind,
                 s.dyn_int, s.dyn_float, cols, valid, part.n, k.maxlength, q.within is not None, order0, within,
                 s.reg_member.shape[0], plan.program.slots, min(self.max_runs, COMPILED_MAX_RUNS))
         self.ran = True
@@ -620,22 +619,20 @@ class CompiledNFAb(NFAbMatcher):
         got = self._inputs(part)
         if got is None:
             return super().preferred(part, start)
-        from sparkcep.runtime import selection_kernel as sk
-
         starts, args = got
         if start >= part.n or not starts[start]:
             return None
         arena = part.cache.get("selection_arena")
         if arena is None:
             arena = tuple(np.empty(256, dtype=np.int64) for _ in range(4))
-        count, ends, hs, arena = sk.search(start, 0, *args, arena, self.kernel.stats)
+        count, ends, hs, arena = kernel.selection_search(start, 0, *args, arena, self.kernel.stats)
         part.cache["selection_arena"] = arena
         self._note()
         if count < 0:
             return super().preferred(part, start)  # too many live runs: the Python search takes this start
         if count == 0:
             return None
-        offs, labels, excl, rows = sk.read_back(hs, *arena)
+        offs, labels, excl, rows = kernel.read_back(hs, *arena)
         return matches_from_arrays(np.full(1, start), ends, offs, labels, excl, rows if self.gapped else None)[0]
 
     def all(self, part: PartitionData, start: int):
@@ -644,10 +641,8 @@ class CompiledNFAb(NFAbMatcher):
             return super().all(part, start)
         found = part.cache.get("selection_all")
         if found is None:
-            from sparkcep.runtime import selection_kernel as sk
-
             starts, args = got
-            m_start, m_end, offs, labels, excl, rows, ok = sk.all_matches(
+            m_start, m_end, offs, labels, excl, rows, ok = kernel.selection_all(
                 np.flatnonzero(starts), *args, self.kernel.stats)
             self._note()
             if not ok:

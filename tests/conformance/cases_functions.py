@@ -198,6 +198,15 @@ CASES: list[Case] = [
         note="The remainder has the dividend's sign: -7 mod 3 = -1, 7 mod -3 = 1.",
     ),
     Case(
+        name="fn_mod_of_infinity",
+        data={"id": [1, 2, 3], "x": [float("inf"), 2.0, float("-inf")]},
+        types={"x": "double"},
+        query="ORDER BY id MEASURES mod(A.x, 1.5) AS m, A.x % 1.5 AS r ONE ROW PER MATCH "
+        "PATTERN (A) DEFINE A AS NOT (x % 1.5 < 100)",
+        expected=rows(("m", "r"), (float("nan"), float("nan")), (float("nan"), float("nan"))),
+        note="IEEE's remainder: an infinite dividend gives NaN (the mask and the row evaluator alike).",
+    ),
+    Case(
         name="fn_trim_replace_strpos_starts_with",
         data={"id": [1], "s": ["  ab c  "], "w": ["banana"]},
         query="ORDER BY id "
