@@ -26,7 +26,7 @@ SELECTIONS = ["STRICT CONTIGUITY", "PARTITION CONTIGUITY", "SKIP TILL NEXT MATCH
 
 @st.composite
 def selection_queries(draw, compiled: bool = False):
-    """``compiled``: conditions the compiled NFA^b takes (kernel conditions, no negation)."""
+    """``compiled``: conditions the compiled NFA^b takes (kernel conditions)."""
     selection = draw(st.sampled_from(SELECTIONS))
     gapped = "SKIP TILL" in selection
     pattern = draw(patterns())
@@ -37,7 +37,7 @@ def selection_queries(draw, compiled: bool = False):
         pattern += " A"
         names = ["A"]
     negated = None
-    if not compiled and draw(st.booleans()):
+    if draw(st.booleans()):
         # !N between two top-level items (N occurs nowhere else).
         negated = "N"
         pattern = f"({pattern}) !N {draw(st.sampled_from(names))}"

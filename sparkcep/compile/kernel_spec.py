@@ -64,8 +64,8 @@ def kernel_spec(plan: Plan, event_selection: bool = False) -> KernelSpec | None:
     q = plan.query
     if plan.program.slots > MAX_SLOTS:
         return None
-    if q.negated or (q.event_selection != "PARTITION" and not event_selection):
-        return None  # negation, and event selection unless asked for, run on runtime.nfab
+    if (q.negated or q.event_selection != "PARTITION") and not event_selection:
+        return None  # negation and event selection: runtime.nfab's runs (compiled or not)
     if q.within is not None and not isinstance(q.within, (int, float, dt.timedelta)):
         return None
     regs: list[tuple[frozenset[int] | None, int]] = []  # (labels, None: all; register kind)
@@ -83,7 +83,7 @@ def kernel_spec(plan: Plan, event_selection: bool = False) -> KernelSpec | None:
                 dyn_float.append(floats)
     except _Unsupported:
         return None
-    if len(columns) > 63:
+    if len(columns) > 63 or len(plan.labels) > 63:
         return None  # a register's kind holds its column slot in 6 bits
     n_labels = len(plan.labels)
     member = np.zeros((len(regs), n_labels), dtype=np.bool_)

@@ -107,9 +107,9 @@ def _closure(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, b
 # Functions that never allocate run without reference counting (_nrt=False): the arrays they
 # are handed stay alive in their caller, and the counting was most of the kernel's time.
 @njit(cache=True, _nrt=False)
-def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history):
+def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history, pend_col=-1):
     """_closure's work, into room its caller made."""
-    cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept = cl
+    cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept, negates = cl
     W = t.shape[0]
     pc = t[0]
     for k in range(cl_lo[pc], cl_hi[pc]):
@@ -131,6 +131,8 @@ def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs,
         u[1] += excl[k]
         for j in range(ent_lo[k], ent_hi[k]):
             u[2 + n_regs + slot_list[j]] = pos
+        if pend_col >= 0:  # NFA^b runs: the labels negated on the way, checked at the next row taken
+            u[pend_col] |= negates[k]
         accept = is_accept[k]
         dup = False
         for j in range(count):
@@ -159,11 +161,12 @@ def closure_table(program):
     """The program's precomputed closures (compile.program.Place) as flat arrays for the
     kernel: per pc the range [lo, hi) of its places; per place its target, flags (1: ^,
     2: $), exclusion change, entered and checked loop slots (ranges into one slot list) and
-    whether the target is ACCEPT."""
+    whether the target is ACCEPT, and the labels negated on the way (a bit each, SASE's !X)."""
     size = len(program.instructions) + 1
     lo = np.zeros(size, dtype=np.int64)
     hi = np.zeros(size, dtype=np.int64)
     target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, is_accept, slots = [], [], [], [], [], [], [], [], []
+    negates = []
     for pc, places in enumerate(program.closures):
         lo[pc] = len(target)
         for p in places or ():
@@ -177,12 +180,13 @@ def closure_table(program):
             slots.extend(p.checks)
             chk_hi.append(len(slots))
             is_accept.append(program.instructions[p.pc].op == ACCEPT)
+            negates.append(sum(1 << lab for lab in p.negates))
         hi[pc] = len(target)
 
     def arr(xs, dtype=np.int64):
         return np.array(xs, dtype=dtype) if xs else np.zeros(0, dtype=dtype)
     return (lo, hi, arr(target), arr(flags), arr(excl), arr(ent_lo), arr(ent_hi), arr(chk_lo), arr(chk_hi),
-            arr(slots), arr(is_accept, np.bool_))
+            arr(slots), arr(is_accept, np.bool_), arr(negates))
 
 
 @njit(cache=True)
@@ -719,7 +723,7 @@ def nonoverlapping(hits, delta):
 
 # ---------------------------------------------------------------- NFA^b runs
 # NFA^b's search (runtime.nfab) compiled, for plans kernel_spec accepts with an event
-# selection strategy and no negation. It lives in this file because numba keys a cached
+# selection strategy (negation included). It lives in this file because numba keys a cached
 # function by its own source file only: a function calling into another file would keep
 # running that file's old code after an edit.
 #
@@ -727,8 +731,9 @@ def nonoverlapping(hits, delta):
 # event selection strategy and no negation.
 #
 # A run is a row of int64: the kernel thread's columns (pc of its continuation, exclusion
-# depth, registers, loop slots) and then the label and row of its last selected row and
-# whether it selected the row before the one being read (FRESH). At each row a run follows
+# depth, registers, loop slots), the label of its last selected row, the labels negated
+# since (PEND, a bit each, only on closure items), that row, and whether it selected the
+# row before the one being read (FRESH). At each row a run follows
 # the program's precomputed closure (kernel._closure_into) to the MATCH instructions it can
 # take next and, as runtime.nfab decides, may also ignore the row (skip till next / any
 # match). Preference is list order, as in the kernel: a run's successors in the order of the
@@ -769,8 +774,9 @@ def _append(run, h, dest, dest_h, count, n_key, by_history):
 
 
 @njit(cache=True)
-def selection_search(start, how, selection, adjacent, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float,
-           cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs, arena, stats):
+def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, masks, reg_member, reg_kind, dyn_int,
+                     dyn_float, cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs, arena,
+                     stats):
     """From ``start``: how 0, the preferred match; 2, every match, most preferred first.
     Returns (count, ends, history nodes, arena): how 0 gives count 1 with its end and node,
     or 0; count -1 when more than ``max_runs`` runs were alive at once (the Python matcher
@@ -778,11 +784,11 @@ def selection_search(start, how, selection, adjacent, op_, a_, cl, masks, reg_me
     have grown."""
     hist_label, hist_excl, hist_row, hist_parent = arena
     every = how == 2
-    W = 2 + n_regs + n_slots + 3
-    LAB, LAST, FRESH = W - 3, W - 2, W - 1
+    W = 2 + n_regs + n_slots + 4
+    LAB, PEND, LAST, FRESH = W - 4, W - 3, W - 2, W - 1
     # The columns that say whether two runs have the same future: all but LAST, which only
-    # strict contiguity reads (and the end of a match, which its history holds).
-    n_key = W - 1 if selection == STRICT else W - 2
+    # strict contiguity and negation read (and the end of a match, which its history holds).
+    n_key = W - 1 if selection == STRICT or negated else W - 2
     widest = 1
     for k in range(cl[0].shape[0]):
         widest = max(widest, cl[1][k] - cl[0][k])
@@ -799,6 +805,7 @@ def selection_search(start, how, selection, adjacent, op_, a_, cl, masks, reg_me
     cur[0, :] = -1
     cur[0, 0] = 0
     cur[0, 1] = 0
+    cur[0, PEND] = 0
     cur[0, FRESH] = 1
     cur_h[0] = -1
     ncur = 1
@@ -835,7 +842,7 @@ def selection_search(start, how, selection, adjacent, op_, a_, cl, masks, reg_me
                 nxt_h[nn] = cur_h[i]
                 nn += 1
                 continue
-            ni = _closure_into(cur[i], cur_h[i], pos, items, items_h, 0, cl, n, True, 0, n_regs, u, False)
+            ni = _closure_into(cur[i], cur_h[i], pos, items, items_h, 0, cl, n, True, 0, n_regs, u, False, PEND)
             lab = cur[i, LAB]
             last_test = -1
             any_same = False
@@ -870,7 +877,9 @@ def selection_search(start, how, selection, adjacent, op_, a_, cl, masks, reg_me
                     continue
                 if extend == 1:
                     label = a_[pc]
-                    if not (selection == STRICT and cur[i, LAST] >= 0 and not adjacent[pos]) and _takes(
+                    if not (selection == STRICT and cur[i, LAST] >= 0 and not adjacent[pos]) and _negations_hold(
+                            items, k, cur[i, LAST], pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float,
+                            cols, valid, n, n_regs, regs, PEND) and _takes(
                             items, k, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float,
                             cols, valid, n, n_regs, regs):
                         if not any_same or label == lab:
@@ -886,6 +895,7 @@ def selection_search(start, how, selection, adjacent, op_, a_, cl, masks, reg_me
                         for r in range(n_regs):
                             t[2 + r] = regs[r]
                         t[LAB] = label
+                        t[PEND] = 0
                         t[LAST] = pos
                         t[FRESH] = 1
                         before = nn
@@ -931,6 +941,23 @@ def selection_search(start, how, selection, adjacent, op_, a_, cl, masks, reg_me
 
 
 @njit(cache=True)
+def _negations_hold(items, k, last, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
+                    n_regs, regs, pend_col):
+    """No row the run skipped since its last selected row ``last`` satisfies a variable
+    negated on its way to item ``k`` (as if the run labelled it so; runtime.nfab)."""
+    pend = items[k, pend_col]
+    if pend == 0 or last < 0:
+        return True
+    for label in range(64):
+        if (pend >> label) & 1:
+            for h in range(last + 1, pos):
+                if _takes(items, k, label, h, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid,
+                          n, n_regs, regs):
+                    return False
+    return True
+
+
+@njit(cache=True)
 def read_back(hs, hist_label, hist_excl, hist_row, hist_parent):
     """Labels, exclusion flags and rows of the matches ending at history nodes ``hs``, oldest
     row first, match i at offs[i]:offs[i + 1]."""
@@ -958,8 +985,8 @@ def read_back(hs, hist_label, hist_excl, hist_row, hist_parent):
 
 
 @njit(cache=True)
-def selection_all(starts, selection, adjacent, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float,
-                cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs, stats):
+def selection_all(starts, selection, negated, adjacent, op_, a_, cl, masks, reg_member, reg_kind, dyn_int,
+                  dyn_float, cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs, stats):
     """ALL MATCHES from each of ``starts``: (start of each match, ends, label offsets, labels,
     excluded, rows, ok), by start, most preferred first; ok is False when some search had more
     than ``max_runs`` runs alive (then nothing else is meaningful)."""
@@ -973,9 +1000,9 @@ def selection_all(starts, selection, adjacent, op_, a_, cl, masks, reg_member, r
     rows = np.empty(64, dtype=np.int64)
     nm = 0
     for s in starts:
-        count, ends, hs, arena = selection_search(s, 2, selection, adjacent, op_, a_, cl, masks, reg_member, reg_kind,
-                                        dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0,
-                                        within, n_regs, n_slots, max_runs, arena, stats)
+        count, ends, hs, arena = selection_search(s, 2, selection, negated, adjacent, op_, a_, cl, masks, reg_member,
+                                                  reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
+                                                  order0, within, n_regs, n_slots, max_runs, arena, stats)
         if count < 0:
             return m_start[:0], m_end[:0], offs[:1], labels, excl, rows, False
         if count == 0:

@@ -565,8 +565,7 @@ COMPILED_MAX_RUNS = 4096
 
 class CompiledNFAb(NFAbMatcher):
     """NFAbMatcher whose searches run compiled (runtime.kernel's NFA^b runs) where kernel_spec
-    accepts the plan and the partition's data fit the kernel; elsewhere (negation, other
-    conditions, a stream's open partition, more than COMPILED_MAX_RUNS live runs) the Python
+    accepts the plan and the partition's data fit the kernel; elsewhere (other conditions, a stream's open partition, more than COMPILED_MAX_RUNS live runs) the Python
     search runs. Both give the same matches (tests enforce it)."""
 
     def __init__(self, plan: Plan, **kw):
@@ -600,7 +599,7 @@ class CompiledNFAb(NFAbMatcher):
         adjacent = part.cache.get("adjacent")
         adjacent = np.asarray(adjacent, dtype=np.bool_) if adjacent is not None else np.ones(max(part.n, 1), dtype=np.bool_)
         s = k.spec
-        args = (kernel.STRATEGY[q.event_selection], adjacent, k.op, k.a, k.closure, masks, s.reg_member, s.reg_kind,
+        args = (kernel.STRATEGY[q.event_selection], bool(q.negated), adjacent, k.op, k.a, k.closure, masks, s.reg_member, s.reg_kind,
                 s.dyn_int, s.dyn_float, cols, valid, part.n, k.maxlength, q.within is not None, order0, within,
                 s.reg_member.shape[0], plan.program.slots, min(self.max_runs, COMPILED_MAX_RUNS))
         self.ran = True
