@@ -25,6 +25,7 @@ def kernel_conditions(draw, var: str, names: list[str]):
     other = draw(st.sampled_from(names))
     k = draw(st.integers(0, 3))
     op = draw(st.sampled_from(["<", "<=", ">", ">=", "=", "<>"]))
+    eq = draw(st.sampled_from(["=", "<>"]))
     atoms = [
         f"price {op} {k}",
         f"price {op} PREV(price)",
@@ -70,6 +71,13 @@ def kernel_conditions(draw, var: str, names: list[str]):
         f"PREVIOUS COUNT({var}.*) {op} {k}",
         f"PREVIOUS SUM(price) {op} price",
         f"PREVIOUS MIN({var}.x) {op} LAST({var}.x, 1)",
+        # CLASSIFIER compared with a name or another CLASSIFIER: label registers
+        f"CLASSIFIER() {eq} '{other}'",
+        f"CLASSIFIER(U) {eq} '{var}'",
+        f"PREV(CLASSIFIER()) {eq} '{other}'",
+        f"FIRST(CLASSIFIER()) {eq} '{other}'",
+        f"LAST(CLASSIFIER(U), 1) {eq} CLASSIFIER({other})",
+        f"CLASSIFIER({other}) {eq} 'Z'",
     ]
     n = draw(st.integers(1, 3))
     return " AND ".join("(" + draw(st.sampled_from(atoms)) + ")" for _ in range(n))
@@ -134,7 +142,7 @@ def test_kernel_equals_reference(query, table, batch):
 
 def test_kernel_declines_what_it_cannot_run():
     t = pa.table({"ts": [1], "price": [1], "name": ["x"]})
-    for cond in ("SUM(DISTINCT A.price) > 1", "COUNT(DISTINCT A.price) > 1", "STDDEV(A.price) > 1", "CLASSIFIER(A) = 'A'", "FIRST(A.price, 1) > 0", "name > A.name"):
+    for cond in ("SUM(DISTINCT A.price) > 1", "COUNT(DISTINCT A.price) > 1", "STDDEV(A.price) > 1", "CLASSIFIER(A) < 'B'", "FIRST(A.price, 1) > 0", "name > A.name"):
         plan = compile_query(f"ORDER BY ts PATTERN (A B) DEFINE B AS {cond}", t)
         assert KernelMatcher.for_plan(plan) is None, cond
     for clause in ("ORDER BY ts EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE B AS price > A.price",

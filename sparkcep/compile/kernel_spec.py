@@ -10,8 +10,10 @@ numba, for plans whose DEFINE conditions are
   runtime.fast checks the sums stay below 2^53).
 WITHIN may be a number or a day-time interval.
 A running COUNT, SUM, AVG, MIN or MAX in DEFINE (PREVIOUS too) is a register each thread
-carries, as is LAST(X.col, k). Anything else (other aggregates or CLASSIFIER in DEFINE,
-FIRST(X.col, k) with k > 0, strings, user
+carries, as are LAST(X.col, k) and CLASSIFIER compared for (in)equality with a name or another
+CLASSIFIER (the last or first label of a variable, PREV(CLASSIFIER()) over contiguous rows).
+Anything else (other aggregates, other uses of CLASSIFIER, FIRST(X.col, k) with k > 0,
+strings, user
 functions in non-local parts) runs on the Python matcher; both give the same
 answers (tests enforce it).
 """
@@ -23,17 +25,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sparkcep.analysis.bound import BAgg, BBinary, BColumn, BExpr, BLiteral, BNav, Type
+from sparkcep.analysis.bound import BAgg, BBinary, BClassifier, BColumn, BExpr, BLiteral, BNav, Type
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.vectorize import conjuncts, is_row_local
 
 # Operand kinds.
-LITERAL, CURRENT, REGISTER, MATCH_START, COUNT, FOLDED, AVERAGE = 0, 1, 2, 3, 4, 5, 6
+LITERAL, CURRENT, REGISTER, MATCH_START, COUNT, FOLDED, AVERAGE, LABEL = 0, 1, 2, 3, 4, 5, 6, 7
 _FOLD_CODES = {"SUM": 4, "AVG": 4, "MIN": 5, "MAX": 6}
 OPS = {"<": 0, "<=": 1, ">": 2, ">=": 3, "=": 4, "<>": 5}
 MAX_SLOTS = 8
 MAX_OFFSET = 8  # LAST(X.col, k) up to this k: a register per step back
 LAG = 7  # register code: what register r - (kind & 63) held before the row being labelled
+LABEL_LAST, LABEL_FIRST = 8, 9  # register codes: the label of the last / first such row
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,8 @@ class KernelSpec:
     # row, 1 the first, 2 how many (less one: threads start at -1), 3 how many with the slot
     # not NULL (less one), and, as float64 bits, 4 the sum, 5 the minimum, 6 the maximum of
     # the slot's values (register r - 1 is then their code-3 count, which says NULL); 7 (LAG)
-    # the value register r - slot had before the row (LAST(X.col, k), PREVIOUS aggregates).
+    # the value register r - slot had before the row (LAST(X.col, k), PREVIOUS aggregates);
+    # 8 and 9 the label (variable number) of the last and the first such row (CLASSIFIER).
     reg_member: np.ndarray  # bool [R, labels]
     reg_kind: np.ndarray  # int64 [R]
     # Dynamic conjuncts, one row each: label, op, then per side kind, column slot, register,
@@ -78,7 +82,7 @@ def kernel_spec(plan: Plan, event_selection: bool = False) -> KernelSpec | None:
             for part in conjuncts(cond):
                 if is_row_local(part, label):
                     continue
-                ints, floats = _conjunct(part, label, regs, columns, plan.define_aggregates)
+                ints, floats = _conjunct(part, label, regs, columns, plan.define_aggregates, plan.labels, q.gapped)
                 dyn_int.append(ints)
                 dyn_float.append(floats)
     except _Unsupported:
@@ -106,10 +110,16 @@ def kernel_spec(plan: Plan, event_selection: bool = False) -> KernelSpec | None:
     )
 
 
-def _conjunct(e: BExpr, label: int, regs, columns, aggregates) -> tuple[list[int], list[float]]:
+def _conjunct(e: BExpr, label: int, regs, columns, aggregates, names: tuple[str, ...],
+              gapped: bool) -> tuple[list[int], list[float]]:
     if not (isinstance(e, BBinary) and e.op in OPS):
         raise _Unsupported
-    if isinstance(e.left, BBinary) and e.left.op == "-" and e.left.type == Type.INTERVAL:
+    if isinstance(e.left, BClassifier) or isinstance(e.right, BClassifier):
+        if e.op not in ("=", "<>"):
+            raise _Unsupported  # names order as strings, not as variable numbers
+        left = _label_operand(e.left, regs, names, gapped)
+        right = _label_operand(e.right, regs, names, gapped)
+    elif isinstance(e.left, BBinary) and e.left.op == "-" and e.left.type == Type.INTERVAL:
         # t1 - t2 op INTERVAL as t1 op t2 + INTERVAL: the same on exact integers.
         left = _operand(e.left.left, label, regs, columns, aggregates)
         right = _operand(e.left.right, label, regs, columns, aggregates)
@@ -118,6 +128,32 @@ def _conjunct(e: BExpr, label: int, regs, columns, aggregates) -> tuple[list[int
         left = _operand(e.left, label, regs, columns, aggregates)
         right = _operand(e.right, label, regs, columns, aggregates)
     return [label, OPS[e.op], *left[:4], *right[:4]], [left[4], left[5], right[4], right[5]]
+
+
+def _label_operand(e: BExpr, regs, names: tuple[str, ...], gapped: bool) -> tuple:
+    """CLASSIFIER as a variable's number (a label register), or a name literal as one (-2:
+    no variable has that name, so it equals none)."""
+    if isinstance(e, BLiteral):
+        if e.type != Type.VARCHAR or e.value is None:
+            raise _Unsupported
+        return (LITERAL, 0, 0, 0, float(names.index(e.value)) if e.value in names else -2.0, 1.0)
+    if not isinstance(e, BClassifier) or not e.pointer.running:
+        raise _Unsupported
+    p = e.pointer
+    if p.physical == 0 and p.last:
+        # LAST(CLASSIFIER(X), k): the label register of X's last row, lagged k rows of X
+        reg = _register(regs, (p.labels, LABEL_LAST * 64))
+        for _ in range(p.offset):
+            reg = _register(regs, (p.labels, ("lag", reg)))
+    elif p.physical == 0 and p.offset == 0:
+        reg = _register(regs, (p.labels, LABEL_FIRST * 64))  # FIRST(CLASSIFIER(X))
+    elif p.physical == -1 and p.labels is None and p.last and p.offset == 0 and not gapped:
+        # PREV(CLASSIFIER()): the row before, if the match holds it; over contiguous rows,
+        # the label the last-row register held before this row
+        reg = _register(regs, (None, ("lag", _register(regs, (None, LABEL_LAST * 64)))))
+    else:
+        raise _Unsupported
+    return (LABEL, 0, reg, 0, 0.0, 1.0)
 
 
 def _micros(e: BExpr) -> float:
