@@ -32,11 +32,11 @@ def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
         return lit, True
     if kind == 4:  # a count register (it holds the count less one: threads start at -1)
         return (regs[reg] + 1) * scale + lit, True
-    if kind == 7:  # a label register: the variable's number, or -1 for none (NULL)
-        if regs[reg] < 0:
-            return 0.0, False
-        return float(regs[reg]), True
     if kind >= 5:  # a sum, minimum or maximum (float64 bits); AVG: the sum over its count
+        if kind == 7:  # a label register: the variable's number, or -1 for none (NULL)
+            if regs[reg] < 0:
+                return 0.0, False
+            return float(regs[reg]), True
         if regs[reg - 1] < 0:
             return 0.0, False  # no value yet: NULL
         v = regs.view(np.float64)[reg]
@@ -219,15 +219,15 @@ def _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_
         if reg_member[r, label]:
             code = reg_kind[r] >> 6
             s = reg_kind[r] & 63
-            if code == 7:  # what register r - s held before this row
-                regs[r] = cur[i, 2 + r - s]
+            if code == 0:  # the last row
+                regs[r] = pos
             elif code == 1:  # the first row
                 if regs[r] < 0:
                     regs[r] = pos
-            elif code == 0:  # the last row
-                regs[r] = pos
             elif code == 2:  # a count of rows, less one
                 regs[r] += 1
+            elif code == 7:  # what register r - s held before this row
+                regs[r] = cur[i, 2 + r - s]
             elif code == 8:  # the label of the last row
                 regs[r] = label
             elif code == 9:  # the label of the first row
