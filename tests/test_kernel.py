@@ -142,7 +142,7 @@ def test_kernel_equals_reference(query, table, batch):
 
 def test_kernel_declines_what_it_cannot_run():
     t = pa.table({"ts": [1], "price": [1], "name": ["x"]})
-    for cond in ("SUM(DISTINCT A.price) > 1", "COUNT(DISTINCT A.price) > 1", "STDDEV(A.price) > 1", "CLASSIFIER(A) < 'B'", "FIRST(A.price, 1) > 0", "name > A.name"):
+    for cond in ("SUM(DISTINCT A.price) > 1", "COUNT(DISTINCT A.price) > 1", "STDDEV(A.price) > 1", "CLASSIFIER(A) < 'B'", "FIRST(A.price, 1) > 0", "LAST(A.price, 9) > 0", "LAST(CLASSIFIER(A), 2147483647) = 'A'", "name > A.name"):
         plan = compile_query(f"ORDER BY ts PATTERN (A B) DEFINE B AS {cond}", t)
         assert KernelMatcher.for_plan(plan) is None, cond
     for clause in ("ORDER BY ts EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE B AS price > A.price",

@@ -140,6 +140,8 @@ def _label_operand(e: BExpr, regs, names: tuple[str, ...], gapped: bool) -> tupl
     if not isinstance(e, BClassifier) or not e.pointer.running:
         raise _Unsupported
     p = e.pointer
+    if p.offset > MAX_OFFSET:
+        raise _Unsupported  # a register per step back
     if p.physical == 0 and p.last:
         # LAST(CLASSIFIER(X), k): the label register of X's last row, lagged k rows of X
         reg = _register(regs, (p.labels, LABEL_LAST * 64))
