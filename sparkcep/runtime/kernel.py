@@ -926,25 +926,9 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
                 if best_end == NO_MATCH:
                     return 0, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), arena
                 return 1, np.full(1, best_end, dtype=np.int64), np.full(1, best_h, dtype=np.int64), arena
-            count = 0
-            for j in range(nn):
-                if nxt[j, 0] == MARK:
-                    count += 1
-            ends = np.empty(count, dtype=np.int64)
-            hs = np.empty(count, dtype=np.int64)
-            c = 0
-            for j in range(nn):
-                if nxt[j, 0] == MARK:
-                    ends[c] = nxt[j, 1]
-                    hs[c] = nxt_h[j]
-                    c += 1
-            return count, ends, hs, arena
-        tmp = cur
-        cur = nxt
-        nxt = tmp
-        tmph = cur_h
-        cur_h = nxt_h
-        nxt_h = tmph
+            count, ends, hs = _finished(nxt, nxt_h, nn, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+            return count, ends[:count], hs[:count], arena
+        cur, nxt, cur_h, nxt_h = nxt, cur, nxt_h, cur_h
         ncur = nn
         pos += 1
 
