@@ -926,7 +926,7 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
                 if best_end == NO_MATCH:
                     return 0, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), arena
                 return 1, np.full(1, best_end, dtype=np.int64), np.full(1, best_h, dtype=np.int64), arena
-            count, ends, hs = _finished(nxt, nxt_h, nn, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+            count, ends, hs = _finished(nxt, nxt_h, nn, np.empty(nn, dtype=np.int64), np.empty(nn, dtype=np.int64))
             return count, ends[:count], hs[:count], arena
         cur, nxt, cur_h, nxt_h = nxt, cur, nxt_h, cur_h
         ncur = nn
