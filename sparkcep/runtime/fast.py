@@ -392,18 +392,10 @@ class KernelMatcher:
             first, last, earliest, self.op, self.a, self.closure, masks, s.reg_member, s.reg_kind, s.dyn_int,
             s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok, self.stats)
-        ends, offs = ends.tolist(), offs.tolist()
-        labels, excl = labels[: offs[-1]].tolist(), excl[: offs[-1]].astype(np.bool_).tolist()
-        out = []
-        for i, e in enumerate(ends):
-            st = first + i
-            if e == kernel.UNRESOLVED:
-                out.append((st, UNRESOLVED))
-            elif e == kernel.NO_MATCH:
-                out.append((st, None))
-            else:
-                out.append((st, Match(st, e, tuple(labels[offs[i]:offs[i + 1]]), tuple(excl[offs[i]:offs[i + 1]]))))
-        return out
+        # A start without a match has no labels: its Match is built and not used.
+        found = matches_from_arrays(np.arange(first, first + len(ends)), ends, offs, labels, excl)
+        return [(m.start, UNRESOLVED if m.end == kernel.UNRESOLVED else None if m.end == kernel.NO_MATCH else m)
+                for m in found]
 
 
 def _source(spec: KernelSpec, r: int) -> int:

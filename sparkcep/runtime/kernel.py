@@ -32,11 +32,12 @@ def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
         return lit, True
     if kind == 4:  # a count register (it holds the count less one: threads start at -1)
         return (regs[reg] + 1) * scale + lit, True
-    if kind >= 5:  # a sum, minimum or maximum (float64 bits); AVG: the sum over its count
+    if kind >= 5:  # a register read as a value: a fold, an average or a label
         if kind == 7:  # a label register: the variable's number, or -1 for none (NULL)
             if regs[reg] < 0:
                 return 0.0, False
             return float(regs[reg]), True
+        # a sum, minimum or maximum (float64 bits); AVG: the sum over its count
         if regs[reg - 1] < 0:
             return 0.0, False  # no value yet: NULL
         v = regs.view(np.float64)[reg]
@@ -159,6 +160,15 @@ def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs,
             dest_h[count] = h
             count += 1
     return count
+
+
+@njit(cache=True, _nrt=False)
+def _widest(cl):
+    """The most places one pc's closure lists (at least 1)."""
+    widest = 1
+    for k in range(cl[0].shape[0]):
+        widest = max(widest, cl[1][k] - cl[0][k])
+    return widest
 
 
 def closure_table(program):
@@ -316,9 +326,7 @@ def _search(start, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_f
     best_end = NO_MATCH
     best_h = -1
     stats[2] += 1
-    widest = 1  # the most threads one thread's closure can add
-    for k in range(cl[0].shape[0]):
-        widest = max(widest, cl[1][k] - cl[0][k])
+    widest = _widest(cl)  # the most threads one thread's closure can add
     while True:
         stats[1] += ncur
         if how == 1:
@@ -736,21 +744,18 @@ def nonoverlapping(hits, delta):
 # function by its own source file only: a function calling into another file would keep
 # running that file's old code after an edit.
 #
-# NFA^b's search (runtime.nfab) compiled with numba, for plans kernel_spec accepts with an
-# event selection strategy and no negation.
-#
 # A run is a row of int64: the kernel thread's columns (pc of its continuation, exclusion
 # depth, registers, loop slots), the label of its last selected row, the labels negated
 # since (PEND, a bit each, only on closure items), that row, and whether it selected the
 # row before the one being read (FRESH). At each row a run follows
-# the program's precomputed closure (kernel._closure_into) to the MATCH instructions it can
+# the program's precomputed closure (_closure_into) to the MATCH instructions it can
 # take next and, as runtime.nfab decides, may also ignore the row (skip till next / any
 # match). Preference is list order, as in the kernel: a run's successors in the order of the
 # MATCH instructions they take, the run that ignores the row right after the last of them.
 #
 # ``selection_search`` answers for one start row: the preferred match (SQL's output modes), or every
 # match, most preferred first (ALL MATCHES: a finished match keeps its place in the list as
-# a MARK, as kernel._search does). History nodes record (label, excluded, row, parent), so a
+# a MARK, as _search does). History nodes record (label, excluded, row, parent), so a
 # match reads back its rows, which event selection leaves gapped. Runs whose futures cannot
 # differ are merged (the first kept): for the preferred match the history does not count, for
 # ALL MATCHES it does (identical histories give identical matches).
@@ -798,9 +803,7 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
     # The columns that say whether two runs have the same future: all but LAST, which only
     # strict contiguity and negation read (and the end of a match, which its history holds).
     n_key = W - 1 if selection == STRICT or negated else W - 2
-    widest = 1
-    for k in range(cl[0].shape[0]):
-        widest = max(widest, cl[1][k] - cl[0][k])
+    widest = _widest(cl)
     cap = 16
     cur = np.empty((cap, W), dtype=np.int64)
     cur_h = np.empty(cap, dtype=np.int64)

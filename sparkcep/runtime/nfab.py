@@ -52,7 +52,14 @@ from sparkcep.compile.program import (
 )
 from sparkcep.errors import QueryError
 from sparkcep.runtime import kernel
-from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData, matches_from_arrays
+from sparkcep.runtime.vm import (
+    UNRESOLVED,
+    Match,
+    Matcher,
+    PartitionData,
+    first_rows,
+    matches_from_arrays,
+)
 
 DEFAULT_MAX_RUNS = 250_000
 
@@ -565,8 +572,8 @@ COMPILED_MAX_RUNS = 4096
 
 class CompiledNFAb(NFAbMatcher):
     """NFAbMatcher whose searches run compiled (runtime.kernel's NFA^b runs) where kernel_spec
-    accepts the plan and the partition's data fit the kernel; elsewhere (other conditions, a stream's open partition, more than COMPILED_MAX_RUNS live runs) the Python
-    search runs. Both give the same matches (tests enforce it)."""
+    accepts the plan and the partition's data fit the kernel; elsewhere (other conditions, a
+    stream's open partition, more than COMPILED_MAX_RUNS live runs) the Python search runs. Both give the same matches (tests enforce it)."""
 
     def __init__(self, plan: Plan, **kw):
         super().__init__(plan, **kw)
@@ -590,11 +597,8 @@ class CompiledNFAb(NFAbMatcher):
             return None
         masks, cols, valid, order0, within = arr
         plan, k, q = self.plan, self.kernel, self.plan.query
-        if not plan.nullable and plan.first:
-            starts = np.zeros(part.n, dtype=np.bool_)
-            for lab in plan.first:
-                starts |= masks[lab]
-        else:
+        starts = first_rows(plan, masks)
+        if starts is None:
             starts = np.ones(part.n, dtype=np.bool_)
         adjacent = part.cache.get("adjacent")
         adjacent = np.asarray(adjacent, dtype=np.bool_) if adjacent is not None else np.ones(max(part.n, 1), dtype=np.bool_)

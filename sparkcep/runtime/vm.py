@@ -81,6 +81,19 @@ def matches_from_arrays(starts, ends, offs, labels, excl, rows=None) -> list[Mat
     return out
 
 
+def first_rows(plan: Plan, masks):
+    """Rows where a non-empty match may start, as a bool array: some variable that can come
+    first takes the row (its row-local mask); None when a match may be empty or a first
+    variable has no mask."""
+    if plan.nullable or not plan.first or any(masks[lab] is None for lab in plan.first):
+        return None
+    labs = sorted(plan.first)
+    out = masks[labs[0]].copy()
+    for lab in labs[1:]:
+        out |= masks[lab]
+    return out
+
+
 @dataclass
 class PartitionData:
     """Rows of one partition in match order, column by column (Python values).
@@ -254,14 +267,10 @@ class Matcher:
         arrays = arrays_for(part.cols, used, part.n)
         masks = [condition_mask(list(parts), arrays) if parts else None for parts in plan.local_parts]
         starts = None
-        if not plan.nullable and plan.first and all(masks[lab] is not None for lab in plan.first):
-            import numpy as np
-
-            any_first = np.zeros(part.n, dtype=bool)
-            for lab in plan.first:
-                any_first |= masks[lab]
+        any_first = first_rows(plan, masks)
+        if any_first is not None:
             starts = any_first.tolist()
-            part.cache["start_rows"] = np.flatnonzero(any_first).tolist()
+            part.cache["start_rows"] = any_first.nonzero()[0].tolist()
         out = ([m.tolist() if m is not None else None for m in masks], starts)
         part.cache["masks"] = out
         return out
