@@ -118,7 +118,7 @@ def _steady(progress: list[dict]) -> tuple[float, list[float]]:
 
 
 def _throughput(spark, work: pathlib.Path, clause: str, files_per_batch: int, tag: str,
-                limit_files: int | None = None) -> dict:
+                limit_files: int | None = None, buckets: int | None = None) -> dict:
     """One availableNow run over the files, then the end of input flushed."""
     import sparkcep
     from sparkcep.spark.stream import StreamMetrics, flush, read_bucket
@@ -129,7 +129,8 @@ def _throughput(spark, work: pathlib.Path, clause: str, files_per_batch: int, ta
         source = source.where(f"tradeId <= {limit_files * 100_000}")
     metrics = StreamMetrics.create(spark)
     counts: list[int] = []
-    matches = sparkcep.stream(source, clause, watermark="10 seconds", metrics=metrics)
+    extra = {} if buckets is None else {"buckets": buckets}
+    matches = sparkcep.stream(source, clause, watermark="10 seconds", metrics=metrics, **extra)
     ckpt = str(work / f"ckpt-{tag}")
     q = (matches.writeStream.foreachBatch(lambda df, _id: counts.append(df.count()))
          .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
@@ -144,14 +145,17 @@ def _throughput(spark, work: pathlib.Path, clause: str, files_per_batch: int, ta
             "gauges": metrics.snapshot()}
 
 
-def _passthrough(spark, work: pathlib.Path, files_per_batch: int, tag: str) -> float:
+def _passthrough(spark, work: pathlib.Path, files_per_batch: int, tag: str, buckets: int | None = None) -> float:
     """The same plan as sparkcep.stream's (watermark column, hash buckets,
     applyInPandasWithState with event-time timeouts and a small state per bucket), reading
     every row and emitting nothing: the operator's ceiling here."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from sparkcep.spark.buckets import DEFAULT_BUCKETS, bucket_column
+    from sparkcep.spark.buckets import bucket_column, default_buckets
+
+    if buckets is None:  # sparkcep.stream's default
+        buckets = default_buckets(int(spark.conf.get("spark.sql.shuffle.partitions")))
 
     def read_all(_key, pdfs, state):
         rows = sum(len(pdf) for pdf in pdfs)
@@ -161,9 +165,9 @@ def _passthrough(spark, work: pathlib.Path, files_per_batch: int, tag: str) -> f
     schema = spark.read.parquet(str(work / "in")).schema
     source = spark.readStream.schema(schema).option("maxFilesPerTrigger", files_per_batch).parquet(str(work / "in"))
     data = (source.withColumn("et", F.col("timestamp") + F.expr("INTERVAL 36525 DAYS"))
-            .withWatermark("et", "36525 days 10 seconds").withColumn("b", bucket_column(["symbol"], DEFAULT_BUCKETS)))
+            .withWatermark("et", "36525 days 10 seconds").withColumn("b", bucket_column(["symbol"], buckets)))
     out = data.groupBy("b").applyInPandasWithState(
-        read_all, outputStructType="x long", stateStructType=f"blob binary, buckets decimal({DEFAULT_BUCKETS}, 0)",
+        read_all, outputStructType="x long", stateStructType=f"blob binary, buckets decimal({buckets}, 0)",
         outputMode="append", timeoutConf=GroupStateTimeout.EventTimeTimeout)
     q = (out.writeStream.format("noop").option("checkpointLocation", str(work / f"ckpt-{tag}"))
          .trigger(availableNow=True).start())

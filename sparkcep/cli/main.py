@@ -196,6 +196,7 @@ def stream(
 ) -> None:
     """Match a stream of files with Spark Structured Streaming, exactly once."""
     import sparkcep
+    from sparkcep.spark.buckets import checkpoint_buckets
     from sparkcep.spark.session import get_session
     from sparkcep.spark.stream import StreamMetrics, check_checkpoint, flush
     from sparkcep.spark.wire import reraise as _reraise
@@ -221,7 +222,8 @@ def stream(
             reader = reader.option("header", True)
         metrics = StreamMetrics.create(spark)
         matches = sparkcep.stream(reader.load(input), text, watermark=watermark, mode=mode.value,
-                                  end_of_input=end_of_input, late=late, timeouts=timeouts, metrics=metrics)
+                                  end_of_input=end_of_input, late=late, timeouts=timeouts, metrics=metrics,
+                                  buckets=checkpoint_buckets(checkpoint))  # a resumed stream keeps its count
         out = pathlib.Path(output)
         out.mkdir(parents=True, exist_ok=True)
         totals = {"matches": 0, "timeouts": 0}

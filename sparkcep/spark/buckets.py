@@ -9,15 +9,47 @@ Spark sends grouping value v to shuffle partition pmod(murmur3(v, 42), P). Bucke
 grouping value is the smallest integer whose murmur3 hash has b in its low bits, so for any P
 that divides the bucket count (1, 2, 4, ... 32 for 32 buckets) the buckets spread exactly
 evenly over the partitions; the keys spread over buckets by xxhash64.
+
+A bucket is one Python call per micro-batch, and a shuffle partition runs its buckets one
+after another, so buckets beyond one per partition add PySpark's per-group cost (a few ms
+each) and no parallelism: the default is one bucket per shuffle partition when that count is
+a power of two (the spread is then exact), else 32. Spark keeps a checkpoint's shuffle
+partitions for the life of the query, and the count is read back from the checkpoint
+(``checkpoint_buckets``) wherever sparkcep is given the checkpoint.
 """
 
 from __future__ import annotations
 
 import functools
+import glob
+import os
+import re
 
 DEFAULT_BUCKETS = 32
 MAX_BUCKETS = 38  # the count is stored as a decimal's precision in the state's type (see spark.stream)
 _MASK = 0xFFFFFFFF
+
+
+def default_buckets(shuffle_partitions: int) -> int:
+    """One bucket per shuffle partition when their count is a power of two up to 32, else 32."""
+    p = shuffle_partitions
+    return p if 1 <= p <= DEFAULT_BUCKETS and p & (p - 1) == 0 else DEFAULT_BUCKETS
+
+
+def checkpoint_buckets(checkpoint: str) -> int | None:
+    """The bucket count of the stream whose checkpoint is at ``checkpoint`` (held in its state's
+    Spark type, ``buckets decimal(n, 0)``), or None when it has no state yet."""
+    # The schema file holds the state's type as Spark's JSON, between binary length prefixes.
+    field = re.compile(r'"name"\s*:\s*"buckets"\s*,\s*"type"\s*:\s*"decimal\((\d+)\s*,\s*0\)"')
+    for path in sorted(glob.glob(os.path.join(checkpoint, "state", "*", "*", "_metadata", "schema"))):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                m = field.search(f.read())
+        except OSError:
+            continue
+        if m:
+            return int(m.group(1))
+    return None
 
 
 def _rotl(x: int, r: int) -> int:

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcep.errors import QueryError, SparkCepError, guarded
-from sparkcep.spark.buckets import DEFAULT_BUCKETS, MAX_BUCKETS
+from sparkcep.spark.buckets import DEFAULT_BUCKETS, MAX_BUCKETS, default_buckets
 
 _BUCKET = "__sparkcep_bucket"
 _EVENT_TIME = "__sparkcep_event_time"
@@ -63,7 +63,7 @@ class StreamMetrics:
 @guarded
 def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of_input: bool = False,
            late: str = "drop", timeouts: bool = False, metrics: StreamMetrics | None = None,
-           max_state_rows: int = 1_000_000, buckets: int = DEFAULT_BUCKETS):
+           max_state_rows: int = 1_000_000, buckets: int | None = None):
     """Matches of ``clause`` over the streaming DataFrame ``df``, as a streaming DataFrame
     (Append mode). ``watermark``: how late rows may arrive — a delay such as "10 minutes"
     when event time (the first ORDER BY column) is a timestamp, a number of its units when
@@ -75,8 +75,10 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     PATTERN use ``$``, which an unbounded stream cannot decide. A key holding more than
     ``max_state_rows`` rows undecided stops the query with a DataError (add WITHIN or
     MAXLENGTH). ``buckets`` (1 to 38): how many state entries the PARTITION BY keys hash
-    into (each Spark call runs one bucket's keys together); fixed for the life of a
-    checkpoint, and Spark refuses a restart with another count."""
+    into (each Spark call runs one bucket's keys together); by default one per shuffle
+    partition when ``spark.sql.shuffle.partitions`` is a power of two up to 32, else 32. The
+    count is fixed for the life of a checkpoint and Spark refuses a restart with another:
+    restart with ``buckets=sparkcep.spark.buckets.checkpoint_buckets(path)``."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
@@ -127,6 +129,8 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
         raise QueryError("NOT_SUPPORTED", f"a stream's event time (the first ORDER BY column, {time_col}) must be "
                          f"a timestamp or a number, not {time_type.simpleString()}")
     keys = [k.column for k in q.partition_by]
+    if buckets is None:
+        buckets = default_buckets(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or DEFAULT_BUCKETS))
     if not isinstance(buckets, int) or not 1 <= buckets <= MAX_BUCKETS:
         raise SparkCepError(f"buckets must be a whole number from 1 to {MAX_BUCKETS}")
     # Spark drops rows older than the watermark before a stateful operator sees them,

@@ -215,6 +215,14 @@ def test_buckets_spread_evenly_over_spark_partitions(spark):
         assert [placed[v] for v in values] == [b % parts for b in range(32)]
 
 
+def test_default_buckets_are_one_per_shuffle_partition():
+    from sparkcep.spark.buckets import default_buckets
+
+    # One per partition where the spread is exact (a power of two); 32 otherwise.
+    assert [default_buckets(p) for p in (1, 2, 4, 8, 16, 32)] == [1, 2, 4, 8, 16, 32]
+    assert [default_buckets(p) for p in (0, 3, 6, 12, 64, 200)] == [32] * 6
+
+
 def test_a_checkpoint_of_the_per_key_operator_is_refused_with_what_to_do(tmp_path):
     import shutil
     import subprocess
@@ -241,11 +249,16 @@ def test_restart_with_other_buckets_is_refused(spark, tmp_path):
     src = tmp_path / "in"
     src.mkdir()
     _write(str(src), "part0.json", _rows(0, 30), 0)
+    from sparkcep.spark.buckets import checkpoint_buckets
+
     ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+    assert checkpoint_buckets(ckpt) is None
     stream = spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(str(src))
-    q = (sparkcep.stream(stream, QUERIES[0], watermark="3 seconds", buckets=4).writeStream.format("parquet")
+    # The default count: one bucket per shuffle partition (the session has 4).
+    q = (sparkcep.stream(stream, QUERIES[0], watermark="3 seconds").writeStream.format("parquet")
          .option("path", out).option("checkpointLocation", ckpt).trigger(availableNow=True).start())
     q.awaitTermination()
+    assert checkpoint_buckets(ckpt) == 4
     _write(str(src), "part1.json", _rows(30, 30), 1)
     q = (sparkcep.stream(stream, QUERIES[0], watermark="3 seconds", buckets=8).writeStream.format("parquet")
          .option("path", out).option("checkpointLocation", ckpt).trigger(availableNow=True).start())
@@ -301,13 +314,19 @@ def test_command_line_stream_with_end_of_input(spark, tmp_path):
     # run from the checkpoint with more files and --end-of-input: every match exactly once.
     import subprocess
 
+    from sparkcep.spark.buckets import checkpoint_buckets
+
     query = QUERIES[0]
     rows = _rows(0, 120)
     args, env = _cli_stream(tmp_path, query, rows[:60], 2)
     src = tmp_path / "in"
-    r = subprocess.run(args, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    # The first run on one core: 2 shuffle partitions, so 2 buckets. The later runs, on two
+    # cores (4 partitions), keep the checkpoint's count: they read it back from the checkpoint.
+    r = subprocess.run(args, cwd=tmp_path, env=dict(env, SPARKCEP_MASTER="local[1]"), capture_output=True, text=True,
+                       timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "matches in out" in r.stdout and "watermark" in r.stdout
+    assert checkpoint_buckets(str(tmp_path / "ckpt")) == 2
     for f in range(2, 4):
         _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
     r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
