@@ -20,6 +20,20 @@ console = Console()
 err = Console(stderr=True)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from sparkcep import __version__
+
+        console.print(f"sparkcep {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                          help="print the version and exit")) -> None:
+    """The options before a command."""
+
+
 class Format(StrEnum):
     parquet = "parquet"
     csv = "csv"
@@ -537,7 +551,7 @@ def bench(
 
 
 def main() -> None:  # pragma: no cover - console entry point
-    app()
+    app(prog_name="sparkcep")
 
 
 if __name__ == "__main__":  # pragma: no cover

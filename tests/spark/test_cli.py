@@ -119,3 +119,52 @@ def test_run_a_snoop_query(workdir):
     assert r.returncode == 2 and "no column 'pricee'" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("run", "-q", "rise.snoop", "-i", "stock.parquet", "-o", "x", "--strategy", "runs", cwd=workdir)
     assert r.returncode == 2 and "SNOOP query runs with" in r.stderr
+
+
+def test_version_and_python_dash_m():
+    r = subprocess.run([sys.executable, "-m", "sparkcep", "--version"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == f"sparkcep {sparkcep.__version__}", r.stdout + r.stderr
+    r = subprocess.run([sys.executable, "-m", "sparkcep", "--help"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, COLUMNS="200"))
+    assert r.returncode == 0 and "Usage: sparkcep" in r.stdout and "stream" in r.stdout
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_into_a_fresh_environment_and_runs(workdir, tmp_path):
+    """A wheel built from the checkout (pip's isolated build), installed into a new virtual
+    environment: its files are complete (grammars, data) and `sparkcep run` works from it.
+    The dependencies come from this environment through a path file, so no download."""
+    import site
+    import venv
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(tmp_path / "dist"), root],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (wheel,) = (tmp_path / "dist").glob("sparkcep-*.whl")
+    assert wheel.name.startswith(f"sparkcep-{sparkcep.__version__}-py3-none-any")
+    venv.create(tmp_path / "env", with_pip=True)
+    python = str(tmp_path / "env" / "bin" / "python")
+    r = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)], capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    fresh = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                           text=True).stdout.strip()
+    with open(os.path.join(fresh, "dependencies.pth"), "w") as f:  # this environment's packages, after the wheel's
+        f.write("\n".join(site.getsitepackages()) + "\n")
+    (tmp_path / "work").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env.update(SPARKCEP_MASTER="local[2]", COLUMNS="200")
+    r = subprocess.run([python, "-c", "import sparkcep, sys; print(sparkcep.__file__)"], cwd=tmp_path / "work",
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.stdout.startswith(str(tmp_path / "env")), r.stdout + r.stderr  # the wheel's copy, not the checkout
+    sparkcep_cli = str(tmp_path / "env" / "bin" / "sparkcep")
+    r = subprocess.run([sparkcep_cli, "--version"], env=env, capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == f"sparkcep {sparkcep.__version__}", r.stdout + r.stderr
+    r = subprocess.run([sparkcep_cli, "run", "-q", str(workdir / "q7.sql"), "-i", str(workdir / "stock.parquet"),
+                        "-o", "out"], cwd=tmp_path / "work", env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = pq.read_table(tmp_path / "work" / "out").to_pandas()
+    want = sparkcep.match_recognize(pq.read_table(workdir / "stock.parquet"), rip.query("Q7")).to_pandas()
+    assert len(want) > 0 and len(got) == len(want)
+    assert sorted(got.itertuples(index=False)) == sorted(want.itertuples(index=False))
