@@ -116,7 +116,7 @@ def _stream_demo(spark, out: pathlib.Path, rows: int = 30_000, files: int = 6) -
 
     import sparkcep
     from sparkcep.spark.batch import collect_errors
-    from sparkcep.spark.stream import StreamMetrics, flush
+    from sparkcep.spark.stream import StreamMetrics
 
     root = out / "stream"
     shutil.rmtree(root, ignore_errors=True)  # a fresh checkpoint each run
@@ -133,20 +133,18 @@ def _stream_demo(spark, out: pathlib.Path, rows: int = 30_000, files: int = 6) -
         schema = spark.read.parquet(str(src)).schema
         events = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(src))
         metrics = StreamMetrics.create(spark)
-        matches = sparkcep.stream(events, STREAM_TREND, watermark="2 seconds", end_of_input=True, metrics=metrics)
         ckpt, dst = str(root / "checkpoint"), str(root / "matches")
-        q = (matches.writeStream.format("parquet").option("path", dst).option("checkpointLocation", ckpt)
-             .trigger(availableNow=True).start())
-        q.awaitTermination()
-        streamed = spark.read.schema(matches.schema).parquet(dst).unionByName(flush(spark, STREAM_TREND, ckpt))
-        got = streamed.toPandas()
+        # The stream over the files there, then the end of its input: every match in dst.
+        done = sparkcep.run_to_end(events, STREAM_TREND, dst, ckpt, watermark="2 seconds", metrics=metrics)
+        got = spark.read.parquet(dst).toPandas()
         want = sparkcep.match_recognize(spark.read.parquet(str(src)), STREAM_TREND).toPandas()
     dt = time.perf_counter() - t0
     m = metrics.snapshot()
     key = ["symbol", "first_seq"]
     same = got.sort_values(key).reset_index(drop=True).equals(want.sort_values(key).reset_index(drop=True))
-    console.print(f"{len(got):,} matches in {dt:.1f} s over {len(q.recentProgress)} micro-batches; {m['rows']:,} rows "
-                  f"in, {m['late']} late; the same as the batch engine: {'yes' if same else 'NO'}")
+    console.print(f"{len(got):,} matches ({done['end_of_input_matches']:,} at the end of input) in {dt:.1f} s over "
+                  f"{done['micro_batches']} micro-batches; {m['rows']:,} rows in, {m['late']} late; the same as "
+                  f"the batch engine: {'yes' if same else 'NO'}")
     _show(got.sort_values(key), f"first streamed matches (in {dst}/)")
     return 0 if same else 1
 

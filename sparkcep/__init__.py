@@ -31,6 +31,28 @@ def stream(df, clause: str, **options):
     return _stream(df, clause, **options)
 
 
+@guarded
+def flush(spark, clause: str, checkpoint: str, **options):
+    """End of input for a stream that has stopped: the matches still waiting in its
+    checkpoint, as a batch DataFrame (options ``mode``, ``timeouts``; see
+    sparkcep.spark.stream.flush). Not for a Spark file sink's folder, whose readers see only
+    the files in its log: write such a stream with ``run_to_end``."""
+    from sparkcep.spark.stream import flush as _flush
+
+    return _flush(spark, clause, checkpoint, **options)
+
+
+@guarded
+def run_to_end(df, clause: str, path: str, checkpoint: str, **options) -> dict:
+    """Run the stream ``df`` over the input it has now and end its input: every match, the
+    end of input's included, in the folder ``path`` as Parquet files that
+    ``spark.read.parquet(path)`` sees. ``watermark`` is required; options as ``stream``
+    (see sparkcep.spark.sink.run_to_end). Returns the counts written."""
+    from sparkcep.spark.sink import run_to_end as _run_to_end
+
+    return _run_to_end(df, clause, path, checkpoint, **options)
+
+
 def __getattr__(name: str):
     # Spark-side names load Spark only when asked for.
     if name == "StreamMetrics":
@@ -48,9 +70,11 @@ __all__ = [
     "SparkCepError",
     "StreamMetrics",
     "explain",
+    "flush",
     "match_recognize",
     "register_aggregate",
     "register_function",
+    "run_to_end",
     "sase",
     "snoop",
     "sql",

@@ -212,7 +212,8 @@ def stream(
     import sparkcep
     from sparkcep.spark.buckets import checkpoint_buckets
     from sparkcep.spark.session import get_session
-    from sparkcep.spark.stream import StreamMetrics, check_checkpoint, flush
+    from sparkcep.spark.sink import FolderSink, run_to_end
+    from sparkcep.spark.stream import StreamMetrics, check_checkpoint
     from sparkcep.spark.wire import reraise as _reraise
 
     if not query.exists():
@@ -235,69 +236,33 @@ def stream(
         if fmt == "csv":
             reader = reader.option("header", True)
         metrics = StreamMetrics.create(spark)
-        matches = sparkcep.stream(reader.load(input), text, watermark=watermark, mode=mode.value,
-                                  end_of_input=end_of_input, late=late, timeouts=timeouts, metrics=metrics,
-                                  buckets=checkpoint_buckets(checkpoint))  # a resumed stream keeps its count
-        out = pathlib.Path(output)
-        out.mkdir(parents=True, exist_ok=True)
-        totals = {"matches": 0, "timeouts": 0}
-
-        def write(table, name: str) -> None:
-            if timeouts:
-                import pyarrow.compute as pc
-
-                from sparkcep.spark.stream import TIMEOUT
-
-                timed = pc.is_valid(table.column(TIMEOUT))
-                expired = _flat(table.filter(timed).column(TIMEOUT))
-                table = table.filter(pc.invert(timed)).drop_columns([TIMEOUT])
-                (out / "timeouts").mkdir(exist_ok=True)
-                _write_parquet(expired, out / "timeouts" / name)
-                totals["timeouts"] += expired.num_rows
-            _write_parquet(table, out / name)
-            totals["matches"] += table.num_rows
-
-        def write_batch(df, batch_id: int) -> None:
-            # Named by batch id and replaced on a replay: exactly once with the checkpoint.
-            write(df.toArrow(), f"batch-{batch_id:010d}.parquet")
-
-        writer = matches.writeStream.foreachBatch(write_batch).option("checkpointLocation", checkpoint)
-        if trigger == "available-now":
-            writer = writer.trigger(availableNow=True)
-        elif trigger != "continuous":
-            writer = writer.trigger(processingTime=trigger)
-        q = writer.start()
-        try:
-            _follow(q, totals, metrics)
-        except Exception as e:  # noqa: BLE001 - a worker's DataError comes back as it was
-            _reraise(e)
-            raise
+        options = dict(watermark=watermark, mode=mode.value, late=late, timeouts=timeouts, metrics=metrics,
+                       buckets=checkpoint_buckets(checkpoint))  # a resumed stream keeps its count
         if end_of_input:
-            before = dict(totals)
-            write(flush(spark, text, checkpoint, mode=mode.value, timeouts=timeouts).toArrow(), "end-of-input.parquet")
-            console.print(f"end of input: {totals['matches'] - before['matches']:,} more matches"
-                          + (f", {totals['timeouts'] - before['timeouts']:,} more timeouts" if timeouts else ""))
+            result = run_to_end(reader.load(input), text, output, checkpoint,
+                                follow=lambda q, sink: _follow(q, sink.totals, metrics), **options)
+            totals = {"matches": result["matches"], "timeouts": result["timeouts"]}
+            console.print(f"end of input: {result['end_of_input_matches']:,} more matches"
+                          + (f", {result['end_of_input_timeouts']:,} more timeouts" if timeouts else ""))
+        else:
+            sink = FolderSink(output, timeouts)
+            totals = sink.totals
+            matches = sparkcep.stream(reader.load(input), text, **options)
+            writer = matches.writeStream.foreachBatch(sink.batch).option("checkpointLocation", checkpoint)
+            if trigger != "continuous":
+                writer = writer.trigger(**({"availableNow": True} if trigger == "available-now"
+                                           else {"processingTime": trigger}))
+            q = writer.start()
+            try:
+                _follow(q, totals, metrics)
+            except Exception as e:  # noqa: BLE001 - a worker's DataError comes back as it was
+                _reraise(e)
+                raise
     except Exception as e:  # noqa: BLE001 - one clear line, never a traceback
         _fail(str(as_sparkcep_error(e, text)))
         return
     console.print(f"stream: {totals['matches']:,} matches in {output}"
                   + (f", {totals['timeouts']:,} timed-out partial matches in {output}/timeouts" if timeouts else ""))
-
-
-def _flat(column):
-    """A struct column as a table of its fields."""
-    import pyarrow as pa
-
-    arr = column.combine_chunks() if hasattr(column, "combine_chunks") else column
-    return pa.Table.from_arrays(arr.flatten(), names=[f.name for f in arr.type])
-
-
-def _write_parquet(table, path: pathlib.Path) -> None:
-    import pyarrow.parquet as pq
-
-    tmp = path.with_name("." + path.name + ".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)  # readers never see half a file
 
 
 def _follow(q, totals: dict, metrics) -> None:
@@ -351,10 +316,12 @@ def _read_local(path: str, fmt: str):
 def _write_local(table, path: str, fmt: str) -> None:
     import pyarrow.csv as pacsv
 
+    from sparkcep.spark.sink import write_parquet
+
     out = pathlib.Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     if fmt == "parquet":
-        _write_parquet(table, out)
+        write_parquet(table, out)
     elif fmt == "csv":
         pacsv.write_csv(table, out)
     else:

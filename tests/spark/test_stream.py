@@ -523,3 +523,32 @@ def test_state_stays_flat_on_a_rate_source(spark, tmp_path):
     peak_late = max(s["buffered"] for s in busy[half:])
     assert peak_late <= 2 * peak_early + 5000, (peak_early, peak_late)
     assert busy[-1]["buffered"] < busy[-1]["rows"] / 5
+
+
+def test_run_to_end_writes_every_match_where_readers_see_it(spark, tmp_path):
+    """The stream and its end of input in one folder: spark.read.parquet sees every match,
+    equal to the batch engine; a second end of input is refused; so is a file sink's folder."""
+    src = tmp_path / "in"
+    src.mkdir()
+    rows = _rows(0, 90)
+    for f in range(3):
+        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
+    stream = spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(str(src))
+    out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
+    query = QUERIES[0]
+    result = sparkcep.run_to_end(stream, query, out, ckpt, watermark="3 seconds")
+    got = sorted(map(tuple, spark.read.parquet(out).collect()), key=repr)
+    assert got == _batch(spark, rows, query)
+    # The end of input added the keys' last matches (a greedy B+ ends only at the input's end).
+    assert result["matches"] == len(got) and result["end_of_input_matches"] > 0 and result["micro_batches"] == 3
+    with pytest.raises(sparkcep.SparkCepError, match="flushed already"):
+        sparkcep.run_to_end(stream, query, out, ckpt, watermark="3 seconds")
+    with pytest.raises(sparkcep.SparkCepError, match="flushed already"):
+        sparkcep.flush(spark, query, ckpt)
+    # A folder Spark's file sink wrote: its readers would never see what is added beside its log.
+    sunk = str(tmp_path / "sunk")
+    q = (sparkcep.stream(stream, query, watermark="3 seconds").writeStream.format("parquet").option("path", sunk)
+         .option("checkpointLocation", str(tmp_path / "ckpt2")).trigger(availableNow=True).start())
+    q.awaitTermination()
+    with pytest.raises(sparkcep.SparkCepError, match="_spark_metadata"):
+        sparkcep.run_to_end(stream, query, sunk, str(tmp_path / "ckpt3"), watermark="3 seconds")

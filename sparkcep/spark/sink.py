@@ -1,0 +1,107 @@
+"""A stream's matches in one folder that its readers see whole, the end of input included.
+
+Spark's file sink lists what it wrote in the folder's ``_spark_metadata`` log, and its
+readers (``spark.read.parquet(folder)``) see only the files in that log: a flush appended to
+that folder afterwards is invisible to them. So a stream whose input ends writes through
+``FolderSink`` instead: a Parquet file per micro-batch, named by batch id and replaced on a
+replay (exactly once with the checkpoint), then the flush as ``end-of-input.parquet``, with
+no log, so every reader sees every file.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from sparkcep.errors import SparkCepError
+
+END_OF_INPUT = "end-of-input.parquet"
+_SPARK_LOG = "_spark_metadata"
+
+
+def refuse_file_sink_folder(path: str) -> None:
+    """A folder Spark's file sink wrote holds a log its readers trust: files added beside it
+    are invisible to them. Refuse it with why."""
+    if os.path.isdir(os.path.join(path, _SPARK_LOG)):
+        raise SparkCepError(f"{path} is the folder of a Spark file sink (it has {_SPARK_LOG}): Spark's readers see "
+                            f"only the files listed in that log, so matches added to it would be invisible to "
+                            f"spark.read. Write the stream and its end of input together with "
+                            f"sparkcep.run_to_end(..., path=...), or the flush to another folder")
+
+
+class FolderSink:
+    """Tables written as Parquet files into one folder; with ``timeouts``, the rows carrying
+    a ``_timeout`` (a stream's timed-out partial matches) go to ``folder/timeouts/``, flat."""
+
+    def __init__(self, path: str, timeouts: bool = False):
+        refuse_file_sink_folder(path)
+        self.path = pathlib.Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.timeouts = timeouts
+        self.totals = {"matches": 0, "timeouts": 0}
+        self.batches = 0
+
+    def write(self, table: pa.Table, name: str) -> None:
+        if not table.num_columns:  # a flush of a checkpoint with no state: nothing to write
+            return
+        if self.timeouts:
+            from sparkcep.spark.stream import TIMEOUT
+
+            timed = pc.is_valid(table.column(TIMEOUT))
+            column = table.filter(timed).column(TIMEOUT).combine_chunks()
+            expired = pa.Table.from_arrays(column.flatten(), names=[f.name for f in column.type])
+            table = table.filter(pc.invert(timed)).drop_columns([TIMEOUT])
+            (self.path / "timeouts").mkdir(exist_ok=True)
+            write_parquet(expired, self.path / "timeouts" / name)
+            self.totals["timeouts"] += expired.num_rows
+        write_parquet(table, self.path / name)
+        self.totals["matches"] += table.num_rows
+
+    def batch(self, df, batch_id: int) -> None:
+        """For ``foreachBatch``: one file per micro-batch, replaced when Spark replays it."""
+        self.write(df.toArrow(), f"batch-{batch_id:010d}.parquet")
+        self.batches += 1
+
+
+def write_parquet(table: pa.Table, path: pathlib.Path) -> None:
+    tmp = path.with_name("." + path.name + ".tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)  # readers never see half a file
+
+
+def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | float, mode: str = "sql",
+               late: str = "drop", timeouts: bool = False, metrics=None, max_state_rows: int = 1_000_000,
+               buckets: int | None = None, follow: Callable | None = None) -> dict:
+    """Run the stream ``df`` (a file source, say) over the input it has now, then end its
+    input: every match, the end of input's included, written to the folder ``path`` where
+    ``spark.read.parquet(path)`` sees them all. Equal to ``match_recognize`` over every row
+    the stream accepted. Resumes from ``checkpoint`` (the bucket count read back from it);
+    a checkpoint ends once. ``follow(query, sink)``, if given, runs while the query does
+    (a progress display). Returns the counts written: matches, timeouts, those of them the
+    end of input added, and the micro-batches this run wrote."""
+    from sparkcep.spark.buckets import checkpoint_buckets
+    from sparkcep.spark.stream import check_checkpoint, flush, stream
+    from sparkcep.spark.wire import collect_errors
+
+    check_checkpoint(checkpoint)
+    if os.path.exists(os.path.join(checkpoint, "_sparkcep_flushed")):
+        raise SparkCepError(f"the stream at {checkpoint} was flushed already: its end of input is behind it")
+    sink = FolderSink(path, timeouts)
+    matches = stream(df, clause, watermark=watermark, mode=mode, end_of_input=True, late=late, timeouts=timeouts,
+                     metrics=metrics, max_state_rows=max_state_rows,
+                     buckets=buckets if buckets is not None else checkpoint_buckets(checkpoint))
+    q = (matches.writeStream.foreachBatch(sink.batch).option("checkpointLocation", checkpoint)
+         .trigger(availableNow=True).start())
+    with collect_errors():  # a worker's DataError comes back as it was
+        if follow is not None:
+            follow(q, sink)
+        q.awaitTermination()
+        before = dict(sink.totals)
+        sink.write(flush(df.sparkSession, clause, checkpoint, mode=mode, timeouts=timeouts).toArrow(), END_OF_INPUT)
+    return {**sink.totals, "end_of_input_matches": sink.totals["matches"] - before["matches"],
+            "end_of_input_timeouts": sink.totals["timeouts"] - before["timeouts"], "micro_batches": sink.batches}
