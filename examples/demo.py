@@ -155,52 +155,33 @@ def _chart(stock, q1, trades, m_shapes, trends, path: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    import sparkcep
+
     fig, (top, bottom, third) = plt.subplots(3, 1, figsize=(12, 10))
-    if len(q1):
-        first = int(q1.start_trade.iloc[0])
-        lo, hi = max(1, first - 40), first + 160
-    else:
-        lo, hi = 1, 200
-    window = stock[(stock.tradeId >= lo) & (stock.tradeId <= hi)]
-    top.plot(window.tradeId, window.price, lw=0.8, color="#333")
-    for r in q1.itertuples():
-        if r.end_trade >= lo and r.start_trade <= hi:
-            top.axvspan(r.start_trade, r.end_trade, color="tab:orange", alpha=0.3)
-    top.set_title("RIP Q1 head and shoulders on the StockTrade stream (matches shaded)")
-    top.set_xlabel("tradeId")
-    top.set_ylabel("price")
-
-    _symbol_panel(bottom, trades, m_shapes, "tab:blue", "MatchRegex finance1 M-shape, symbol {sym} (matches shaded)")
-    bottom.set_xlabel("seq")
-    bottom.set_ylabel("price")
-
-    _symbol_panel(third, trades, trends, "tab:green",
-                  "Rising trend despite dips, then a drop (SKIP TILL NEXT MATCH), symbol {sym}",
-                  marks=("top_seq", "top", "last_seq", "drop_price"))
-    third.set_xlabel("seq")
-    third.set_ylabel("price")
+    first = int(q1.start_trade.iloc[0]) if len(q1) else 1
+    sparkcep.plot(stock, q1, x="tradeId", y="price", start="start_trade", end="end_trade", ax=top,
+                  span=(max(1, first - 40), first + 160),
+                  title="RIP Q1 head and shoulders on the StockTrade stream (matches shaded)")
+    sym, span = _busiest(m_shapes)  # the demo's data always has matches of both queries
+    sparkcep.plot(trades, m_shapes, x="seq", y="price", start="first_seq", end="last_seq", key="symbol",
+                  key_values=[sym], span=span, ax=bottom, color="tab:blue",
+                  title=f"MatchRegex finance1 M-shape, symbol {sym} (matches shaded)")
+    sym, span = _busiest(trends)
+    sparkcep.plot(trades, trends, x="seq", y="price", start="first_seq", end="last_seq", key="symbol",
+                  key_values=[sym], span=span, ax=third, color="tab:green",
+                  marks={"top": ("top_seq", "top"), "drop": ("last_seq", "drop_price")},
+                  title=f"Rising trend despite dips, then a drop (SKIP TILL NEXT MATCH), symbol {sym}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
 
 
-def _symbol_panel(ax, trades, matches, color: str, title: str, marks=None) -> None:
-    """The price of the symbol with the most matches, its first matches shaded (and, with
-    ``marks``, two points of each match marked)."""
-    if not len(matches):
-        return
+def _busiest(matches) -> tuple[object, tuple[int, int]]:
+    """The symbol with the most matches, and the range of seq up to its fourth match and a
+    little after."""
     sym = matches.symbol.value_counts().index[0]
-    series = trades[trades.symbol == sym].reset_index(drop=True)
     ms = matches[matches.symbol == sym]
-    span = series[series.seq <= int(ms.last_seq.iloc[min(len(ms) - 1, 3)]) + 200]
-    ax.plot(span.seq, span.price, lw=0.8, color="#333")
-    for r in ms.itertuples():
-        if r.last_seq <= span.seq.max():
-            ax.axvspan(r.first_seq, r.last_seq, color=color, alpha=0.3)
-            if marks is not None:
-                x0, y0, x1, y1 = (getattr(r, m) for m in marks)
-                ax.plot([x0, x1], [y0, y1], "v", color="tab:red", ms=5)
-    ax.set_title(title.format(sym=sym))
+    return sym, (0, int(ms.last_seq.iloc[min(len(ms) - 1, 3)]) + 200)
 
 
 if __name__ == "__main__":

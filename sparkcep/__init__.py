@@ -53,6 +53,18 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, **options) -> dict:
     return _run_to_end(df, clause, path, checkpoint, **options)
 
 
+def plot(data, matches, *, x: str, y: str, start: str, end: str, **options):
+    """Draw ``matches`` over the series ``data`` they were found in, each match shaded and
+    chosen points marked, one panel per PARTITION BY value asked for; returns the matplotlib
+    Figure. Options ``x``, ``y``, ``start``, ``end`` (required), ``key``, ``key_values``,
+    ``marks``, ``span``, ``title``, ``ax``, ``path`` (see sparkcep.charts.plot)."""
+    from sparkcep.charts import plot as _plot
+    from sparkcep.errors import internal_errors
+
+    with internal_errors():
+        return _plot(data, matches, x=x, y=y, start=start, end=end, **options)
+
+
 def __getattr__(name: str):
     # Spark-side names load Spark only when asked for.
     if name == "StreamMetrics":
@@ -72,6 +84,7 @@ __all__ = [
     "explain",
     "flush",
     "match_recognize",
+    "plot",
     "register_aggregate",
     "register_function",
     "run_to_end",

@@ -68,10 +68,24 @@ def is_spark_dataframe(data: Any) -> bool:
     return type(data).__module__.startswith("pyspark.") and hasattr(data, "sparkSession")
 
 
+class Explanation(str):
+    """``explain``'s text; a notebook shows it as preformatted text, as a terminal would."""
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(str(self))}</pre>"
+
+
 @guarded
 def explain(data: Any, clause: str, picture: str | None = None, **options: Any) -> str:
     """The plan sparkcep would run: clauses as understood, the compiled program and, for a
-    Spark DataFrame, the strategy ``auto`` picks (which counts the rows)."""
+    Spark DataFrame, the strategy ``auto`` picks (which counts the rows). A str that a
+    notebook shows as preformatted text."""
+    return Explanation(_explain(data, clause, picture, **options))
+
+
+def _explain(data: Any, clause: str, picture: str | None = None, **options: Any) -> str:
     check_options(options)
     mode = options.get("mode", "sql")
     if is_spark_dataframe(data):

@@ -1,0 +1,113 @@
+"""Matches drawn over the series they were found in: ``sparkcep.plot``.
+
+One panel per PARTITION BY value asked for: the series as a line, each match shaded from
+its first to its last row, and chosen points of each match marked. Input is what users
+hold (pandas, Arrow, a Spark DataFrame small enough to collect); matplotlib draws, on the
+backend matplotlib chooses (Agg when there is no display).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sparkcep.errors import SparkCepError
+
+_MARKERS = ("v", "^", "o", "s", "D", "P", "X")
+
+
+def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: str | None = None,
+         key_values: Sequence | None = None, marks: dict[str, tuple[str, str]] | None = None,
+         span: tuple | None = None, title: str | None = None, ax: Any = None, path: str | None = None,
+         color: str = "tab:orange"):
+    """Draw ``matches`` over ``data``; returns the matplotlib Figure.
+
+    ``x`` and ``y``: columns of ``data`` for the horizontal axis (usually the ORDER BY
+    column) and the value drawn. ``start`` and ``end``: columns of ``matches`` holding each
+    match's first and last ``x`` (measures such as ``FIRST(seq) AS first_seq``); the span
+    between them is shaded. ``key``: a PARTITION BY column present in both; one panel per
+    value of ``key_values`` (by default the value with the most matches). ``marks``: points
+    to mark on each match, as ``{label: (x column, y column)}`` of ``matches``. ``span``:
+    ``(low, high)`` limits on ``x``. ``ax``: draw into this matplotlib Axes (one key value
+    only). ``path``: also save the picture there (PNG, SVG or PDF by the suffix).
+    """
+    import matplotlib.pyplot as plt
+
+    series = _pandas(data, "data")
+    found = _pandas(matches, "matches")
+    _need(series, [x, y] + ([key] if key else []), "data")
+    mark_columns = [c for pair in (marks or {}).values() for c in pair]
+    _need(found, [start, end] + ([key] if key else []) + mark_columns, "matches")
+    if key is None:
+        if key_values is not None:
+            raise SparkCepError("plot: key_values needs key, the PARTITION BY column they are values of")
+        panels = [(None, series, found)]
+    else:
+        if key_values is None:
+            counts = found[key].value_counts()
+            key_values = [counts.index[0]] if len(counts) else list(series[key].drop_duplicates()[:1])
+        panels = [(v, series[series[key] == v], found[found[key] == v]) for v in key_values]
+    if not panels:
+        raise SparkCepError("plot: key_values is empty: nothing to draw")
+    if ax is not None and len(panels) > 1:
+        raise SparkCepError("plot: ax holds one panel; pass one key value, or no ax for one panel per value")
+    if ax is None:
+        fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.2 * len(panels)), squeeze=False)
+        axes = [row[0] for row in axes]
+    else:
+        fig, axes = ax.figure, [ax]
+    for target, (value, rows, hits) in zip(axes, panels, strict=True):
+        _panel(target, rows, hits, x=x, y=y, start=start, end=end, marks=marks or {}, span=span, color=color)
+        if title is None:
+            label = f"{y} by {x}" + (f", {key} = {value}" if key is not None else "")
+            target.set_title(f"{label} ({len(hits):,} matches shaded)", fontsize=10)
+        else:
+            target.set_title(title, fontsize=10)
+    if ax is None:
+        fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=100)
+    return fig
+
+
+def _panel(ax, rows, hits, *, x: str, y: str, start: str, end: str, marks: dict, span, color: str) -> None:
+    rows = rows.sort_values(x, kind="stable")
+    if span is not None:
+        low, high = span
+        rows = rows[(rows[x] >= low) & (rows[x] <= high)]
+        hits = hits[(hits[end] >= low) & (hits[start] <= high)]
+    ax.plot(rows[x], rows[y], lw=0.8, color="#333", label=y)
+    import pandas as pd
+
+    for first, last in zip(hits[start], hits[end], strict=True):
+        if pd.notna(first) and pd.notna(last):
+            ax.axvspan(first, last, color=color, alpha=0.3, lw=0)
+    for i, (label, (mx, my)) in enumerate(marks.items()):
+        ax.plot(hits[mx], hits[my], _MARKERS[i % len(_MARKERS)], ms=5, ls="none", label=label)
+    if marks:
+        ax.legend(fontsize=8, loc="best")
+    if span is not None:  # a match running past the span is cut at its edge
+        ax.set_xlim(span[0], span[1])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+
+
+def _pandas(table: Any, what: str):
+    import pandas as pd
+    import pyarrow as pa
+
+    if isinstance(table, pd.DataFrame):
+        return table
+    if isinstance(table, pa.Table):
+        return table.to_pandas()
+    if hasattr(table, "toArrow") and hasattr(table, "sparkSession"):  # a Spark DataFrame: collected
+        return table.toArrow().to_pandas()
+    raise SparkCepError(f"plot: {what} must be a pandas DataFrame, a pyarrow Table or a Spark DataFrame, "
+                        f"not {type(table).__name__}")
+
+
+def _need(frame, columns: list[str], what: str) -> None:
+    missing = [c for c in dict.fromkeys(columns) if c not in frame.columns]
+    if missing:
+        raise SparkCepError(f"plot: {what} has no column {', '.join(repr(c) for c in missing)} "
+                            f"(it has {', '.join(map(str, frame.columns))})")

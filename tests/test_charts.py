@@ -1,0 +1,105 @@
+"""sparkcep.plot: matches drawn over their series (matplotlib's Agg backend, no display)."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pytest  # noqa: E402
+
+import sparkcep  # noqa: E402
+
+QUERY = """PARTITION BY k ORDER BY t
+MEASURES FIRST(t) AS s, LAST(t) AS e, MAX(v) AS top, LAST(U.t) AS top_t
+PATTERN (D U+) DEFINE D AS v < PREV(v), U AS v > PREV(v)"""
+
+
+def _series() -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    n = 120
+    return pd.DataFrame({"k": np.where(np.arange(n) % 3 == 0, "a", "b"), "t": np.arange(n),
+                         "v": rng.integers(0, 10, n).astype("int64")})
+
+
+def _spans(ax) -> int:
+    return sum(1 for p in ax.patches if type(p).__name__ in ("Rectangle", "Polygon"))
+
+
+def test_one_panel_per_key_value_with_every_match_shaded_and_marked(tmp_path):
+    data = _series()
+    found = sparkcep.match_recognize(data, QUERY)
+    busiest = found.k.value_counts().index[0]
+    fig = sparkcep.plot(data, found, x="t", y="v", start="s", end="e", key="k",
+                        marks={"top": ("top_t", "top")}, path=str(tmp_path / "m.png"))
+    (ax,) = fig.axes
+    assert _spans(ax) == int((found.k == busiest).sum()) > 0
+    assert f"k = {busiest}" in ax.get_title()
+    line, marked = ax.lines
+    assert len(line.get_xdata()) == int((data.k == busiest).sum())
+    assert len(marked.get_xdata()) == int((found.k == busiest).sum())
+    assert (tmp_path / "m.png").stat().st_size > 1000
+    both = sparkcep.plot(pa.Table.from_pandas(data), pa.Table.from_pandas(found), x="t", y="v", start="s",
+                         end="e", key="k", key_values=["a", "b"])
+    assert [_spans(a) for a in both.axes] == [int((found.k == k).sum()) for k in "ab"]
+
+
+def test_span_limits_the_picture_and_no_key_draws_one_series():
+    data = _series()
+    found = sparkcep.match_recognize(data[data.k == "b"], QUERY)
+    fig = sparkcep.plot(data[data.k == "b"], found, x="t", y="v", start="s", end="e", span=(20, 60))
+    (ax,) = fig.axes
+    inside = found[(found.e >= 20) & (found.s <= 60)]
+    assert _spans(ax) == len(inside) > 0
+    assert min(ax.lines[0].get_xdata()) >= 20 and max(ax.lines[0].get_xdata()) <= 60
+
+
+def test_timestamps_no_matches_and_an_axes_given():
+    import matplotlib.pyplot as plt
+
+    data = pd.DataFrame({"ts": pd.date_range("2024-03-30 23:00", periods=40, freq="15min", tz="Europe/Berlin"),
+                         "v": np.arange(40.0) % 7})
+    found = sparkcep.match_recognize(data, "ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e PATTERN (A B+) "
+                                           "DEFINE B AS v > PREV(v)")
+    _fig, ax = plt.subplots()
+    fig = sparkcep.plot(data, found, x="ts", y="v", start="s", end="e", ax=ax, title="rises")
+    assert fig is ax.figure and _spans(ax) == len(found) > 0 and ax.get_title() == "rises"
+    empty = sparkcep.plot(data, found.iloc[:0], x="ts", y="v", start="s", end="e")
+    assert _spans(empty.axes[0]) == 0 and len(empty.axes[0].lines) == 1
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"y": "price"}, "data has no column 'price'"),
+    ({"start": "first"}, "matches has no column 'first'"),
+    ({"marks": {"top": ("top_t", "peak")}}, "matches has no column 'peak'"),
+    ({"key_values": ["a"]}, "key_values needs key"),
+    ({"key": "k", "key_values": []}, "key_values is empty"),
+])
+def test_mistakes_are_clear_errors(kwargs, message):
+    data = _series()
+    found = sparkcep.match_recognize(data, QUERY)
+    args = {"x": "t", "y": "v", "start": "s", "end": "e", **kwargs}
+    with pytest.raises(sparkcep.SparkCepError, match=message):
+        sparkcep.plot(data, found, **args)
+    with pytest.raises(sparkcep.SparkCepError, match="pandas DataFrame, a pyarrow Table"):
+        sparkcep.plot([1, 2], found, x="t", y="v", start="s", end="e")
+
+
+def test_explain_renders_in_a_notebook():
+    text = sparkcep.explain(_series(), QUERY)
+    assert isinstance(text, str) and "PATTERN" in text.upper()
+    import html
+
+    assert text._repr_html_() == f"<pre>{html.escape(text)}</pre>"
+
+
+def test_a_match_running_past_the_span_is_cut_at_its_edge():
+    data = _series()
+    found = sparkcep.match_recognize(data, QUERY)
+    fig = sparkcep.plot(data, found, x="t", y="v", start="s", end="e", key="k", key_values=["b"], span=(0, 50),
+                        title="given")
+    (ax,) = fig.axes
+    assert ax.get_xlim() == (0, 50) and ax.get_title() == "given"
