@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-all demo bench lint clean
+.PHONY: install test test-all demo docs bench lint clean
 
 install: $(STAMP)
 
@@ -26,6 +26,10 @@ test-all: install
 demo: install
 	$(BIN)/python -m examples.demo
 
+# The documentation site, into site/ (strict: a warning fails the build).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 bench: install
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m benchmarks.rip_sequential
@@ -45,4 +49,4 @@ lint: install
 	$(BIN)/ruff check sparkcep tests examples
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build site *.egg-info .pytest_cache
