@@ -114,8 +114,9 @@ FLOORS: list[set[str]] = [
     {"parallel"},
     {"query"},
     {"spark"},
-    {"api"},
+    {"api", "charts"},
     {"cli", "__init__"},
+    {"__main__"},
 ]
 _FLOOR = {room: i for i, rooms in enumerate(FLOORS) for room in rooms}
 

@@ -340,7 +340,8 @@ class ExpressionBinder:
                     return BCall(name, args, library.decimal_abs, True, args[0].type)
         if len(args) < fn.min_args or (fn.max_args is not None and len(args) > fn.max_args):
             want = str(fn.min_args) if fn.max_args == fn.min_args else f"{fn.min_args} to {fn.max_args if fn.max_args is not None else 'any number of'}"
-            raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes {want} arguments, got {len(args)}", e)
+            noun = "argument" if want == "1" else "arguments"
+            raise self.error("WRONG_ARGUMENTS", f"{e.name.text} takes {want} {noun}, got {len(args)}", e)
         rtype = fn.result([a.type for a in args]) if not fn.user_defined else fn.result([])
         if isinstance(rtype, str):
             label = "the subscript" if name == "$SUBSCRIPT" else e.name.text

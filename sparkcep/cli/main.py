@@ -22,9 +22,10 @@ err = Console(stderr=True)
 
 def _version(value: bool) -> None:
     if value:
-        from sparkcep import __version__
+        from importlib.metadata import version
 
-        console.print(f"sparkcep {__version__}")
+        # The installed distribution's version (pyproject takes it from sparkcep.__version__).
+        console.print(f"sparkcep {version('sparkcep')}")
         raise typer.Exit()
 
 

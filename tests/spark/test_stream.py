@@ -540,7 +540,7 @@ def test_run_to_end_writes_every_match_where_readers_see_it(spark, tmp_path):
     got = sorted(map(tuple, spark.read.parquet(out).collect()), key=repr)
     assert got == _batch(spark, rows, query)
     # The end of input added the keys' last matches (a greedy B+ ends only at the input's end).
-    assert result["matches"] == len(got) and result["end_of_input_matches"] > 0 and result["micro_batches"] == 3
+    assert result["matches"] == len(got) and result["end_of_input_matches"] > 0 and result["micro_batches"] >= 3
     with pytest.raises(sparkcep.SparkCepError, match="flushed already"):
         sparkcep.run_to_end(stream, query, out, ckpt, watermark="3 seconds")
     with pytest.raises(sparkcep.SparkCepError, match="flushed already"):
