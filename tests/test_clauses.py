@@ -247,3 +247,15 @@ def test_bad_data_argument_and_options():
 def test_explain_shows_program():
     text = sparkcep.explain(PRICES, "ORDER BY ts PATTERN (A B*) DEFINE B AS price > PREV(price)")
     assert "0: match A\n  1: split 2, 4\n  2: match B\n  3: jump 1\n  4: accept" in text
+
+
+def test_date_and_timestamp_name_columns_except_before_a_string():
+    # Real data often has a `date` column (vega's stocks, weather): as in Trino, DATE and
+    # TIMESTAMP start a literal only when a string follows.
+    t = pd.DataFrame({"date": pd.date_range("2024-01-01", periods=5), "timestamp": [1, 2, 3, 4, 5],
+                      "price": [3.0, 2, 1, 2, 3]})
+    got = sparkcep.match_recognize(t, """ORDER BY date
+        MEASURES FIRST(date) AS s, LAST(timestamp) AS ts, DATE '2024-01-02' AS d, CAST(date AS DATE) AS x
+        PATTERN (A B+) DEFINE B AS price < PREV(price) AND date < TIMESTAMP '2030-01-01 00:00:00'""")
+    assert got.to_dict("records") == [{"s": pd.Timestamp("2024-01-01"), "ts": 3, "d": dt.date(2024, 1, 2),
+                                       "x": dt.date(2024, 1, 3)}]
