@@ -60,7 +60,8 @@ def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: 
         _panel(target, rows, hits, x=x, y=y, start=start, end=end, marks=marks or {}, span=span, color=color)
         if title is None:
             label = f"{y} by {x}" + (f", {key} = {value}" if key is not None else "")
-            target.set_title(f"{label} ({len(hits):,} matches shaded)", fontsize=10)
+            shaded = f"{len(hits):,} match" + ("" if len(hits) == 1 else "es")
+            target.set_title(f"{label} ({shaded} shaded)", fontsize=10)
         else:
             target.set_title(title, fontsize=10)
     if ax is None:
