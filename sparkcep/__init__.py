@@ -43,14 +43,14 @@ def flush(spark, clause: str, checkpoint: str, **options):
 
 
 @guarded
-def run_to_end(df, clause: str, path: str, checkpoint: str, **options) -> dict:
+def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark, **options) -> dict:
     """Run the stream ``df`` over the input it has now and end its input: every match, the
     end of input's included, in the folder ``path`` as Parquet files that
     ``spark.read.parquet(path)`` sees. ``watermark`` is required; options as ``stream``
     (see sparkcep.spark.sink.run_to_end). Returns the counts written."""
     from sparkcep.spark.sink import run_to_end as _run_to_end
 
-    return _run_to_end(df, clause, path, checkpoint, **options)
+    return _run_to_end(df, clause, path, checkpoint, watermark=watermark, **options)
 
 
 def plot(data, matches, *, x: str, y: str, start: str, end: str, **options):

@@ -31,8 +31,14 @@ def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: 
     ``(low, high)`` limits on ``x``. ``ax``: draw into this matplotlib Axes (one key value
     only). ``path``: also save the picture there (PNG, SVG or PDF by the suffix).
     """
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
+    if span is not None and (not isinstance(span, (tuple, list)) or len(span) != 2):
+        raise SparkCepError(f"plot: span must be a pair (low, high), not {span!r}")
+    for label, pair in (marks or {}).items():
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(c, str) for c in pair)):
+            raise SparkCepError(f"plot: marks[{label!r}] must be a pair of column names (x, y) of matches, "
+                                f"not {pair!r}")
     series = _pandas(data, "data")
     found = _pandas(matches, "matches")
     _need(series, [x, y] + ([key] if key else []), "data")
@@ -43,21 +49,27 @@ def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: 
             raise SparkCepError("plot: key_values needs key, the PARTITION BY column they are values of")
         panels = [(None, series, found)]
     else:
+        asked = key_values is not None
         if key_values is None:
-            counts = found[key].value_counts()
+            counts = found[key].value_counts(dropna=False)
             key_values = [counts.index[0]] if len(counts) else list(series[key].drop_duplicates()[:1])
-        panels = [(v, series[series[key] == v], found[found[key] == v]) for v in key_values]
-    if not panels:
-        raise SparkCepError("plot: key_values is empty: nothing to draw")
+        panels = [(v, _where(series, key, v), _where(found, key, v)) for v in key_values]
+        if not panels:
+            raise SparkCepError("plot: key_values is empty: nothing to draw" if asked
+                                else "plot: data has no rows: nothing to draw")
     if ax is not None and len(panels) > 1:
         raise SparkCepError("plot: ax holds one panel; pass one key value, or no ax for one panel per value")
     if ax is None:
-        fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.2 * len(panels)), squeeze=False)
-        axes = [row[0] for row in axes]
+        # A Figure of its own, not pyplot's: nothing stays open, a notebook shows it once.
+        fig = Figure(figsize=(12, 3.2 * len(panels)))
+        axes = [row[0] for row in fig.subplots(len(panels), 1, squeeze=False)]
     else:
         fig, axes = ax.figure, [ax]
     for target, (value, rows, hits) in zip(axes, panels, strict=True):
-        _panel(target, rows, hits, x=x, y=y, start=start, end=end, marks=marks or {}, span=span, color=color)
+        try:
+            _panel(target, rows, hits, x=x, y=y, start=start, end=end, marks=marks or {}, span=span, color=color)
+        except (TypeError, ValueError) as e:  # e.g. a zoned x with a naive span, text where numbers are drawn
+            raise SparkCepError(f"plot: cannot draw {y} by {x}: {e}") from None
         if title is None:
             label = f"{y} by {x}" + (f", {key} = {value}" if key is not None else "")
             shaded = f"{len(hits):,} match" + ("" if len(hits) == 1 else "es")
@@ -67,7 +79,10 @@ def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: 
     if ax is None:
         fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=100)
+        try:
+            fig.savefig(path, dpi=100)
+        except (OSError, ValueError) as e:  # a folder that does not exist, an unknown suffix
+            raise SparkCepError(f"plot: cannot save the picture to {path}: {e}") from None
     return fig
 
 
@@ -91,6 +106,13 @@ def _panel(ax, rows, hits, *, x: str, y: str, start: str, end: str, marks: dict,
         ax.set_xlim(span[0], span[1])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
+
+
+def _where(frame, key: str, value):
+    """The rows whose ``key`` is ``value`` (NULL included: NaN never equals itself)."""
+    import pandas as pd
+
+    return frame[frame[key].isna()] if pd.isna(value) else frame[frame[key] == value]
 
 
 def _pandas(table: Any, what: str):

@@ -103,3 +103,22 @@ def test_a_match_running_past_the_span_is_cut_at_its_edge():
                         title="given")
     (ax,) = fig.axes
     assert ax.get_xlim() == (0, 50) and ax.get_title() == "given"
+
+
+def test_user_mistakes_in_drawing_are_clear_errors(tmp_path):
+    data = pd.DataFrame({"ts": pd.date_range("2024-01-01", periods=7, freq="h", tz="UTC"),
+                         "v": [1.0, 2, 1, 1, 2, 1, 2], "k": ["a", "a", "a", None, None, None, None]})
+    found = sparkcep.match_recognize(data, "PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e "
+                                           "PATTERN (A B) DEFINE B AS v > PREV(v)")
+    args = {"x": "ts", "y": "v", "start": "s", "end": "e"}
+    for kwargs, message in (({"span": (1,)}, "span must be a pair"),
+                            ({"marks": {"p": "s2"}}, "must be a pair of column names"),
+                            ({"span": (pd.Timestamp("2024-01-01"), pd.Timestamp("2024-01-02"))}, "cannot draw v by ts"),
+                            ({"path": str(tmp_path / "no" / "such" / "folder.png")}, "cannot save the picture")):
+        with pytest.raises(sparkcep.SparkCepError, match=message):
+            sparkcep.plot(data, found, **args, **kwargs)
+    with pytest.raises(sparkcep.SparkCepError, match="data has no rows"):
+        sparkcep.plot(data.iloc[:0], found.iloc[:0], key="k", **args)
+    # A NULL key is a key like the others: here it has the most matches.
+    fig = sparkcep.plot(data, found, key="k", **args)
+    assert "k = None" in fig.axes[0].get_title() and _spans(fig.axes[0]) == 2

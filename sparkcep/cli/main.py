@@ -22,10 +22,13 @@ err = Console(stderr=True)
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
         # The installed distribution's version (pyproject takes it from sparkcep.__version__).
-        console.print(f"sparkcep {version('sparkcep')}")
+        try:
+            console.print(f"sparkcep {version('sparkcep')}")
+        except PackageNotFoundError:
+            console.print("sparkcep (not installed: run from a checkout)")
         raise typer.Exit()
 
 
@@ -211,7 +214,6 @@ def stream(
 ) -> None:
     """Match a stream of files with Spark Structured Streaming, exactly once."""
     import sparkcep
-    from sparkcep.spark.buckets import checkpoint_buckets
     from sparkcep.spark.session import get_session
     from sparkcep.spark.sink import FolderSink, run_to_end
     from sparkcep.spark.stream import StreamMetrics, check_checkpoint
@@ -237,8 +239,7 @@ def stream(
         if fmt == "csv":
             reader = reader.option("header", True)
         metrics = StreamMetrics.create(spark)
-        options = dict(watermark=watermark, mode=mode.value, late=late, timeouts=timeouts, metrics=metrics,
-                       buckets=checkpoint_buckets(checkpoint))  # a resumed stream keeps its count
+        options = dict(watermark=watermark, mode=mode.value, late=late, timeouts=timeouts, metrics=metrics)
         if end_of_input:
             result = run_to_end(reader.load(input), text, output, checkpoint,
                                 follow=lambda q, sink: _follow(q, sink.totals, metrics), **options)
@@ -248,7 +249,7 @@ def stream(
         else:
             sink = FolderSink(output, timeouts)
             totals = sink.totals
-            matches = sparkcep.stream(reader.load(input), text, **options)
+            matches = sparkcep.stream(reader.load(input), text, checkpoint=checkpoint, **options)
             writer = matches.writeStream.foreachBatch(sink.batch).option("checkpointLocation", checkpoint)
             if trigger != "continuous":
                 writer = writer.trigger(**({"availableNow": True} if trigger == "available-now"

@@ -70,8 +70,11 @@ class FolderSink:
 
 def write_parquet(table: pa.Table, path: pathlib.Path) -> None:
     tmp = path.with_name("." + path.name + ".tmp")
-    pq.write_table(table, tmp)
-    tmp.replace(path)  # readers never see half a file
+    try:
+        pq.write_table(table, tmp)
+        tmp.replace(path)  # readers never see half a file
+    except OSError as e:
+        raise SparkCepError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | float, mode: str = "sql",
@@ -81,20 +84,19 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | 
     input: every match, the end of input's included, written to the folder ``path`` where
     ``spark.read.parquet(path)`` sees them all. Equal to ``match_recognize`` over every row
     the stream accepted. Resumes from ``checkpoint`` (the bucket count read back from it);
-    a checkpoint ends once. ``follow(query, sink)``, if given, runs while the query does
+    a checkpoint ends once, and a run whose end of input failed to be written can be retried. ``follow(query, sink)``, if given, runs while the query does
     (a progress display). Returns the counts written: matches, timeouts, those of them the
     end of input added, and the micro-batches this run wrote."""
-    from sparkcep.spark.buckets import checkpoint_buckets
-    from sparkcep.spark.stream import check_checkpoint, flush, stream
+    from sparkcep.spark.stream import check_checkpoint, flush, mark_flushed, stream
     from sparkcep.spark.wire import collect_errors
 
     check_checkpoint(checkpoint)
     if os.path.exists(os.path.join(checkpoint, "_sparkcep_flushed")):
         raise SparkCepError(f"the stream at {checkpoint} was flushed already: its end of input is behind it")
-    sink = FolderSink(path, timeouts)
+    refuse_file_sink_folder(path)
     matches = stream(df, clause, watermark=watermark, mode=mode, end_of_input=True, late=late, timeouts=timeouts,
-                     metrics=metrics, max_state_rows=max_state_rows,
-                     buckets=buckets if buckets is not None else checkpoint_buckets(checkpoint))
+                     metrics=metrics, max_state_rows=max_state_rows, buckets=buckets, checkpoint=checkpoint)
+    sink = FolderSink(path, timeouts)
     q = (matches.writeStream.foreachBatch(sink.batch).option("checkpointLocation", checkpoint)
          .trigger(availableNow=True).start())
     with collect_errors():  # a worker's DataError comes back as it was
@@ -102,6 +104,8 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | 
             follow(q, sink)
         q.awaitTermination()
         before = dict(sink.totals)
-        sink.write(flush(df.sparkSession, clause, checkpoint, mode=mode, timeouts=timeouts).toArrow(), END_OF_INPUT)
+        rest = flush(df.sparkSession, clause, checkpoint, mode=mode, timeouts=timeouts, mark=False)
+        sink.write(rest.toArrow(), END_OF_INPUT)
+        mark_flushed(checkpoint)  # only once the end of input is written: a failed write can be retried
     return {**sink.totals, "end_of_input_matches": sink.totals["matches"] - before["matches"],
             "end_of_input_timeouts": sink.totals["timeouts"] - before["timeouts"], "micro_batches": sink.batches}

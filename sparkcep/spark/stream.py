@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcep.errors import QueryError, SparkCepError, guarded
-from sparkcep.spark.buckets import DEFAULT_BUCKETS, MAX_BUCKETS, default_buckets
+from sparkcep.spark.buckets import DEFAULT_BUCKETS, MAX_BUCKETS, checkpoint_buckets, default_buckets
 
 _BUCKET = "__sparkcep_bucket"
 _EVENT_TIME = "__sparkcep_event_time"
@@ -63,7 +63,7 @@ class StreamMetrics:
 @guarded
 def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of_input: bool = False,
            late: str = "drop", timeouts: bool = False, metrics: StreamMetrics | None = None,
-           max_state_rows: int = 1_000_000, buckets: int | None = None):
+           max_state_rows: int = 1_000_000, buckets: int | None = None, checkpoint: str | None = None):
     """Matches of ``clause`` over the streaming DataFrame ``df``, as a streaming DataFrame
     (Append mode). ``watermark``: how late rows may arrive — a delay such as "10 minutes"
     when event time (the first ORDER BY column) is a timestamp, a number of its units when
@@ -77,8 +77,10 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     MAXLENGTH). ``buckets`` (1 to 38): how many state entries the PARTITION BY keys hash
     into (each Spark call runs one bucket's keys together); by default one per shuffle
     partition when ``spark.sql.shuffle.partitions`` is a power of two up to 32, else 32. The
-    count is fixed for the life of a checkpoint and Spark refuses a restart with another:
-    restart with ``buckets=sparkcep.spark.buckets.checkpoint_buckets(path)``."""
+    count is fixed for the life of a checkpoint and Spark refuses a restart with another;
+    ``checkpoint``: the folder the query will be started with (``checkpointLocation``), if
+    any: a restart then takes the count stored there, whatever the session's settings, and
+    a checkpoint of an incompatible earlier version is refused with what to do."""
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
@@ -129,6 +131,15 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
         raise QueryError("NOT_SUPPORTED", f"a stream's event time (the first ORDER BY column, {time_col}) must be "
                          f"a timestamp or a number, not {time_type.simpleString()}")
     keys = [k.column for k in q.partition_by]
+    if checkpoint is not None:
+        check_checkpoint(checkpoint)
+        stored = checkpoint_buckets(checkpoint)
+        if buckets is None:
+            buckets = stored
+        elif stored is not None and stored != buckets:
+            raise SparkCepError(f"the checkpoint at {checkpoint} holds {stored} buckets; buckets={buckets} would "
+                                f"look for each key's state in the wrong bucket (leave buckets unset to use the "
+                                f"checkpoint's)")
     if buckets is None:
         buckets = default_buckets(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or DEFAULT_BUCKETS))
     if not isinstance(buckets, int) or not 1 <= buckets <= MAX_BUCKETS:
@@ -220,12 +231,15 @@ def check_checkpoint(checkpoint: str) -> None:
                                 "stream from a new checkpoint (it replays the input its source still holds)")
 
 
-def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: bool = False):
+def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: bool = False, mark: bool = True):
     """End of input for a stream that has stopped (e.g. after ``trigger(availableNow=True)``):
     the matches still waiting in its checkpoint's state, each key's buffered rows taken as
     the end of its partition (the last watermark moved to +∞), as a batch DataFrame to append
     to the stream's output. With it, stream output + flush equals ``match_recognize`` over
-    every row the stream accepted. A checkpoint is flushed once (a marker file records it)."""
+    every row the stream accepted. A checkpoint is flushed once: a marker file in it records
+    the call (``mark=False`` leaves that to the caller, see ``mark_flushed``); if writing the
+    result fails, delete ``_sparkcep_flushed`` from the checkpoint to flush again. A stream
+    that committed no micro-batch (its input was empty) has nothing waiting."""
     import os
 
     from pyspark.sql.types import StructType
@@ -238,6 +252,11 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
     if os.path.exists(marker):
         raise SparkCepError(f"the stream at {checkpoint} was flushed already: its end of input is behind it")
     check_checkpoint(checkpoint)
+    commits = os.path.join(checkpoint, "commits")
+    if not os.path.isdir(commits) or not any(n.isdigit() for n in os.listdir(commits)):
+        if mark:
+            mark_flushed(checkpoint)
+        return spark.createDataFrame([], StructType([]))  # no micro-batch committed: no state
     try:
         states = spark.read.format("statestore").load(checkpoint)
         blobs = states.select("value.groupState.blob")
@@ -247,6 +266,8 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
                             f"new checkpoint and replay its input ({type(e).__name__})") from None
     first = blobs.limit(1).collect()
     if not first:
+        if mark:
+            mark_flushed(checkpoint)
         return spark.createDataFrame([], StructType([]))
     from sparkcep.runtime.incremental import KeyState
 
@@ -263,9 +284,17 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
         out_schema = out_schema.append(pa.field(TIMEOUT, pa.struct(timeout_fields)))
     finish = _Finisher(clause, mode, arrow_schema.serialize().to_pybytes(), timeouts)
     result = blobs.mapInArrow(finish, from_arrow_schema(out_schema))
-    with open(marker, "w") as f:
-        f.write("flushed\n")
+    if mark:
+        mark_flushed(checkpoint)
     return result
+
+
+def mark_flushed(checkpoint: str) -> None:
+    """Record in the checkpoint that its end of input has been emitted."""
+    import os
+
+    with open(os.path.join(checkpoint, _FLUSHED), "w") as f:
+        f.write("flushed\n")
 
 
 def _plan_for(clause: str, mode: str, arrow_schema: pa.Schema):

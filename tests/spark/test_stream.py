@@ -552,3 +552,37 @@ def test_run_to_end_writes_every_match_where_readers_see_it(spark, tmp_path):
     q.awaitTermination()
     with pytest.raises(sparkcep.SparkCepError, match="_spark_metadata"):
         sparkcep.run_to_end(stream, query, sunk, str(tmp_path / "ckpt3"), watermark="3 seconds")
+
+
+@pytest.mark.slow
+def test_run_to_end_on_an_empty_input_and_after_a_failed_write(spark, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    stream = spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(str(src))
+    query = QUERIES[0]
+    # No input at all: nothing to emit, and the end of input is behind it.
+    done = sparkcep.run_to_end(stream, query, str(tmp_path / "empty"), str(tmp_path / "ck0"), watermark="3 seconds")
+    assert done["matches"] == 0 and done["end_of_input_matches"] == 0
+    with pytest.raises(sparkcep.SparkCepError, match="flushed already"):
+        sparkcep.run_to_end(stream, query, str(tmp_path / "empty"), str(tmp_path / "ck0"), watermark="3 seconds")
+    # The end of input cannot be written (a folder stands where its file goes): a clear error,
+    # and the checkpoint is not marked, so the same call succeeds once the way is clear.
+    rows = _rows(0, 60)
+    for f in range(2):
+        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
+    out, ckpt = tmp_path / "out", str(tmp_path / "ck1")
+    (out / "end-of-input.parquet").mkdir(parents=True)
+    with pytest.raises(sparkcep.SparkCepError, match="cannot write"):
+        sparkcep.run_to_end(stream, query, str(out), ckpt, watermark="3 seconds")
+    (out / "end-of-input.parquet").rmdir()
+    done = sparkcep.run_to_end(stream, query, str(out), ckpt, watermark="3 seconds")
+    assert done["end_of_input_matches"] > 0
+    got = sorted(map(tuple, spark.read.parquet(str(out)).collect()), key=repr)
+    assert got == _batch(spark, rows, query)
+    # A stream told its checkpoint keeps the checkpoint's bucket count, and refuses another.
+    from sparkcep.spark.buckets import checkpoint_buckets
+
+    stored = checkpoint_buckets(ckpt)
+    other = 8 if stored != 8 else 16
+    with pytest.raises(sparkcep.SparkCepError, match=f"holds {stored} buckets"):
+        sparkcep.stream(stream, query, watermark="3 seconds", checkpoint=ckpt, buckets=other)
