@@ -61,6 +61,16 @@ def _run(spark, query: str, src: str, ckpt: str, out: str, **options) -> list:
     return sorted(map(tuple, spark.read.schema(matches.schema).parquet(out).collect()), key=repr)
 
 
+def _json_stream(spark, tmp_path, rows: list[dict], files: int):
+    """``rows`` in ``files`` JSON files under tmp_path/in, read as a stream one file a trigger."""
+    src = tmp_path / "in"
+    src.mkdir()
+    per = len(rows) // files
+    for f in range(files):
+        _write(str(src), f"part{f}.json", rows[f * per:(f + 1) * per], f)
+    return spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(str(src))
+
+
 def _batch(spark, rows: list[dict], query: str) -> list:
     df = spark.createDataFrame([(r["ts"], r["k"], r["v"]) for r in rows], "ts string, k string, v long")
     df = df.selectExpr("CAST(ts AS TIMESTAMP) AS ts", "k", "v")
@@ -388,12 +398,8 @@ def test_timeouts_side_output(spark, tmp_path):
 
     query = ("PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e PATTERN (A B+ C) "
              "WITHIN INTERVAL '4' SECOND DEFINE A AS v > 5, B AS v >= 2, C AS v = 0")
-    src = tmp_path / "in"
-    src.mkdir()
     rows = _rows(0, 120)
-    for f in range(4):
-        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
-    stream = spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(str(src))
+    stream = _json_stream(spark, tmp_path, rows, 4)
     out = sparkcep.stream(stream, query, watermark="3 seconds", timeouts=True, end_of_input=True)
     ckpt = str(tmp_path / "ckpt")
     q = (out.writeStream.format("parquet").option("path", str(tmp_path / "out")).option("checkpointLocation", ckpt)
@@ -528,12 +534,8 @@ def test_state_stays_flat_on_a_rate_source(spark, tmp_path):
 def test_run_to_end_writes_every_match_where_readers_see_it(spark, tmp_path):
     """The stream and its end of input in one folder: spark.read.parquet sees every match,
     equal to the batch engine; a second end of input is refused; so is a file sink's folder."""
-    src = tmp_path / "in"
-    src.mkdir()
     rows = _rows(0, 90)
-    for f in range(3):
-        _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
-    stream = spark.readStream.format("json").schema(SCHEMA).option("maxFilesPerTrigger", 1).load(str(src))
+    stream = _json_stream(spark, tmp_path, rows, 3)
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
     query = QUERIES[0]
     result = sparkcep.run_to_end(stream, query, out, ckpt, watermark="3 seconds")
