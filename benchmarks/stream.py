@@ -129,8 +129,7 @@ def _throughput(spark, work: pathlib.Path, clause: str, files_per_batch: int, ta
         source = source.where(f"tradeId <= {limit_files * 100_000}")
     metrics = StreamMetrics.create(spark)
     counts: list[int] = []
-    extra = {} if buckets is None else {"buckets": buckets}
-    matches = sparkcep.stream(source, clause, watermark="10 seconds", metrics=metrics, **extra)
+    matches = sparkcep.stream(source, clause, watermark="10 seconds", metrics=metrics, buckets=buckets)
     ckpt = str(work / f"ckpt-{tag}")
     q = (matches.writeStream.foreachBatch(lambda df, _id: counts.append(df.count()))
          .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
@@ -152,10 +151,10 @@ def _passthrough(spark, work: pathlib.Path, files_per_batch: int, tag: str, buck
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    from sparkcep.spark.buckets import bucket_column, default_buckets
+    from sparkcep.spark.buckets import bucket_column, session_buckets
 
     if buckets is None:  # sparkcep.stream's default
-        buckets = default_buckets(int(spark.conf.get("spark.sql.shuffle.partitions")))
+        buckets = session_buckets(spark)
 
     def read_all(_key, pdfs, state):
         rows = sum(len(pdf) for pdf in pdfs)

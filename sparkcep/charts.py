@@ -87,14 +87,14 @@ def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: 
 
 
 def _panel(ax, rows, hits, *, x: str, y: str, start: str, end: str, marks: dict, span, color: str) -> None:
+    import pandas as pd
+
     rows = rows.sort_values(x, kind="stable")
     if span is not None:
         low, high = span
         rows = rows[(rows[x] >= low) & (rows[x] <= high)]
         hits = hits[(hits[end] >= low) & (hits[start] <= high)]
     ax.plot(rows[x], rows[y], lw=0.8, color="#333", label=y)
-    import pandas as pd
-
     for first, last in zip(hits[start], hits[end], strict=True):
         if pd.notna(first) and pd.notna(last):
             ax.axvspan(first, last, color=color, alpha=0.3, lw=0)

@@ -36,6 +36,11 @@ def default_buckets(shuffle_partitions: int) -> int:
     return p if 1 <= p <= DEFAULT_BUCKETS and p & (p - 1) == 0 else DEFAULT_BUCKETS
 
 
+def session_buckets(spark) -> int:
+    """The default bucket count for a stream built in ``spark``'s session."""
+    return default_buckets(int(spark.conf.get("spark.sql.shuffle.partitions") or DEFAULT_BUCKETS))
+
+
 def checkpoint_buckets(checkpoint: str) -> int | None:
     """The bucket count of the stream whose checkpoint is at ``checkpoint`` (held in its state's
     Spark type, ``buckets decimal(n, 0)``), or None when it has no state yet."""

@@ -84,16 +84,15 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | 
     input: every match, the end of input's included, written to the folder ``path`` where
     ``spark.read.parquet(path)`` sees them all. Equal to ``match_recognize`` over every row
     the stream accepted. Resumes from ``checkpoint`` (the bucket count read back from it);
-    a checkpoint ends once, and a run whose end of input failed to be written can be retried. ``follow(query, sink)``, if given, runs while the query does
-    (a progress display). Returns the counts written: matches, timeouts, those of them the
+    a checkpoint ends once, and a run whose end of input failed to be written can be
+    retried. ``follow(query, sink)``, if given, runs while the query does (a progress
+    display). Returns the counts written: matches, timeouts, those of them the
     end of input added, and the micro-batches this run wrote."""
-    from sparkcep.spark.stream import check_checkpoint, flush, mark_flushed, stream
+    from sparkcep.spark.stream import flush, mark_flushed, refuse_flushed, stream
     from sparkcep.spark.wire import collect_errors
 
-    check_checkpoint(checkpoint)
-    if os.path.exists(os.path.join(checkpoint, "_sparkcep_flushed")):
-        raise SparkCepError(f"the stream at {checkpoint} was flushed already: its end of input is behind it")
-    refuse_file_sink_folder(path)
+    refuse_flushed(checkpoint)
+    refuse_file_sink_folder(path)  # stream() below checks the checkpoint itself
     matches = stream(df, clause, watermark=watermark, mode=mode, end_of_input=True, late=late, timeouts=timeouts,
                      metrics=metrics, max_state_rows=max_state_rows, buckets=buckets, checkpoint=checkpoint)
     sink = FolderSink(path, timeouts)

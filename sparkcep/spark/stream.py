@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from sparkcep.errors import QueryError, SparkCepError, guarded
-from sparkcep.spark.buckets import DEFAULT_BUCKETS, MAX_BUCKETS, checkpoint_buckets, default_buckets
+from sparkcep.spark.buckets import MAX_BUCKETS, checkpoint_buckets, session_buckets
 
 _BUCKET = "__sparkcep_bucket"
 _EVENT_TIME = "__sparkcep_event_time"
@@ -141,7 +141,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
                                 f"look for each key's state in the wrong bucket (leave buckets unset to use the "
                                 f"checkpoint's)")
     if buckets is None:
-        buckets = default_buckets(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or DEFAULT_BUCKETS))
+        buckets = session_buckets(df.sparkSession)
     if not isinstance(buckets, int) or not 1 <= buckets <= MAX_BUCKETS:
         raise SparkCepError(f"buckets must be a whole number from 1 to {MAX_BUCKETS}")
     # Spark drops rows older than the watermark before a stateful operator sees them,
@@ -242,20 +242,42 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
     that committed no micro-batch (its input was empty) has nothing waiting."""
     import os
 
+    if not os.path.isdir(checkpoint):
+        raise SparkCepError(f"no stream checkpoint at {checkpoint}")
+    refuse_flushed(checkpoint)
+    check_checkpoint(checkpoint)
+    result = _waiting(spark, clause, checkpoint, mode, timeouts)
+    if mark:
+        mark_flushed(checkpoint)
+    return result
+
+
+def refuse_flushed(checkpoint: str) -> None:
+    """A checkpoint's end of input is emitted once."""
+    import os
+
+    if os.path.exists(os.path.join(checkpoint, _FLUSHED)):
+        raise SparkCepError(f"the stream at {checkpoint} was flushed already: its end of input is behind it")
+
+
+def mark_flushed(checkpoint: str) -> None:
+    """Record in the checkpoint that its end of input has been emitted."""
+    import os
+
+    with open(os.path.join(checkpoint, _FLUSHED), "w") as f:
+        f.write("flushed\n")
+
+
+def _waiting(spark, clause: str, checkpoint: str, mode: str, timeouts: bool):
+    """What a stopped stream's checkpoint still holds, run to the end of each key's partition."""
+    import os
+
     from pyspark.sql.types import StructType
 
     from sparkcep.data.output import output_schema
 
-    marker = os.path.join(checkpoint, _FLUSHED)
-    if not os.path.isdir(checkpoint):
-        raise SparkCepError(f"no stream checkpoint at {checkpoint}")
-    if os.path.exists(marker):
-        raise SparkCepError(f"the stream at {checkpoint} was flushed already: its end of input is behind it")
-    check_checkpoint(checkpoint)
     commits = os.path.join(checkpoint, "commits")
     if not os.path.isdir(commits) or not any(n.isdigit() for n in os.listdir(commits)):
-        if mark:
-            mark_flushed(checkpoint)
         return spark.createDataFrame([], StructType([]))  # no micro-batch committed: no state
     try:
         states = spark.read.format("statestore").load(checkpoint)
@@ -266,8 +288,6 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
                             f"new checkpoint and replay its input ({type(e).__name__})") from None
     first = blobs.limit(1).collect()
     if not first:
-        if mark:
-            mark_flushed(checkpoint)
         return spark.createDataFrame([], StructType([]))
     from sparkcep.runtime.incremental import KeyState
 
@@ -283,18 +303,7 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
         timeout_fields = list(IncrementalMatcher(plan, arrow_schema).timeout_schema())
         out_schema = out_schema.append(pa.field(TIMEOUT, pa.struct(timeout_fields)))
     finish = _Finisher(clause, mode, arrow_schema.serialize().to_pybytes(), timeouts)
-    result = blobs.mapInArrow(finish, from_arrow_schema(out_schema))
-    if mark:
-        mark_flushed(checkpoint)
-    return result
-
-
-def mark_flushed(checkpoint: str) -> None:
-    """Record in the checkpoint that its end of input has been emitted."""
-    import os
-
-    with open(os.path.join(checkpoint, _FLUSHED), "w") as f:
-        f.write("flushed\n")
+    return blobs.mapInArrow(finish, from_arrow_schema(out_schema))
 
 
 def _plan_for(clause: str, mode: str, arrow_schema: pa.Schema):
