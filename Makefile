@@ -43,6 +43,7 @@ bench: install
 	$(BIN)/python -m benchmarks.trex
 	$(BIN)/python -m benchmarks.stream
 	$(BIN)/python -m benchmarks.thesis
+	$(BIN)/python -m benchmarks.tasks_speculative
 	$(BIN)/python -m benchmarks.rip_sb
 
 lint: install

@@ -1,7 +1,8 @@
 """sparkcep: complex event processing for Python — SQL:2016 MATCH_RECOGNIZE over pandas,
 Arrow and Spark tables."""
 
-from sparkcep.api import explain, match_recognize, sase, snoop
+from typing import TYPE_CHECKING
+
 from sparkcep.errors import (
     DataError,
     ExecutionError,
@@ -11,6 +12,11 @@ from sparkcep.errors import (
     guarded,
 )
 from sparkcep.functions import register_aggregate, register_function, unregister_function
+
+if TYPE_CHECKING:  # loaded on first use (below): a worker process imports sparkcep without the engine
+    from sparkcep.api import explain, match_recognize, sase, snoop
+
+_API = frozenset({"explain", "match_recognize", "sase", "snoop"})
 
 
 @guarded
@@ -66,7 +72,11 @@ def plot(data, matches, *, x: str, y: str, start: str, end: str, **options):
 
 
 def __getattr__(name: str):
-    # Spark-side names load Spark only when asked for.
+    # The engine loads on first use; Spark-side names load Spark only when asked for.
+    if name in _API:
+        from sparkcep import api
+
+        return getattr(api, name)
     if name == "StreamMetrics":
         from sparkcep.spark.stream import StreamMetrics
 

@@ -121,9 +121,10 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     calls a function registered with cost="expensive") runs on the task engine's worker
     processes: ALL MATCHES + SKIP TILL ANY MATCH over a sequence of variables as
     ⟨transition, partial match, event⟩ tasks (options ``workers``, ``pm``, ``queue``,
-    ``block``, ``chunk`` as for sparkcep.snoop), any other query with key groups — runs of
-    whole partitions — as the tasks (options ``workers``, ``start``; under "auto" only with
-    PARTITION BY).
+    ``block``, ``chunk`` as for sparkcep.snoop), any other query with PARTITION BY with key
+    groups — runs of whole partitions — as the tasks (options ``workers``, ``start``), and
+    one without on the sequential engine with its expensive calls made ahead by the workers
+    (options ``workers``, ``start``, ``chunk``, ``stats``: a tasks.engine.TaskStats).
     """
     check_options(options, OPTIONS | TASK_OPTIONS)
     task_options = {k: options.pop(k) for k in TASK_OPTIONS & set(options)}

@@ -8,7 +8,7 @@ from sparkcep.errors import SparkCepError
 
 OPTIONS = {"mode", "strategy", "batch", "shared", "plan", "sharing"}
 # The task engine's options (strategy "tasks" on pandas and Arrow data).
-TASK_OPTIONS = {"workers", "start", "pm", "queue", "block", "chunk"}
+TASK_OPTIONS = {"workers", "start", "pm", "queue", "block", "chunk", "stats"}
 
 
 # sparkcep.snoop's options (beyond order_by, partition_by, type_column, strategy).

@@ -1,8 +1,9 @@
 """The planner and the one dispatcher: a query text or tree to its executable plan (the
 automaton Plan, or a segment query's operator tree; plans of query texts are cached), and the
 one step that picks the executor that runs a plan on this machine — the automaton (column
-scan, compiled kernel, Pike VM, NFA^b), segments (T-REX), tasks (the thesis's task engine, or
-key groups on its workers) or state-based (RIP's SB/SB+). Spark's strategies wrap these
+scan, compiled kernel, Pike VM, NFA^b), segments (T-REX), tasks (the thesis's task engine,
+key groups on its workers, or the sequential engine with its expensive calls made ahead on
+them) or state-based (RIP's SB/SB+). Spark's strategies wrap these
 executors (sparkcep.spark)."""
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def compile_query(clause: Any, table: pa.Table, mode: str = "sql", how: str | No
 _plans: OrderedDict = OrderedDict()
 _plans_lock = threading.Lock()
 
-EXECUTORS = ("automaton", "segments", "tasks", "key-groups", "state-based")
+EXECUTORS = ("automaton", "segments", "tasks", "key-groups", "speculative", "state-based")
 
 
 def is_segment_plan(plan) -> bool:
@@ -114,14 +115,14 @@ def _choose(plan, strategy: str, task_options: dict):
         tq = task_query_of(plan)
         if tq is not None:
             return "tasks", tq
-        if strategy == "auto" and not plan.query.partition_by:
-            return "automaton", None  # one partition: nothing to spread
-        state_only = sorted(set(task_options) & {"pm", "queue", "block", "chunk"})
+        state_only = sorted(set(task_options) & {"pm", "queue", "block"})
         if state_only:
             raise SparkCepError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
-                                "over a sequence of variables; other queries run their key groups as tasks "
-                                "(options workers, start)")
-        return "key-groups", None
+                                "over a sequence of variables; other queries run key groups or make their "
+                                "expensive calls ahead on the workers (options workers, start, chunk)")
+        # With PARTITION BY, whole key groups are the tasks (cheap calls gain too); one
+        # partition has its calls made ahead instead.
+        return ("key-groups" if plan.query.partition_by else "speculative"), None
     if strategy not in ("auto", "sequential"):
         raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
                             "(or with RIP's state-based baselines 'sb' and 'sb+', or the task engine 'tasks')")
@@ -130,8 +131,10 @@ def _choose(plan, strategy: str, task_options: dict):
 
 def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | None = None,
             stats: dict | None = None) -> pa.Table:
-    """Run ``plan`` over ``table`` on the executor choose_executor picks."""
+    """Run ``plan`` over ``table`` on the executor choose_executor picks (task option
+    ``stats``, a tasks.engine.TaskStats, receives the task engine's counts)."""
     task_options = dict(task_options or {})
+    task_stats = task_options.pop("stats", None)
     chosen, tq = _choose(plan, strategy, task_options)
     if chosen in ("automaton", "segments"):
         return run_plan(plan, table, stats=stats)
@@ -146,8 +149,13 @@ def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | 
     if chosen == "tasks":
         from sparkcep.tasks.from_sql import run_sql_on_tasks
 
-        return run_sql_on_tasks(tq, table, opts)
-    from sparkcep.tasks.groups import KeyGroups
+        return run_sql_on_tasks(tq, table, opts, task_stats)
+    if chosen == "key-groups":
+        from sparkcep.tasks.groups import KeyGroups
 
-    return run_plan(plan, table, stats=stats,
-                    executor=KeyGroups(opts.worker_count, opts.start) if opts.worker_count else None)
+        return run_plan(plan, table, stats=stats,
+                        executor=KeyGroups(opts.worker_count, opts.start) if opts.worker_count else None)
+    from sparkcep.tasks.speculate import Speculation
+
+    spec = Speculation(plan, opts, task_stats, measure=strategy == "auto")
+    return run_plan(plan, table, spec.matcher, stats=stats, executor=spec)

@@ -328,7 +328,7 @@ TASKS = [
     # ALL MATCHES + SKIP TILL ANY MATCH over a sequence: ⟨transition, partial match, event⟩ tasks
     "ORDER BY id MEASURES A.id AS a, B.id AS b ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH "
     "PATTERN (A B) DEFINE A AS A.x IS NOT NULL, B AS B.x >= A.x OR dm_flag(B.x)",
-    # key groups
+    # any other query: its expensive calls made ahead on the workers (speculation)
     "PARTITION BY x ORDER BY id MEASURES COUNT(*) AS n, FIRST(id) AS s PATTERN (A B*) DEFINE B AS dm_flag(x)",
     STANDARD[0],
     STANDARD[6],

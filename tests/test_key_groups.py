@@ -147,10 +147,10 @@ def test_auto_runs_partitioned_queries_with_expensive_calls_on_the_workers(monke
     assert used and auto.to_pylist() == sparkcep.match_recognize(table, QUERY, strategy="sequential").to_pylist()
     used.clear()
     single = QUERY.replace("PARTITION BY k ", "")
-    sparkcep.match_recognize(table, single)  # one partition: nothing to spread, runs as usual
+    sparkcep.match_recognize(table, single)  # one partition: its calls are made ahead (test_speculation)
     assert not used
-    with pytest.raises(sparkcep.SparkCepError, match="options chunk apply to ALL MATCHES"):
-        sparkcep.match_recognize(table, QUERY, strategy="tasks", chunk=4)
+    with pytest.raises(sparkcep.SparkCepError, match="options queue apply to ALL MATCHES"):
+        sparkcep.match_recognize(table, QUERY, strategy="tasks", queue="fifo")
 
 
 class _Echo:

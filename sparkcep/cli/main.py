@@ -496,6 +496,7 @@ BENCHMARKS = {
     "batches": "benchmarks.rip_batches",
     "sase": "benchmarks.sase",
     "thesis": "benchmarks.thesis",
+    "speculative": "benchmarks.tasks_speculative",
     "rip-sb": "benchmarks.rip_sb",
     "trex": "benchmarks.trex",
     "stream": "benchmarks.stream",
@@ -504,7 +505,7 @@ BENCHMARKS = {
 
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex, stream, thesis or rip-sb"),
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex, stream, thesis, speculative or rip-sb"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:
     """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""

@@ -16,9 +16,11 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import math
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
+from sparkcep import functions
 from sparkcep.analysis.bound import (
     BAgg,
     BBetween,
@@ -237,6 +239,41 @@ class PointerTable:
             return len(self.pointers) - 1
 
 
+class CallRoute(Protocol):
+    """Where calls of expensive functions go while it is set (tasks.speculate's memo)."""
+
+    def call(self, name: str, impl: Callable[..., Any], vals: list[Any]) -> Any: ...
+
+
+# Per thread: a route for expensive calls, or None to call the function here.
+_routes = threading.local()
+
+
+def set_call_route(route: CallRoute | None) -> CallRoute | None:
+    """Send this thread's expensive calls to ``route`` (None: call them directly); returns
+    the route it replaces."""
+    old = getattr(_routes, "route", None)
+    _routes.route = route
+    return old
+
+
+def current_call_route() -> CallRoute | None:
+    # A function, not the thread-local itself, in closures: closures shipped to worker
+    # processes (cloudpickle) take their globals along, and a thread-local does not pickle.
+    return getattr(_routes, "route", None)
+
+
+def call_function(name: str, impl: Callable[..., Any], vals: list[Any] | tuple[Any, ...]) -> Any:
+    """``impl(*vals)``, anything it raises an EvaluationError naming the function (the one
+    message every evaluator gives, workers included)."""
+    try:
+        return impl(*vals)
+    except FunctionError as exc:  # a value the function refuses (a bad cast, an index)
+        raise EvaluationError(str(exc)) from None
+    except Exception as exc:  # a user function may raise anything: name it
+        raise EvaluationError(f"function {name} failed: {exc}") from exc
+
+
 def compile_row(e: BExpr, names: tuple[str, ...] = ()) -> Callable[..., Any]:
     """A closure ``f(cols, pos, label=None, number=None)`` for a row expression (columns of a single row;
     ``names`` are the variable names CLASSIFIER() gives)."""
@@ -420,15 +457,21 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
         null_on_null = e.null_on_null
         name = e.name
 
+        if functions.is_expensive(name):
+            def expensive_call(*args):
+                vals = [f(*args) for f in fs]
+                if null_on_null and any(v is None for v in vals):
+                    return None
+                route = current_call_route()
+                if route is not None:
+                    return route.call(name, impl, vals)
+                return call_function(name, impl, vals)
+            return expensive_call
+
         def call(*args):
             vals = [f(*args) for f in fs]
             if null_on_null and any(v is None for v in vals):
                 return None
-            try:
-                return impl(*vals)
-            except FunctionError as exc:  # a value the function refuses (a bad cast, an index)
-                raise EvaluationError(str(exc)) from None
-            except Exception as exc:  # a user function may raise anything: name it
-                raise EvaluationError(f"function {name} failed: {exc}") from exc
+            return call_function(name, impl, vals)
         return call
     raise AssertionError(f"cannot compile {e!r}")  # pragma: no cover

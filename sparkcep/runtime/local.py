@@ -30,8 +30,11 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
     sequential engine for each partition (tests pass the run strategy here); ``stats``, if
     given, receives which matcher ran and the most partial matches alive at once;
-    ``executor`` (tasks.groups.KeyGroups) maps the partitions onto worker processes, on the
-    Python matchers (the result keeps partition order)."""
+    ``executor`` (tasks.groups.KeyGroups, tasks.speculate.Speculation) runs the partitions,
+    ``executor.map(partition, bounds, partition_data)``, on the Python matchers: elsewhere,
+    or here with their calls evaluated ahead (the result keeps partition order;
+    ``partition_data(bounds)`` builds the (PartitionData, input rows) ``partition`` takes
+    as its second argument)."""
     q = plan.query
     used = plan.derive("reads", lambda: referenced_columns(q))
     table = admit(table, used)
@@ -71,8 +74,9 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
         # Input row of each partition row: only error messages and the Python path read it.
         return part, order_np[start:end]
 
-    def partition(bounds: tuple[int, int]) -> tuple[np.ndarray, list[pa.Array]]:
-        part, row_ids = partition_data(bounds)
+    def partition(bounds: tuple[int, int], data: tuple[PartitionData, np.ndarray] | None = None
+                  ) -> tuple[np.ndarray, list[pa.Array]]:
+        part, row_ids = data if data is not None else partition_data(bounds)
         rows = (partition_runner(plan, part, row_ids) if partition_runner is not None
                 else output_rows(plan, matcher, part, row_ids, kernel))
         positions: list[int] = []
@@ -89,7 +93,8 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
                          PartitionData(columns, table.num_rows, order_index), order_np, types)
     else:
         # KeyGroups' workers are other processes: each has its own copy of the matcher.
-        done = map(partition, parts.bounds) if executor is None else executor.map(partition, parts.bounds)
+        done = (map(partition, parts.bounds) if executor is None
+                else executor.map(partition, parts.bounds, partition_data))
     for rows_out, arrays_out in done:
         row_chunks.append(rows_out)
         for j, a in enumerate(arrays_out):

@@ -95,6 +95,11 @@ class TaskStats:
     # Per fired match, seconds from the release of its last event (its block's start) to
     # its firing: the latency the thesis measures.
     latencies: list = field(default_factory=list)
+    # Speculative evaluation (tasks.speculate): expensive calls made (ahead of need or not),
+    # the distinct ones the sequential engine used, and how often it waited for one.
+    calls_made: int = 0
+    calls_used: int = 0
+    calls_waited: int = 0
 
 
 class Coordinator:

@@ -80,7 +80,7 @@ class KeyGroups:
     groups: int = 0
     restarts: int = 0
 
-    def map(self, fn: Callable[[tuple[int, int]], Any], bounds) -> list[Any]:
+    def map(self, fn: Callable[[tuple[int, int]], Any], bounds, _partition_data=None) -> list[Any]:
         bounds = list(bounds)
         groups = groups_of(bounds, GROUPS_PER_WORKER * self.workers)
         self.groups = len(groups)

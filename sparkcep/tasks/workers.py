@@ -26,10 +26,13 @@ import threading
 import time
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
+from typing import TYPE_CHECKING
 
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.errors import DataError, ExecutionError, SparkCepError
-from sparkcep.tasks.evaluate import Evaluator
+
+if TYPE_CHECKING:
+    from sparkcep.tasks.evaluate import Evaluator
 
 # A worker that keeps dying is a bug, not bad luck.
 MAX_RESTARTS = 16
@@ -56,6 +59,18 @@ def _forget_kept_workers() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_kept_workers)
+
+
+def end_kept_workers() -> None:
+    """End the clean workers kept for the next query (it then starts its own)."""
+    with _idle_lock:
+        kept = list(_idle)
+        _idle.clear()
+    for w in kept:
+        w.conn.close()  # a clean worker ends at the end of its pipe
+        w.process.join(timeout=2)
+        w.process.kill()
+        w.process.close()
 
 
 def _serve(conn: Connection, evaluator: Evaluator) -> bool:
@@ -288,14 +303,16 @@ class WorkerPool:
         except OSError:  # it died while idle: a fresh fork takes its chunks
             self._replace(worker)
 
-    def results(self) -> list[tuple[list, list]]:
+    def results(self, timeout: float | None = None) -> list[tuple[list, list]]:
+        """The answers that came (waiting up to ``timeout`` seconds for one; None: until one
+        does)."""
         busy = [w for w in self.workers if w.outstanding]
         by_handle = {}
         for w in busy:
             by_handle[w.conn] = w
             if w.process.sentinel is not None:
                 by_handle[w.process.sentinel] = w
-        ready = wait(list(by_handle))
+        ready = wait(list(by_handle), timeout)
         out = []
         for handle in ready:
             w = by_handle[handle]

@@ -1,0 +1,495 @@
+"""Speculative evaluation of expensive calls: any MATCH_RECOGNIZE query on identical workers,
+one stream, no splitter.
+
+Registered functions are deterministic (a documented rule), so a call's answer depends on
+its function and arguments alone: a call the sequential engine may need can be made ahead
+of time, on worker processes, and kept by its arguments (the memo). The sequential engine
+runs unchanged, here, with its expensive calls routed to this module
+(compile.expressions.set_call_route): a call it makes is answered from the memo, or waited
+for. Ahead of it runs a relaxed matcher — the same search, from every row where a match may
+start within the lookahead, not only where AFTER MATCH SKIP will resume — which answers a
+call it does not know yet with NULL, notes it and sends it to the workers; that start is
+searched again once its calls are back, until a search needs nothing new. The final search
+from a start is then exactly the sequential engine's, so every call that one makes is
+waiting in the memo. Only the order of evaluation changes: the matches are the sequential
+engine's in every case, and an error is kept with its call and raised only if the
+sequential engine makes that call.
+
+The memo is bounded: entries behind the sequential engine's position are dropped when it is
+full, and the relaxed matcher stops until there is room. Its lookahead (in rows) adapts to
+the calls made against the calls used. Until the workers are up, the calls are made here,
+which also measures them: a function cheaper than ``CHEAP_CALL`` seconds is then called here
+for the rest of the query (the workers cannot win).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sparkcep import functions
+from sparkcep.compile.expressions import EvaluationError, call_function, set_call_route
+from sparkcep.compile.plan import Plan
+from sparkcep.compile.skip import SkipStrategy
+from sparkcep.errors import SparkCepError
+from sparkcep.runtime.engine import candidate_finder
+from sparkcep.runtime.nfab import NFAbMatcher
+from sparkcep.runtime.vm import Matcher, PartitionData
+from sparkcep.tasks.calls import Calls, call_key
+from sparkcep.tasks.engine import TaskOptions, TaskStats
+from sparkcep.tasks.workers import WorkerPool
+
+# Below this many seconds a call, the workers' messages cost more than they save.
+CHEAP_CALL = 0.0002
+# Calls timed here before that decision (while the workers start).
+TIMED_CALLS = 8
+# Answers kept at most (entries behind the sequential engine go first).
+MEMO_LIMIT = 100_000
+# The lookahead in rows: where it starts and its bounds.
+LOOKAHEAD = 256
+MIN_LOOKAHEAD = 8
+MAX_LOOKAHEAD = 1 << 16
+# While its calls are answered from the memo, the sequential engine looks for answers and
+# feeds idle workers at most this often.
+POLL_SECONDS = 0.0005
+# Seconds of work per message to a worker (the chunk adapts to the calls' cost).
+CHUNK_SECONDS = 0.004
+
+
+class _Tracked:
+    """The sequential engine's matcher, telling the speculation where it searches."""
+
+    def __init__(self, inner: Matcher, spec: Speculation):
+        self._inner = inner
+        self._spec = spec
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def preferred(self, part: PartitionData, start: int):
+        self._spec.at(start)
+        return self._inner.preferred(part, start)
+
+    def earliest(self, part: PartitionData, start: int):
+        self._spec.at(start)
+        return self._inner.earliest(part, start)
+
+    def all(self, part: PartitionData, start: int):
+        self._spec.at(start)
+        return self._inner.all(part, start)
+
+
+def _probe_class(base: type[Matcher]) -> type[Matcher]:
+    class Probe(base):
+        """The relaxed matcher: notes the row of the condition it evaluates."""
+
+        row = -1
+
+        def select_row(self, label, cond, pos, part, start, nav, aggs, hist=None):
+            self.row = pos
+            return super().select_row(label, cond, pos, part, start, nav, aggs, hist)
+    return Probe
+
+
+def matcher_class(plan: Plan) -> type[Matcher]:
+    """The Python matcher run_automaton gives ``plan`` (the NFA^b for event selection)."""
+    q = plan.query
+    return NFAbMatcher if q.gapped or (q.event_selection == "STRICT" and q.partition_by) else Matcher
+
+
+class Speculation:
+    """An executor for runtime.local.run_automaton (see its ``executor``): the partitions
+    run here in order on the sequential engine, their expensive calls made ahead on
+    ``opts.workers`` processes. ``stats`` (a TaskStats) receives the calls made and used."""
+
+    def __init__(self, plan: Plan, opts: TaskOptions, stats: TaskStats | None = None, *,
+                 memo_limit: int = MEMO_LIMIT, measure: bool = True):
+        self.plan = plan
+        self.opts = opts
+        self.stats = stats if stats is not None else TaskStats()
+        self.memo_limit = memo_limit
+        self.measure = measure  # decide from timed calls whether the workers can win
+        self.memo: dict[tuple, list] = {}  # key -> [ok, value or message, last position wanting it, used]
+        self.asked: dict[tuple, list[tuple[int, int, int]]] = {}  # key -> starts waiting, sent or queued
+        # Calls not sent yet, nearest start first, those of starts that may be skipped last:
+        # (covered, position, order, key, name, vals).
+        self.queue: list[tuple] = []
+        self._order = itertools.count()
+        self._polled = 0.0
+        self.waits: dict[int, int] = {}  # start position -> its calls not back yet
+        self.ready: list[tuple[int, int, int]] = []  # (position, partition, row) to search again
+        self.lookahead = LOOKAHEAD
+        self.chunk = opts.chunk or 1
+        self.local = True  # calls are made here (no workers yet, or they cannot win)
+        # This process makes calls too while it waits, when a core is left for it: by
+        # default one worker fewer than the cores (measured on 2 cores: three processes
+        # competing for them slow the sequential engine down, which everything waits on).
+        cores = os.cpu_count() or 1
+        self.workers = max(1, cores - 1) if opts.workers == -1 else opts.workers
+        self.helps = self.workers < cores
+        self.probing = False
+        self.misses: dict[tuple, tuple[str, list, int]] = {}  # a search's unknown calls, with their rows
+        # Unfinished searches of the relaxed matcher: start -> the last row they reached.
+        self.reach: dict[int, int] = {}
+        self._certain = 0  # queued calls of starts no unfinished search covers
+        # Whether a match makes the selection skip starts (so speculation there may be waste).
+        self.skips = plan.query.mode == "sql" and SkipStrategy.of(plan.query).mode in ("PAST_LAST", "FIRST", "LAST")
+        self.probe_position = 0
+        self.position = 0  # the sequential engine's: bounds[partition][0] + row
+        self.matcher_type = matcher_class(plan)
+        self._probe = _probe_class(self.matcher_type)(plan)
+        self._pool: WorkerPool | None = None
+        self._sent: set[tuple] = set()  # asked and sent to a worker
+        self._starting: threading.Thread | None = None
+        self._started: WorkerPool | None = None  # what that thread made
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._start_error: BaseException | None = None
+        self._timed = 0
+        self._timed_seconds = 0.0
+        self._answered = 0
+
+    # ------------------------------------------------------------ the executor
+    def matcher(self, plan: Plan) -> _Tracked:
+        """run_automaton's matcher_factory."""
+        return _Tracked(self.matcher_type(plan), self)
+
+    def map(self, fn: Callable, bounds, partition_data: Callable) -> list[Any]:
+        self.bounds = list(bounds)
+        self._data: dict[int, tuple[PartitionData, np.ndarray]] = {}
+        self._starts: dict[int, list[int] | range] = {}
+        self._finders: dict[int, Callable] = {}
+        self._partition_data = partition_data
+        self.cursor = (0, 0)  # the relaxed matcher's next new start: (partition, index into its starts)
+        self.current = 0
+        if self.workers and self.measure and self.opts.start != "fork":
+            # (forking from a second thread could copy a lock a call here holds)
+            self._start_workers()
+        elif self.workers:  # asked for workers: they are used from the first call
+            self._pool = WorkerPool(Calls(), self.workers, start=self.opts.start)
+            self.local = False
+        self._outer = set_call_route(self)
+        try:
+            out = []
+            for i, b in enumerate(self.bounds):
+                self.current = i
+                self.position = b[0]
+                out.append(fn(b, self.data(i)))
+                self._data.pop(i, None)
+                self._starts.pop(i, None)
+                self._finders.pop(i, None)
+            return out
+        finally:
+            set_call_route(self._outer)
+            self._close()
+
+    def data(self, i: int) -> tuple[PartitionData, np.ndarray]:
+        got = self._data.get(i)
+        if got is None:
+            got = self._data[i] = self._partition_data(self.bounds[i])
+        return got
+
+    def at(self, start: int) -> None:
+        """The sequential engine searches from ``start`` of the current partition."""
+        self.position = self.bounds[self.current][0] + start
+
+    # ------------------------------------------------------------ workers
+    def _start_workers(self) -> None:
+        """Start the pool in a thread: until it is up, calls are made here (and timed)."""
+        def start():
+            try:
+                pool = WorkerPool(Calls(), self.workers, start=self.opts.start)
+            except BaseException as e:  # raised by the query's thread, if it still wants workers
+                self._start_error = e
+                return
+            with self._lock:
+                if self._abandoned:  # the query ended or chose to call here: kept for the next
+                    pool.close()
+                else:
+                    self._started = pool
+
+        self._starting = threading.Thread(target=start, name="sparkcep-speculation-workers", daemon=True)
+        self._starting.start()
+
+    def _workers_up(self) -> bool:
+        """Whether calls go to the workers from now on."""
+        if not self.local:
+            return True
+        if self._starting is None:
+            return False
+        if self.measure and self._timed >= TIMED_CALLS and self._timed_seconds / self._timed < CHEAP_CALL:
+            # Cheap calls: the rest of the query makes them here, directly.
+            self._close()
+            set_call_route(self._outer)
+            return False
+        if self._starting.is_alive() or (self.measure and self._timed < TIMED_CALLS):
+            return False
+        self._starting = None
+        if self._start_error is not None:
+            if self.measure:  # auto: the workers were a choice; the calls are made here instead
+                set_call_route(self._outer)
+                return False
+            raise self._start_error
+        self._pool = self._started
+        self.local = False
+        return True
+
+    def _close(self) -> None:
+        """End the use of the workers (a pool still starting closes itself when up)."""
+        with self._lock:
+            self._abandoned = True
+            if self._pool is None:
+                self._pool = self._started
+            self._started = None
+        self._starting = None
+        if self._pool is not None:
+            self.stats.restarts += self._pool.restarts
+            self.stats.worker_seconds += self._pool.busy_seconds
+            self._pool.close()
+            self._pool = None
+
+    # ------------------------------------------------------------ the route (compile.expressions)
+    def call(self, name: str, impl: Callable, vals: list[Any]) -> Any:
+        key = call_key(name, vals)
+        entry = self.memo.get(key)
+        if self.probing:
+            if entry is None:
+                self.misses[key] = (name, vals, self._probe.row)
+                return None
+            if entry[2] < self.probe_position:
+                entry[2] = self.probe_position
+            return entry[1] if entry[0] else None
+        if entry is None:
+            entry = self._needed(key, name, impl, vals)
+        elif not self.local and time.perf_counter() - self._polled > POLL_SECONDS:
+            self._pump(False)
+        if entry[2] < self.position:
+            entry[2] = self.position
+        if not entry[3]:
+            entry[3] = True
+            self.stats.calls_used += 1
+        if entry[0]:
+            return entry[1]
+        raise EvaluationError(entry[1])
+
+    def _needed(self, key: tuple, name: str, impl: Callable, vals: list[Any]) -> list:
+        """The answer the sequential engine waits for: made here, or by the workers first."""
+        if not self._workers_up():
+            t0 = time.perf_counter()
+            entry = self._here(name, impl, vals)
+            self._timed += 1
+            self._timed_seconds += time.perf_counter() - t0
+            self._keep(key, entry)
+            return entry
+        self._pump(False)  # the workers get their next calls first
+        entry = self.memo.get(key)
+        if entry is not None:
+            return entry
+        if key not in self._sent:
+            # No worker has it: made here at once, rather than waiting here idle for it.
+            entry = self._here(name, impl, vals)
+            self._store(key, entry[0], entry[1])
+            return entry
+        self.stats.calls_waited += 1
+        while True:
+            if self.helps and self.queue:
+                self._help()
+                self._pump(False)
+            else:
+                self._pump(True)
+            entry = self.memo.get(key)
+            if entry is not None:
+                return entry
+            if key not in self.asked:  # answered, then dropped by a full memo: made here
+                entry = self._here(name, impl, vals)
+                self._store(key, entry[0], entry[1])
+                return entry
+
+    def _help(self) -> None:
+        """While waiting, with a core to spare: make the nearest queued call here."""
+        while self.queue:
+            _, _, _, key, name, vals = self._pop()
+            waiting = self.asked.get(key)
+            if waiting is not None and key not in self._sent:
+                entry = self._here(name, functions.lookup(name).impl, vals)
+                self._store(key, entry[0], entry[1])
+                return
+
+    def _here(self, name: str, impl: Callable, vals: list[Any]) -> list:
+        self.stats.calls_made += 1
+        try:
+            return [True, call_function(name, impl, vals), self.position, False]
+        except EvaluationError as e:
+            return [False, e.message, self.position, False]
+
+    def _keep(self, key: tuple, entry: list) -> None:
+        memo = self.memo
+        memo[key] = entry
+        if len(memo) > self.memo_limit:
+            for k in [k for k, e in memo.items() if e[2] < self.position]:
+                del memo[k]
+            if len(memo) > self.memo_limit:  # all ahead: the farthest go (made again if needed)
+                ahead = sorted(memo, key=lambda k: memo[k][2])
+                for k in ahead[max(1, self.memo_limit * 9 // 10):]:
+                    if k != key:
+                        del memo[k]
+
+    # ------------------------------------------------------------ the relaxed matcher
+    def _pump(self, block: bool) -> None:
+        self._predict()
+        self._send()
+        self._polled = time.perf_counter()
+        if self._pool.busy:
+            for keys, answers in self._pool.results(None if block else 0):
+                self._answered += len(keys)
+                for key, (ok, value) in zip(keys, answers, strict=True):
+                    self._store(key, ok, value)
+            self._adapt()
+
+    def _store(self, key: tuple, ok: bool, value: Any) -> None:
+        self._sent.discard(key)
+        waiting = self.asked.pop(key, [])
+        last = max((w[0] for w in waiting), default=self.position)
+        self._keep(key, [ok, value, last, False])
+        for w in waiting:
+            left = self.waits.get(w[0])
+            if left is None:
+                continue
+            if left == 1:
+                del self.waits[w[0]]
+                if w[0] >= self.position:
+                    heapq.heappush(self.ready, w)
+            else:
+                self.waits[w[0]] = left - 1
+
+    def _adapt(self) -> None:
+        """Chunks of about CHUNK_SECONDS of work; a lookahead that shrinks while far more
+        calls are made than used, and grows back when they are not."""
+        pool = self._pool
+        if self.opts.chunk is None and self._answered:
+            per_call = pool.busy_seconds / self._answered
+            self.chunk = max(1, min(64, int(CHUNK_SECONDS / per_call) if per_call > 0 else 64))
+        made, used = self.stats.calls_made, self.stats.calls_used
+        if made > 64:
+            if made > 2 * max(used, 1):
+                self.lookahead = max(MIN_LOOKAHEAD, self.lookahead // 2)
+            elif made < 1.5 * used:
+                self.lookahead = min(MAX_LOOKAHEAD, self.lookahead * 2)
+
+    def _pop(self) -> tuple:
+        item = heapq.heappop(self.queue)
+        if not item[0]:
+            self._certain -= 1
+        return item
+
+    def _send(self) -> None:
+        queue = self.queue
+        if not queue:
+            return
+        sent = self._sent
+        for w in self._pool.idle():
+            items = []
+            while queue and len(items) < self.chunk:
+                _, pos, _, key, name, vals = self._pop()
+                waiting = self.asked.get(key)
+                if waiting is None or key in sent:
+                    continue  # answered, or sent already (queued twice)
+                if all(w[0] < self.position for w in waiting):
+                    del self.asked[key]  # only for starts the sequential engine has passed
+                    continue
+                sent.add(key)
+                items.append((key, name, vals))
+                self.stats.calls_made += 1
+            if not items:
+                return
+            self._pool.submit(w, [k for k, _, _ in items], [(name, vals) for _, name, vals in items])
+
+    def _in_flight_limit(self) -> int:
+        return self._pool.depth * len(self._pool.workers) * self.chunk + self.chunk
+
+    def _predict(self) -> None:
+        """Search ahead until enough calls are out (or the lookahead and memo allow no more)."""
+        limit = self._in_flight_limit()
+        if len(self.reach) > 2 * self.lookahead:
+            self.reach = {u: r for u, r in self.reach.items() if u >= self.position}
+        while self._certain + len(self._sent) < limit and len(self.memo) < self.memo_limit:
+            if self.ready:
+                pos, i, row = heapq.heappop(self.ready)
+                if pos >= self.position:
+                    self._search(pos, i, row)
+                continue
+            nxt = self._next_start()
+            if nxt is None:
+                return
+            self._search(*nxt)
+
+    def _next_start(self) -> tuple[int, int, int] | None:
+        """The relaxed matcher's next new start within the lookahead, or None."""
+        i, k = self.cursor
+        while i < len(self.bounds):
+            starts = self._start_rows(i)
+            if k < len(starts):
+                pos = self.bounds[i][0] + starts[k]
+                if pos >= self.position + self.lookahead:
+                    return None
+                self.cursor = (i, k + 1)
+                if pos < self.position:  # the sequential engine is past it
+                    k += 1
+                    continue
+                return pos, i, starts[k]
+            i, k = i + 1, 0
+            self.cursor = (i, k)
+        return None
+
+    def _start_rows(self, i: int):
+        got = self._starts.get(i)
+        if got is None:
+            part = self.data(i)[0]
+            rows = self._probe.start_rows(part)
+            got = self._starts[i] = rows if rows is not None else range(part.n)
+        return got
+
+    def _search(self, pos: int, i: int, row: int) -> None:
+        """The relaxed matcher's search from ``row`` of partition ``i``: the calls it lacks
+        go out, and it is searched again when they are back."""
+        find = self._finders.get(i)
+        if find is None:
+            # The relaxed matcher's partition: the same rows with a cache of its own (the
+            # NFA^b caches matches, which it finds with NULL for unknown calls).
+            part = self.data(i)[0]
+            adjacent = part.cache.get("adjacent")
+            mine = dataclasses.replace(part, cache={} if adjacent is None else {"adjacent": adjacent})
+            find = self._finders[i] = candidate_finder(self.plan.query, self._probe, mine)
+        self.probing = True
+        self.probe_position = pos
+        self.misses = {}
+        try:
+            find(row)
+        except SparkCepError:
+            pass  # a cheap part failed: the sequential engine will say so if it gets there
+        finally:
+            self.probing = False
+        if not self.misses:
+            self.reach.pop(pos, None)
+            return
+        # A start that an earlier unfinished search may still cover (and the selection
+        # then skip) has its calls sent only when no other call waits.
+        covered = self.skips and any(u < pos <= r for u, r in self.reach.items())
+        self.reach[pos] = self.bounds[i][0] + max(m[2] for m in self.misses.values())
+        for key, (name, vals, _) in self.misses.items():
+            w = self.asked.get(key)
+            if w is None:
+                self.asked[key] = w = []
+                heapq.heappush(self.queue, (covered, pos, next(self._order), key, name, vals))
+                if not covered:
+                    self._certain += 1
+            w.append((pos, i, row))
+        self.waits[pos] = len(self.misses)

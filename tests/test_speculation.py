@@ -1,0 +1,277 @@
+"""MATCH_RECOGNIZE queries outside the task engine's state model on its workers: their
+expensive calls made ahead (speculatively) by worker processes while the sequential engine
+runs here. Random queries (every pattern form, skip mode, output mode, both modes) with an
+expensive function wrapped around their column reads equal the sequential engine, errors
+included, under 0, 1 and 2 workers with delays that shuffle which call is answered first; an
+error in a call only the relaxed matcher made is never raised; the memo and the lookahead
+stay within their bounds; a worker killed mid-query is replaced; workers that keep dying end
+the query with a clear error."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkcep
+from sparkcep.api import compile_query, run_plan
+from sparkcep.tasks import speculate
+from sparkcep.tasks.engine import TaskOptions, TaskStats
+from sparkcep.tasks.speculate import Speculation
+from tests.test_properties import comparable, queries, tables
+from tests.tiers import examples
+
+
+def _slow_id(x):
+    time.sleep(random.random() * 0.0005)  # shuffles which worker answers first
+    return x
+
+
+@pytest.fixture(autouse=True)
+def _functions():
+    sparkcep.register_function("pr", _slow_id, "bigint", cost="expensive")
+    yield
+    sparkcep.unregister_function("pr")
+
+
+def _wrapped(text: str) -> str:
+    """Every read of ``price`` (qualified or not) goes through the expensive ``pr``."""
+    text = re.sub(r"\b([ABCU])\.price\b", r"pr(\1.price)", text)
+    return re.sub(r"(?<![.\w])price\b", "pr(price)", text)
+
+
+def _result(table, text, mode, **options):
+    try:
+        return comparable(sparkcep.match_recognize(table, text, mode=mode, **options).to_pylist())
+    except sparkcep.SparkCepError as e:
+        return ("error", type(e).__name__, str(e))
+
+
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
+@given(query=queries(), table=tables(), workers=st.integers(0, 2), start=st.sampled_from(["spawn", "fork"]))
+def test_random_queries_with_calls_made_ahead_equal_the_sequential_engine(query, table, workers, start):
+    text, mode = query
+    text = _wrapped(text)
+    expected = _result(table, text, mode, strategy="sequential")
+    try:
+        got = comparable(_speculation(table, text, mode, workers=workers, start=start)[1].to_pylist())
+    except sparkcep.SparkCepError as e:
+        got = ("error", type(e).__name__, str(e))
+    assert got == expected, f"{text}\nmode={mode}\n{table.to_pylist()}"
+
+
+def _keyed(n: int, keys: int, seed: int = 1) -> pa.Table:
+    rng = random.Random(seed)
+    return pa.table({"k": [rng.randrange(keys) for _ in range(n)], "ts": list(range(n)),
+                     "price": [rng.randrange(3) for _ in range(n)]})
+
+
+QUERY = """PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS f, COUNT(*) AS c
+PATTERN (S SAME+ END) DEFINE SAME AS pr(price) = FIRST(price), END AS pr(price) <> S.price"""
+
+
+def _speculation(table, query, mode="sql", workers=2, start="spawn", **kw):
+    """The speculative executor forced (under "auto" it runs queries without PARTITION BY)."""
+    plan = compile_query(query, table, mode)
+    spec = Speculation(plan, TaskOptions(workers=workers, start=start).check(), TaskStats(), measure=False, **kw)
+    return spec, run_plan(plan, table, spec.matcher, executor=spec)
+
+
+def test_partitions_run_here_with_their_calls_made_ahead_and_keep_partition_order():
+    table = _keyed(300, 40)
+    spec, got = _speculation(table, QUERY)
+    expected = sparkcep.match_recognize(table, QUERY, strategy="sequential")
+    assert got.to_pylist() == expected.to_pylist() and expected.num_rows > 10
+    st = spec.stats
+    assert st.calls_used > 0 and st.calls_made >= st.calls_used and st.restarts == 0
+
+
+def _coin(a, b):
+    """A deterministic 'random' boolean (a hash of the arguments)."""
+    time.sleep(random.random() * 0.0003)
+    return (a * 2654435761 + b * 40503) % 7 < 4
+
+
+SHAPES = [
+    "PATTERN (A B C) DEFINE A AS x % 2 = 0, B AS coin(A.x, B.x), C AS coin(B.x, C.x)",
+    "PATTERN (A B+ C) DEFINE A AS x % 2 = 0, B AS coin(A.x, B.x), C AS x % 3 = 0",
+    "PATTERN (A B*? C) DEFINE B AS coin(A.x, B.x), C AS coin(A.x, C.x)",
+    "PATTERN (A (B | C) D) DEFINE B AS x % 3 = 0 AND coin(A.x, B.x), C AS coin(A.x, C.x), D AS NOT coin(A.x, D.x)",
+    "PATTERN (PERMUTE(A, B) C) DEFINE A AS coin(x, 1), B AS coin(x, 2), C AS coin(A.x, C.x)",
+    "PATTERN (A B{1,3} C?) DEFINE A AS coin(x, 0), B AS coin(PREV(x), x), C AS coin(FIRST(B.x), C.x)",
+]
+SKIPS = ["AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW", "AFTER MATCH SKIP TO LAST B"]
+OUTPUTS = ["ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH WITH UNMATCHED ROWS"]
+
+
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
+@given(shape=st.sampled_from(SHAPES), skip=st.sampled_from(SKIPS), output=st.sampled_from(OUTPUTS),
+       keys=st.integers(1, 4), n=st.integers(0, 80), seed=st.integers(0, 99), workers=st.integers(1, 2),
+       memo=st.sampled_from([2, 16, 100_000]))
+def test_speculative_calls_give_the_sequential_engines_rows_in_its_order(shape, skip, output, keys, n, seed,
+                                                                          workers, memo):
+    if "LAST B" in skip and "PERMUTE" in shape:
+        skip = SKIPS[0]
+    rng = random.Random(seed)
+    table = pa.table({"k": [rng.randrange(keys) for _ in range(n)], "ts": list(range(n)),
+                      "x": [rng.randrange(1000) for _ in range(n)]})
+    query = (f"PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l, CLASSIFIER() AS c "
+             f"{output} {skip} {shape}")
+    sparkcep.register_function("coin", _coin, "boolean", cost="expensive")
+    try:
+        expected = _result(table, query, "sql", strategy="sequential")
+        try:
+            spec, got = _speculation(table, query, workers=workers, memo_limit=memo)
+            got = comparable(got.to_pylist())
+        except sparkcep.SparkCepError as e:
+            got = ("error", type(e).__name__, str(e))
+    finally:
+        sparkcep.unregister_function("coin")
+    assert got == expected, query
+    if not isinstance(got, tuple):
+        assert spec.stats.calls_made >= spec.stats.calls_used
+
+
+class _Bounded(Speculation):
+    """Records how far the memo and the relaxed matcher went."""
+
+    most_memo = 0
+    most_ahead = 0
+
+    def _keep(self, key, entry):
+        super()._keep(key, entry)
+        self.most_memo = max(self.most_memo, len(self.memo))
+
+    def _search(self, pos, i, row):
+        self.most_ahead = max(self.most_ahead, pos - self.position)
+        super()._search(pos, i, row)
+
+
+def test_the_memo_and_the_lookahead_stay_within_their_bounds(monkeypatch):
+    monkeypatch.setattr(speculate, "LOOKAHEAD", 16)
+    monkeypatch.setattr(speculate, "MAX_LOOKAHEAD", 32)
+    sparkcep.register_function("coin", _coin, "boolean", cost="expensive")
+    try:
+        rng = random.Random(5)
+        table = pa.table({"ts": list(range(400)), "x": [rng.randrange(10**6) for _ in range(400)]})
+        query = "ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH " + SHAPES[0]
+        plan = compile_query(query, table, "sql")
+        spec = _Bounded(plan, TaskOptions(workers=2).check(), TaskStats(), measure=False, memo_limit=8)
+        got = run_plan(plan, table, spec.matcher, executor=spec)
+        expected = sparkcep.match_recognize(table, query, strategy="sequential")
+    finally:
+        sparkcep.unregister_function("coin")
+    assert got.equals(expected) and expected.num_rows > 10
+    assert spec.most_memo <= 8
+    assert 0 < spec.most_ahead <= 32
+    assert spec.stats.calls_made > spec.stats.calls_used  # it did run ahead
+
+
+def test_an_error_in_a_call_only_the_relaxed_matcher_made_is_not_raised():
+    made = []
+
+    def fussy(a, b):
+        if a == 1:  # only from start 1, which the selection skips (inside the match 0..2)
+            raise ValueError("start 1 is never searched")
+        return True
+
+    sparkcep.register_function("fussy", fussy, "boolean", cost="expensive")
+    try:
+        table = pa.table({"ts": list(range(6)), "x": list(range(6))})
+        query = ("ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW "
+                 "PATTERN (A B C) DEFINE B AS fussy(A.x, B.x)")
+        spec, got = _speculation(table, query, workers=1)
+        made.append(spec.stats.calls_made)
+        expected = sparkcep.match_recognize(table, query, strategy="sequential")
+        assert got.to_pylist() == expected.to_pylist() == [{"f": 0}, {"f": 3}]
+        # Asked for start 1's call too when it could, and still no error (a worker made it).
+        assert spec.stats.calls_used == 2
+        # Needed, the same failure is the sequential engine's DataError.
+        bad = query.replace("SKIP PAST LAST ROW", "SKIP TO NEXT ROW")
+        with pytest.raises(sparkcep.DataError) as seq:
+            sparkcep.match_recognize(table, bad, strategy="sequential")
+        with pytest.raises(sparkcep.DataError) as spec_err:
+            sparkcep.match_recognize(table, bad, strategy="tasks", workers=2)
+        assert str(spec_err.value) == str(seq.value) and "function FUSSY failed" in str(seq.value)
+    finally:
+        sparkcep.unregister_function("fussy")
+
+
+def test_a_worker_killed_mid_query_is_replaced_and_the_result_is_unchanged(monkeypatch):
+    from sparkcep.tasks import workers as workers_mod
+
+    sparkcep.register_function("coin", lambda a, b: time.sleep(0.002) or _coin(a, b), "boolean", cost="expensive")
+    rng = random.Random(2)
+    table = pa.table({"ts": list(range(150)), "x": [rng.randrange(10**6) for _ in range(150)]})
+    query = "ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH " + SHAPES[0]
+    expected = sparkcep.match_recognize(table, query, strategy="sequential").to_pylist()
+    killed: list[int] = []
+    real_submit = workers_mod.WorkerPool.submit
+
+    def submit(self, worker, chunk, wire):
+        real_submit(self, worker, chunk, wire)
+        if not killed:
+            killed.append(worker.process.pid)
+            threading.Timer(0.005, os.kill, (worker.process.pid, signal.SIGKILL)).start()
+
+    monkeypatch.setattr(workers_mod.WorkerPool, "submit", submit)
+    try:
+        spec, got = _speculation(table, query)
+    finally:
+        sparkcep.unregister_function("coin")
+    assert killed and spec.stats.restarts >= 1
+    assert got.to_pylist() == expected and len(expected) > 5
+
+
+def test_an_error_names_its_row_as_the_sequential_engine_does():
+    def picky(x):
+        if x == 2:
+            raise ValueError("two is not allowed")
+        return x
+
+    sparkcep.register_function("pr", picky, "bigint", cost="expensive")
+    table = _keyed(60, 4, seed=3)
+    sequential = _result(table, QUERY, "sql", strategy="sequential")
+    assert sequential[0] == "error" and "function PR failed: two is not allowed" in sequential[2]
+    assert _result(table, QUERY, "sql", strategy="tasks", workers=2) == sequential
+
+
+@pytest.mark.slow  # ~10 s of restarts: full tier
+def test_workers_that_keep_dying_end_the_query_with_a_clear_error():
+    here = os.getpid()  # the coordinator makes some calls itself: only the workers die
+    sparkcep.register_function("coin", lambda a, b: _coin(a, b) if os.getpid() == here else os._exit(3),
+                               "boolean", cost="expensive")
+    table = pa.table({"ts": list(range(200)), "x": [i * 7919 % 1000 for i in range(200)]})
+    query = "ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH " + SHAPES[0]
+    try:
+        with pytest.raises(sparkcep.SparkCepError, match="task workers died"):
+            sparkcep.match_recognize(table, query, strategy="tasks", workers=1)
+    finally:
+        sparkcep.unregister_function("coin")
+
+
+def test_auto_makes_expensive_calls_ahead_and_keeps_cheap_ones_here(monkeypatch):
+    used = []
+    real = Speculation.map
+    monkeypatch.setattr(Speculation, "map", lambda self, *a: used.append(self) or real(self, *a))
+    sparkcep.register_function("pr", lambda x: time.sleep(0.001) or x, "bigint", cost="expensive")
+    table = pa.table({"ts": list(range(120)), "price": [i * 7919 % 1000 for i in range(120)]})
+    single = QUERY.replace("PARTITION BY k ", "")
+    auto = sparkcep.match_recognize(table, single, workers=1)
+    assert used and auto.to_pylist() == sparkcep.match_recognize(table, single, strategy="sequential").to_pylist()
+    assert used[0].stats.calls_used > 0
+    # A function quicker than speculate.CHEAP_CALL: after a few timed calls, the rest are
+    # made here, with no route and no workers.
+    sparkcep.register_function("pr", lambda x: x, "bigint", cost="expensive")
+    used.clear()
+    sparkcep.match_recognize(table, single, workers=1)
+    spec = used[0]
+    assert spec.local and spec._pool is None and spec.stats.calls_made <= speculate.TIMED_CALLS + 1
