@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import signal
 import threading
 import time
@@ -26,33 +25,9 @@ from sparkcep.api import compile_query, run_plan
 from sparkcep.tasks import speculate
 from sparkcep.tasks.engine import TaskOptions, TaskStats
 from sparkcep.tasks.speculate import Speculation
+from tests.test_key_groups import QUERY, _functions, _keyed, _result, _wrapped  # noqa: F401 - fixture
 from tests.test_properties import comparable, queries, tables
 from tests.tiers import examples
-
-
-def _slow_id(x):
-    time.sleep(random.random() * 0.0005)  # shuffles which worker answers first
-    return x
-
-
-@pytest.fixture(autouse=True)
-def _functions():
-    sparkcep.register_function("pr", _slow_id, "bigint", cost="expensive")
-    yield
-    sparkcep.unregister_function("pr")
-
-
-def _wrapped(text: str) -> str:
-    """Every read of ``price`` (qualified or not) goes through the expensive ``pr``."""
-    text = re.sub(r"\b([ABCU])\.price\b", r"pr(\1.price)", text)
-    return re.sub(r"(?<![.\w])price\b", "pr(price)", text)
-
-
-def _result(table, text, mode, **options):
-    try:
-        return comparable(sparkcep.match_recognize(table, text, mode=mode, **options).to_pylist())
-    except sparkcep.SparkCepError as e:
-        return ("error", type(e).__name__, str(e))
 
 
 @settings(max_examples=examples(80), deadline=None, suppress_health_check=list(HealthCheck))
@@ -68,14 +43,6 @@ def test_random_queries_with_calls_made_ahead_equal_the_sequential_engine(query,
     assert got == expected, f"{text}\nmode={mode}\n{table.to_pylist()}"
 
 
-def _keyed(n: int, keys: int, seed: int = 1) -> pa.Table:
-    rng = random.Random(seed)
-    return pa.table({"k": [rng.randrange(keys) for _ in range(n)], "ts": list(range(n)),
-                     "price": [rng.randrange(3) for _ in range(n)]})
-
-
-QUERY = """PARTITION BY k ORDER BY ts MEASURES FIRST(ts) AS f, COUNT(*) AS c
-PATTERN (S SAME+ END) DEFINE SAME AS pr(price) = FIRST(price), END AS pr(price) <> S.price"""
 
 
 def _speculation(table, query, mode="sql", workers=2, start="spawn", **kw):
