@@ -1,7 +1,9 @@
 """Matches drawn over the series they were found in: ``sparkcep.plot``.
 
 One panel per PARTITION BY value asked for: the series as a line, each match shaded from
-its first to its last row, and chosen points of each match marked. Input is what users
+its first to its last row, and chosen points of each match marked. Events with no value to
+draw (clicks, scans) get a timeline instead: one row per key value, each event a tick, each
+match a bar. Input is what users
 hold (pandas, Arrow, a Spark DataFrame small enough to collect); matplotlib draws, on the
 backend matplotlib chooses (Agg when there is no display).
 """
@@ -16,7 +18,7 @@ from sparkcep.errors import SparkCepError
 _MARKERS = ("v", "^", "o", "s", "D", "P", "X")
 
 
-def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: str | None = None,
+def plot(data: Any, matches: Any, *, x: str, y: str | None, start: str, end: str, key: str | None = None,
          key_values: Sequence | None = None, marks: dict[str, tuple[str, str]] | None = None,
          span: tuple | None = None, title: str | None = None, ax: Any = None, path: str | None = None,
          color: str = "tab:orange"):
@@ -30,6 +32,11 @@ def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: 
     to mark on each match, as ``{label: (x column, y column)}`` of ``matches``. ``span``:
     ``(low, high)`` limits on ``x``. ``ax``: draw into this matplotlib Axes (one key value
     only). ``path``: also save the picture there (PNG, SVG or PDF by the suffix).
+
+    ``y=None`` draws a timeline instead, in one panel: a row per key value (``key_values``,
+    by default every value in ``data``, sorted), each event a tick at its ``x``, each match a
+    bar from ``start`` to ``end``. Rows keep their order when a second call draws more bars
+    (timeouts, say) into the same ``ax``.
     """
     from matplotlib.figure import Figure
 
@@ -41,9 +48,14 @@ def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: 
                                 f"not {pair!r}")
     series = _pandas(data, "data")
     found = _pandas(matches, "matches")
-    _need(series, [x, y] + ([key] if key else []), "data")
+    _need(series, [x] + ([y] if y is not None else []) + ([key] if key else []), "data")
     mark_columns = [c for pair in (marks or {}).values() for c in pair]
     _need(found, [start, end] + ([key] if key else []) + mark_columns, "matches")
+    if y is None:
+        if marks:
+            raise SparkCepError("plot: marks need a value to stand at (y); a timeline (y=None) draws bars only")
+        return _timeline(series, found, x=x, start=start, end=end, key=key, key_values=key_values, span=span,
+                         title=title, ax=ax, path=path, color=color)
     if key is None:
         if key_values is not None:
             raise SparkCepError("plot: key_values needs key, the PARTITION BY column they are values of")
@@ -76,6 +88,10 @@ def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: 
             target.set_title(f"{label} ({shaded} shaded)", fontsize=10)
         else:
             target.set_title(title, fontsize=10)
+    return _finish(fig, ax, path)
+
+
+def _finish(fig, ax, path: str | None):
     if ax is None:
         fig.tight_layout()
     if path is not None:
@@ -84,6 +100,60 @@ def plot(data: Any, matches: Any, *, x: str, y: str, start: str, end: str, key: 
         except (OSError, ValueError) as e:  # a folder that does not exist, an unknown suffix
             raise SparkCepError(f"plot: cannot save the picture to {path}: {e}") from None
     return fig
+
+
+_TIMELINE_ROWS = 60  # more key values than this make an unreadable picture: ask for key_values
+
+
+def _timeline(series, found, *, x: str, start: str, end: str, key: str | None, key_values, span, title, ax, path,
+              color: str):
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    if key is None:
+        if key_values is not None:
+            raise SparkCepError("plot: key_values needs key, the PARTITION BY column they are values of")
+        rows = [(None, series, found)]
+    else:
+        if key_values is None:
+            present = series[key].drop_duplicates()
+            key_values = sorted(present.dropna()) + ([None] if present.isna().any() else [])
+            if len(key_values) > _TIMELINE_ROWS:
+                raise SparkCepError(f"plot: {len(key_values):,} values of {key} make {len(key_values):,} timeline "
+                                    f"rows; pick at most {_TIMELINE_ROWS} with key_values=")
+        rows = [(v, _where(series, key, v), _where(found, key, v)) for v in key_values]
+        if not rows:
+            raise SparkCepError("plot: key_values is empty: nothing to draw")
+    if ax is None:
+        fig = Figure(figsize=(12, 1.2 + 0.45 * len(rows)))
+        ax = fig.subplots()
+        own = None
+    else:
+        fig, own = ax.figure, ax
+    try:
+        for i, (_, events, hits) in enumerate(rows):
+            if span is not None:
+                low, high = span
+                events = events[(events[x] >= low) & (events[x] <= high)]
+                hits = hits[(hits[end] >= low) & (hits[start] <= high)]
+            ax.plot(events[x], [i] * len(events), "|", ms=12, color="#333")
+            spans = [(a, b) for a, b in zip(hits[start], hits[end], strict=True) if pd.notna(a) and pd.notna(b)]
+            if spans:
+                ax.hlines([i] * len(spans), [a for a, _ in spans], [b for _, b in spans], lw=9, color=color,
+                          alpha=0.45)
+    except (TypeError, ValueError) as e:
+        raise SparkCepError(f"plot: cannot draw a timeline by {x}: {e}") from None
+    if span is not None:
+        ax.set_xlim(span[0], span[1])
+    ax.set_yticks(range(len(rows)), ["NULL" if pd.isna(v) else str(v) for v, _, _ in rows] if key else [""])
+    ax.set_ylim(len(rows) - 0.5, -0.5)  # the first value on top
+    ax.set_xlabel(x)
+    if key:
+        ax.set_ylabel(key)
+    shaded = sum(len(hits) for _, _, hits in rows)
+    ax.set_title(title if title is not None else f"events by {x} ({shaded:,} match{'' if shaded == 1 else 'es'} "
+                                                   f"as bars)", fontsize=10)
+    return _finish(fig, own, path)
 
 
 def _panel(ax, rows, hits, *, x: str, y: str, start: str, end: str, marks: dict, span, color: str) -> None:

@@ -122,3 +122,36 @@ def test_user_mistakes_in_drawing_are_clear_errors(tmp_path):
     # A NULL key is a key like the others: here it has the most matches.
     fig = sparkcep.plot(data, found, key="k", **args)
     assert "k = None" in fig.axes[0].get_title() and _spans(fig.axes[0]) == 2
+
+
+def test_a_timeline_draws_a_row_per_key_value_with_its_matches_as_bars():
+    # Events with no value to draw: y=None puts each key value on a row of its own, every
+    # event a tick, every match a bar; a second call into the same axes keeps the rows.
+    import matplotlib.pyplot as plt
+
+    data = _series()
+    data.loc[data.index[-3:], "k"] = None  # a NULL key gets its row, last
+    found = sparkcep.match_recognize(data, QUERY)
+    fig = sparkcep.plot(data, found, x="t", y=None, start="s", end="e", key="k")
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "NULL"]
+    ticks = [line for line in ax.lines if line.get_marker() == "|"]
+    assert [len(line.get_xdata()) for line in ticks] == [int((data.k == "a").sum()), int((data.k == "b").sum()),
+                                                          int(data.k.isna().sum())]
+    bars = sum(len(c.get_segments()) for c in ax.collections)
+    assert bars == len(found) > 0 and f"{len(found):,} matches as bars" in ax.get_title()
+
+    _fig, own = plt.subplots()
+    sparkcep.plot(data, found[found.k == "b"], x="t", y=None, start="s", end="e", key="k", key_values=["a", "b"],
+                  ax=own)
+    sparkcep.plot(data, found[found.k == "a"], x="t", y=None, start="s", end="e", key="k", key_values=["a", "b"],
+                  ax=own, color="tab:red", title="two layers")
+    assert own.get_title() == "two layers"
+    assert [c.get_segments()[0][0][1] for c in own.collections] == [1.0, 0.0]  # b's row, then a's
+    with pytest.raises(sparkcep.SparkCepError, match="marks need a value"):
+        sparkcep.plot(data, found, x="t", y=None, start="s", end="e", key="k", marks={"top": ("top_t", "top")})
+    many = pd.DataFrame({"k": np.arange(100), "t": np.arange(100)})
+    with pytest.raises(sparkcep.SparkCepError, match="100 timeline rows; pick at most 60 with key_values"):
+        sparkcep.plot(many, many.assign(s=0, e=1).iloc[:0], x="t", y=None, start="s", end="e", key="k")
+    one = sparkcep.plot(data, found, x="t", y=None, start="s", end="e")  # no key: one row
+    assert len(one.axes[0].get_yticks()) == 1

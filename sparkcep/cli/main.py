@@ -210,7 +210,7 @@ def stream(
     max_files: int = typer.Option(1, "--max-files-per-trigger", help="input files per micro-batch"),
     late: str = typer.Option("drop", "--late", help="a row older than the watermark: 'drop' (counted) or 'error'"),
     timeouts: bool = typer.Option(False, "--timeouts", help="also write the partial matches WITHIN ended, to "
-                                  "OUTPUT/timeouts/"),
+                                  "OUTPUT/_timeouts/ (reading OUTPUT gives the matches alone)"),
 ) -> None:
     """Match a stream of files with Spark Structured Streaming, exactly once."""
     import sparkcep

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from sparkcep.errors import SparkCepError
 
 END_OF_INPUT = "end-of-input.parquet"
+TIMEOUTS_FOLDER = "_timeouts"
 _SPARK_LOG = "_spark_metadata"
 
 
@@ -36,7 +37,9 @@ def refuse_file_sink_folder(path: str) -> None:
 
 class FolderSink:
     """Tables written as Parquet files into one folder; with ``timeouts``, the rows carrying
-    a ``_timeout`` (a stream's timed-out partial matches) go to ``folder/timeouts/``, flat."""
+    a ``_timeout`` (a stream's timed-out partial matches) go to ``folder/_timeouts/``, flat:
+    Spark's and pyarrow's readers skip a name starting with ``_``, so reading the folder
+    gives the matches alone, never timeouts merged in as rows of NULLs."""
 
     def __init__(self, path: str, timeouts: bool = False):
         refuse_file_sink_folder(path)
@@ -56,8 +59,8 @@ class FolderSink:
             column = table.filter(timed).column(TIMEOUT).combine_chunks()
             expired = pa.Table.from_arrays(column.flatten(), names=[f.name for f in column.type])
             table = table.filter(pc.invert(timed)).drop_columns([TIMEOUT])
-            (self.path / "timeouts").mkdir(exist_ok=True)
-            write_parquet(expired, self.path / "timeouts" / name)
+            (self.path / TIMEOUTS_FOLDER).mkdir(exist_ok=True)
+            write_parquet(expired, self.path / TIMEOUTS_FOLDER / name)
             self.totals["timeouts"] += expired.num_rows
         write_parquet(table, self.path / name)
         self.totals["matches"] += table.num_rows

@@ -491,8 +491,12 @@ def test_command_line_timeouts_and_late_error(spark, tmp_path):
     r = subprocess.run(args + ["--timeouts", "--end-of-input"], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    timeouts = pq.read_table(tmp_path / "out" / "timeouts")
+    timeouts = pq.read_table(tmp_path / "out" / "_timeouts")
     assert timeouts.column_names == ["k", "start_time", "variables", "rows", "expired_at"] and timeouts.num_rows > 3
+    # Reading the folder whole gives the matches alone (pyarrow, so pandas, and Spark skip _timeouts)
+    whole = pq.read_table(tmp_path / "out")
+    assert whole.column_names == ["k", "s", "e", "c"] and whole.null_count == 0
+    assert spark.read.parquet(str(tmp_path / "out")).count() == whole.num_rows
     assert "timed-out partial matches" in r.stdout
     _cli_output_is_batch(spark, tmp_path, rows, query)
 
