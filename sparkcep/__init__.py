@@ -59,9 +59,10 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark, **opti
     return _run_to_end(df, clause, path, checkpoint, watermark=watermark, **options)
 
 
-def plot(data, matches, *, x: str, y: str, start: str, end: str, **options):
+def plot(data, matches, *, x: str, y: str | None, start: str, end: str, **options):
     """Draw ``matches`` over the series ``data`` they were found in, each match shaded and
-    chosen points marked, one panel per PARTITION BY value asked for; returns the matplotlib
+    chosen points marked, one panel per PARTITION BY value asked for (``y=None``: a timeline,
+    a row per key value, events as ticks and matches as bars); returns the matplotlib
     Figure. Options ``x``, ``y``, ``start``, ``end`` (required), ``key``, ``key_values``,
     ``marks``, ``span``, ``title``, ``ax``, ``path`` (see sparkcep.charts.plot)."""
     from sparkcep.charts import plot as _plot
@@ -77,6 +78,10 @@ def __getattr__(name: str):
         from sparkcep import api
 
         return getattr(api, name)
+    if name == "TaskStats":
+        from sparkcep.tasks.engine import TaskStats
+
+        return TaskStats
     if name == "StreamMetrics":
         from sparkcep.spark.stream import StreamMetrics
 
@@ -91,6 +96,7 @@ __all__ = [
     "QueryError",
     "SparkCepError",
     "StreamMetrics",
+    "TaskStats",
     "explain",
     "flush",
     "match_recognize",
