@@ -200,25 +200,25 @@ def test_query_errors_have_code_and_position(query, code, line, column):
 def test_matchregex_first_transition_may_not_aggregate():
     df = pd.DataFrame({"ts": [1], "price": [1.0]})
     with pytest.raises(QueryError) as e:
-        sparkcep.match_recognize(df, "ORDER BY ts PATTERN (A B) DEFINE A AS price > AVG(B.price)", mode="matchregex")
+        sparkcep.match_recognize(df, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A B) DEFINE A AS price > AVG(B.price)", mode="matchregex")
     assert e.value.code == "MATCHREGEX_FIRST_AGGREGATE"
     # The same condition on a variable that cannot start a match is fine.
-    sparkcep.match_recognize(df, "ORDER BY ts PATTERN (A B) DEFINE B AS price > AVG(A.price)", mode="matchregex")
+    sparkcep.match_recognize(df, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A B) DEFINE B AS price > AVG(A.price)", mode="matchregex")
 
 
 def test_data_errors_name_column_and_row():
     df = pd.DataFrame({"ts": [1, 2], "price": [1.0, 2.0]})
     with pytest.raises(DataError) as e:
-        sparkcep.match_recognize(df, "ORDER BY tss PATTERN (A)")
+        sparkcep.match_recognize(df, "ORDER BY tss MEASURES MATCH_NUMBER() AS m PATTERN (A)")
     assert e.value.column == "tss" and "did you mean 'ts'" in str(e.value)
     t = pa.table({"ts": [1, None], "price": [1.0, 2.0]})
     with pytest.raises(DataError) as e:
-        sparkcep.match_recognize(t, "ORDER BY ts PATTERN (A) WITHIN 3")
+        sparkcep.match_recognize(t, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A) WITHIN 3")
     assert e.value.column == "ts" and e.value.row == 1
     for t in (pa.table({"ts": [1], "price": pa.array([{"a": 1}])}),  # a struct
               pa.table({"ts": [1], "price": pa.array([1], pa.decimal256(40, 2))})):  # above 38 digits
         with pytest.raises(DataError) as e:
-            sparkcep.match_recognize(t, "ORDER BY ts PATTERN (A) DEFINE A AS price IS NOT NULL")
+            sparkcep.match_recognize(t, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A) DEFINE A AS price IS NOT NULL")
         assert e.value.column == "price"
         # An unsupported type that the query does not read passes through untouched.
         out = sparkcep.match_recognize(t, "ORDER BY ts MEASURES A.ts AS t ALL ROWS PER MATCH PATTERN (A)")
@@ -228,7 +228,7 @@ def test_data_errors_name_column_and_row():
 def test_division_by_zero_names_the_row():
     df = pd.DataFrame({"ts": [2, 1, 0], "d": [1, 0, 1]})
     with pytest.raises(DataError) as e:
-        sparkcep.match_recognize(df, "ORDER BY ts PATTERN (A+) DEFINE A AS 10 / d > 1")
+        sparkcep.match_recognize(df, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A+) DEFINE A AS 10 / d > 1")
     assert e.value.row == 1 and "division by zero in the condition of A" in str(e.value)
     with pytest.raises(DataError) as e:
         sparkcep.match_recognize(df, "ORDER BY ts MEASURES 1 / (COUNT(*) - 1) AS x PATTERN (A)")
@@ -237,15 +237,15 @@ def test_division_by_zero_names_the_row():
 
 def test_bad_data_argument_and_options():
     with pytest.raises(sparkcep.SparkCepError, match="pandas DataFrame, a pyarrow Table or a Spark DataFrame"):
-        sparkcep.match_recognize([1, 2], "PATTERN (A)")
+        sparkcep.match_recognize([1, 2], "MEASURES MATCH_NUMBER() AS m PATTERN (A)")
     with pytest.raises(sparkcep.SparkCepError, match="unknown option"):
-        sparkcep.match_recognize(pd.DataFrame({"a": [1]}), "PATTERN (A)", strategie="x")
+        sparkcep.match_recognize(pd.DataFrame({"a": [1]}), "MEASURES MATCH_NUMBER() AS m PATTERN (A)", strategie="x")
     with pytest.raises(sparkcep.SparkCepError, match="needs a Spark DataFrame"):
-        sparkcep.match_recognize(pd.DataFrame({"a": [1]}), "PATTERN (A)", strategy="runs")
+        sparkcep.match_recognize(pd.DataFrame({"a": [1]}), "MEASURES MATCH_NUMBER() AS m PATTERN (A)", strategy="runs")
 
 
 def test_explain_shows_program():
-    text = sparkcep.explain(PRICES, "ORDER BY ts PATTERN (A B*) DEFINE B AS price > PREV(price)")
+    text = sparkcep.explain(PRICES, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A B*) DEFINE B AS price > PREV(price)")
     assert "0: match A\n  1: split 2, 4\n  2: match B\n  3: jump 1\n  4: accept" in text
 
 

@@ -23,7 +23,7 @@ def _golden_programs():
 
 @pytest.mark.parametrize("pattern, listing", list(_golden_programs()))
 def test_program_listing(pattern, listing):
-    plan = build_plan(analyze(parse(f"PATTERN ({pattern})"), []))
+    plan = build_plan(analyze(parse(f"MEASURES MATCH_NUMBER() AS m PATTERN ({pattern})"), []))
     assert plan.program.listing() == listing
 
 
@@ -36,7 +36,7 @@ def test_program_listing(pattern, listing):
     ("{- A B -}{2,}", "({- A B -}){2,}"),
 ])
 def test_pattern_ir_passes(text, expected):
-    q = analyze(parse(f"PATTERN ({text})"), [])
+    q = analyze(parse(f"MEASURES MATCH_NUMBER() AS m PATTERN ({text})"), [])
     assert ir.to_text(ir.from_ast(q.pattern, q.variables), q.variables) == expected
 
 
@@ -89,7 +89,7 @@ def test_only_spark_imports_pyspark_and_only_cli_imports_terminal_libraries():
 def test_next_labels_prune_start_rows(pattern, expected):
     from sparkcep.compile.program import next_labels
 
-    plan = build_plan(analyze(parse(f"PATTERN ({pattern})"), []))
+    plan = build_plan(analyze(parse(f"MEASURES MATCH_NUMBER() AS m PATTERN ({pattern})"), []))
     got = {plan.labels[f]: ({plan.labels[g] for g in seconds}, end)
            for f, (seconds, end) in next_labels(plan.program).items()}
     assert got == expected

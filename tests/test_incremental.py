@@ -167,14 +167,14 @@ def test_streams_refuse_what_they_cannot_do_yet():
 
 def test_rows_without_event_time_are_a_data_error():
     t = _table([], [], [])
-    matcher = IncrementalMatcher(compile_query("ORDER BY t PATTERN (A)", t), t.schema)
+    matcher = IncrementalMatcher(compile_query("ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A)", t), t.schema)
     with pytest.raises(sparkcep.DataError, match="event time"):
         matcher.add(matcher.empty_state(), pa.table({"t": pa.array([1, None], pa.int64()), "v": [1, 2], "k": [1, 2]}))
 
 
 def test_late_rows_are_split_off():
     t = _table([], [], [])
-    matcher = IncrementalMatcher(compile_query("ORDER BY t PATTERN (A)", t), t.schema)
+    matcher = IncrementalMatcher(compile_query("ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A)", t), t.schema)
     fresh, late = matcher.split_late(_table([5, 1, 7, 3], [1, 2, 3, 4], [1, 2, 3, 4]), 4)
     assert fresh.column("t").to_pylist() == [5, 7] and late.column("t").to_pylist() == [1, 3]
     state = matcher.empty_state()
@@ -239,7 +239,7 @@ def test_timeouts_report_what_within_ended():
 def test_state_is_bounded_with_a_clear_error():
     # A match that never ends keeps its rows: past the bound, a DataError says why.
     t = _table([], [], [])
-    matcher = IncrementalMatcher(compile_query("ORDER BY t PATTERN (A+ B) DEFINE A AS true, B AS v < 0", t), t.schema,
+    matcher = IncrementalMatcher(compile_query("ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A+ B) DEFINE A AS true, B AS v < 0", t), t.schema,
                                  max_rows=50)
     state = matcher.empty_state()
     with pytest.raises(sparkcep.DataError, match="more than 50 rows of one key") as e:
@@ -253,7 +253,7 @@ def test_state_is_bounded_with_a_clear_error():
 @pytest.mark.parametrize("bad", [None, float("nan"), float("inf"), float("-inf")])
 def test_a_row_without_a_finite_event_time_is_a_data_error(bad):
     t = pa.table({"t": pa.array([1.0, bad, 3.0], pa.float64()), "v": [1, 2, 3]})
-    matcher = IncrementalMatcher(compile_query("ORDER BY t PATTERN (A) DEFINE A AS v > 0", t), t.schema)
+    matcher = IncrementalMatcher(compile_query("ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A) DEFINE A AS v > 0", t), t.schema)
     with pytest.raises(sparkcep.DataError) as e:
         matcher.add(matcher.empty_state(), t)
     assert e.value.column == "t" and e.value.row == 1

@@ -143,13 +143,13 @@ def test_kernel_equals_reference(query, table, batch):
 def test_kernel_declines_what_it_cannot_run():
     t = pa.table({"ts": [1], "price": [1], "name": ["x"]})
     for cond in ("SUM(DISTINCT A.price) > 1", "COUNT(DISTINCT A.price) > 1", "STDDEV(A.price) > 1", "CLASSIFIER(A) < 'B'", "FIRST(A.price, 1) > 0", "LAST(A.price, 9) > 0", "LAST(CLASSIFIER(A), 2147483647) = 'A'", "name > A.name"):
-        plan = compile_query(f"ORDER BY ts PATTERN (A B) DEFINE B AS {cond}", t)
+        plan = compile_query(f"ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A B) DEFINE B AS {cond}", t)
         assert KernelMatcher.for_plan(plan) is None, cond
-    for clause in ("ORDER BY ts EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE B AS price > A.price",
-                   "ORDER BY ts PATTERN (A !N B) DEFINE B AS price > A.price"):
+    for clause in ("ORDER BY ts MEASURES MATCH_NUMBER() AS m EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE B AS price > A.price",
+                   "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A !N B) DEFINE B AS price > A.price"):
         assert KernelMatcher.for_plan(compile_query(clause, t)) is None, clause
     # ALL MATCHES runs on the kernel.
-    plan = compile_query("ORDER BY ts ALL MATCHES PATTERN (A B) DEFINE B AS price > A.price", t)
+    plan = compile_query("ORDER BY ts MEASURES MATCH_NUMBER() AS m ALL MATCHES PATTERN (A B) DEFINE B AS price > A.price", t)
     assert KernelMatcher.for_plan(plan) is not None
 
 

@@ -199,9 +199,9 @@ def test_aggregates_without_sharing_equal_the_shared_ones():
 
 def test_sharing_option_only_for_segment_queries():
     with pytest.raises(sparkcep.SparkCepError, match="sharing option applies to segment queries"):
-        sparkcep.match_recognize(PRICES, "ORDER BY t PATTERN (A)", sharing=False)
+        sparkcep.match_recognize(PRICES, "ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A)", sharing=False)
     with pytest.raises(sparkcep.SparkCepError, match="sharing must be True or False"):
-        sparkcep.match_recognize(PRICES, "ORDER BY t PATTERN (A & B)", sharing="no")
+        sparkcep.match_recognize(PRICES, "ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A & B)", sharing="no")
 
 
 @pytest.mark.parametrize("query, code", [
@@ -228,13 +228,13 @@ def test_error_table(query, code):
 
 
 def test_plan_option_and_explain():
-    q = "ORDER BY t PATTERN (A & B) DEFINE SEGMENT A AS window(2, 3), SEGMENT B AS last(price) > first(price)"
+    q = "ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A & B) DEFINE SEGMENT A AS window(2, 3), SEGMENT B AS last(price) > first(price)"
     text = sparkcep.explain(PRICES, q, plan="sort_merge")
     assert "SortMergeAnd" in text or "SegGenIndexing" in text
     with pytest.raises(sparkcep.SparkCepError, match="plan must be one of"):
         sparkcep.match_recognize(PRICES, q, plan="nope")
     with pytest.raises(sparkcep.SparkCepError, match="segment-query plans"):
-        sparkcep.match_recognize(PRICES, "ORDER BY t PATTERN (A)", plan="sort_merge")
+        sparkcep.match_recognize(PRICES, "ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A)", plan="sort_merge")
 
 
 def test_explain_draws_the_plan(tmp_path):
@@ -245,4 +245,4 @@ def test_explain_draws_the_plan(tmp_path):
     assert "estimated per series" in text and "operators:" in text
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(sparkcep.SparkCepError, match="segment query"):
-        sparkcep.explain(PRICES, "ORDER BY t PATTERN (A)", picture=str(path))
+        sparkcep.explain(PRICES, "ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A)", picture=str(path))

@@ -48,7 +48,7 @@ def test_plan_cache_follows_the_function_registry():
     from sparkcep.errors import QueryError
 
     t = pa.table({"ts": [1, 2], "p": [1.0, 2.0]})
-    text = "ORDER BY ts PATTERN (A) DEFINE A AS twice_p(p) > 3"
+    text = "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A) DEFINE A AS twice_p(p) > 3"
     with pytest.raises(QueryError):
         compile_query(text, t)
     sparkcep.register_function("twice_p", lambda x: 2 * x, "double")

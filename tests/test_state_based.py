@@ -58,10 +58,10 @@ def test_state_based_equals_sequential(clause, xs, ks, plus):
 
 def test_unsupported_patterns_say_so():
     t = pa.table({"t": [1, 2], "x": [1, 2]})
-    for clause in ["ORDER BY t PATTERN (A | B) DEFINE A AS x > 0",
-                   "ORDER BY t PATTERN (A? B) DEFINE A AS x > 0",
-                   "ORDER BY t PATTERN (A B+?) DEFINE A AS x > 0",
-                   "ORDER BY t EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE A AS x > 0"]:
+    for clause in ["ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A | B) DEFINE A AS x > 0",
+                   "ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A? B) DEFINE A AS x > 0",
+                   "ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A B+?) DEFINE A AS x > 0",
+                   "ORDER BY t MEASURES MATCH_NUMBER() AS m EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B) DEFINE A AS x > 0"]:
         with pytest.raises(sparkcep.SparkCepError, match="state-based"):
             sparkcep.match_recognize(t, clause, strategy="sb")
 
@@ -69,7 +69,7 @@ def test_unsupported_patterns_say_so():
 def test_an_evaluation_error_names_its_row():
     t = pa.table({"t": [1, 2, 3], "x": [1, 0, 2]})
     with pytest.raises(sparkcep.DataError) as e:
-        sparkcep.match_recognize(t, "ORDER BY t PATTERN (A B) DEFINE B AS 10 / B.x > 1", strategy="sb")
+        sparkcep.match_recognize(t, "ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A B) DEFINE B AS 10 / B.x > 1", strategy="sb")
     assert e.value.row == 1
 
 
@@ -119,7 +119,7 @@ def test_a_killed_unit_ends_the_query_with_an_error_not_a_hang(victim):
     sparkcep.register_function("slow", slow, "bigint")
     try:
         t = pa.table({"t": list(range(400)), "x": [i % 5 for i in range(400)]})
-        clause = "ORDER BY t PATTERN (A B C) DEFINE A AS slow(A.x) >= 0, B AS slow(B.x) >= 0, C AS slow(C.x) >= 0"
+        clause = "ORDER BY t MEASURES MATCH_NUMBER() AS m PATTERN (A B C) DEFINE A AS slow(A.x) >= 0, B AS slow(B.x) >= 0, C AS slow(C.x) >= 0"
         outcome: list = []
 
         def run():

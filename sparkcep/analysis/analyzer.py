@@ -152,6 +152,12 @@ class Analyzer(ExpressionBinder, SegmentRules, SelectionRules):
         if q.maxlength is not None and q.maxlength < 1:
             raise self.error("INVALID_MAXLENGTH", "MAXLENGTH must be at least 1", q.maxlength_span)
 
+        if rpm.mode == "ONE" and not measures and not partition:
+            # As Trino: a table of no columns would drop even how many matches there were.
+            raise self.error("NO_OUTPUT_COLUMNS", "ONE ROW PER MATCH outputs the PARTITION BY columns and the "
+                             "MEASURES; this query has neither, so its result would have no columns. Add a measure "
+                             "(e.g. MEASURES MATCH_NUMBER() AS match) or use ALL ROWS PER MATCH",
+                             rpm if rpm.span is not None and rpm.span.line else q.pattern)
         return AnalyzedQuery(
             text=q.text,
             variables=tuple(self.variables),

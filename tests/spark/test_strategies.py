@@ -129,9 +129,9 @@ def test_auto_picks_and_explains(spark, stream):
 def test_errors_from_workers_are_data_errors(spark):
     df = spark.createDataFrame(pd.DataFrame({"ts": [0, 1, 2], "d": [1, 0, 1]}))
     with pytest.raises(DataError, match="division by zero"):
-        sparkcep.match_recognize(df, "ORDER BY ts PATTERN (A+) DEFINE A AS 10 / d > 1", strategy="runs", batch=2).collect()
+        sparkcep.match_recognize(df, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A+) DEFINE A AS 10 / d > 1", strategy="runs", batch=2).collect()
     with pytest.raises(sparkcep.QueryError):
-        sparkcep.match_recognize(df, "ORDER BY nope PATTERN (A)")
+        sparkcep.match_recognize(df, "ORDER BY nope MEASURES MATCH_NUMBER() AS m PATTERN (A)")
 
 
 def test_sql_statement(spark, stream):
@@ -206,7 +206,7 @@ def test_whole_partition_queries_have_a_row_bound(spark):
     # on the driver before any work (no PARTITION BY) and in the task (one key too big).
     pdf = pd.DataFrame({"ts": range(40), "k": [0] * 30 + [1] * 10, "v": [(i * 7) % 11 for i in range(40)]})
     df = spark.createDataFrame(pdf)
-    skip = "EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A B) DEFINE A AS v < 3, B AS v > A.v"
+    skip = "MEASURES MATCH_NUMBER() AS m EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A B) DEFINE A AS v < 3, B AS v > A.v"
     spark.conf.set("spark.sparkcep.maxTaskRows", "20")
     try:
         with pytest.raises(sparkcep.SparkCepError, match="40 rows would all go to one task") as e:
