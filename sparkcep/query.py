@@ -13,6 +13,7 @@ from collections import OrderedDict
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcep import functions
 from sparkcep.analysis.analyzer import analyze
@@ -121,12 +122,26 @@ def _choose(plan, strategy: str, task_options: dict):
                                 "over a sequence of variables; other queries run key groups or make their "
                                 "expensive calls ahead on the workers (options workers, start, chunk)")
         # With PARTITION BY, whole key groups are the tasks (cheap calls gain too); one
-        # partition has its calls made ahead instead.
+        # partition, or a key holding most rows (execute looks), has its calls made ahead.
         return ("key-groups" if plan.query.partition_by else "speculative"), None
     if strategy not in ("auto", "sequential"):
         raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
                             "(or with RIP's state-based baselines 'sb' and 'sb+', or the task engine 'tasks')")
     return ("segments" if segment else "automaton"), None
+
+
+def hot_key(plan, table: pa.Table) -> bool:
+    """Whether one PARTITION BY key holds more than half the rows: key groups, which run a
+    key in one process, would then gain less than 2x, while calls made ahead use every
+    worker within that key too."""
+    names = [k.column for k in plan.query.partition_by]
+    if not names or table.num_rows < 2:
+        return False
+    try:
+        counts = table.select(names).group_by(names).aggregate([([], "count_all")]).column("count_all")
+    except pa.ArrowNotImplementedError:  # a key type Arrow cannot group: keep key groups
+        return False
+    return 2 * pc.max(counts).as_py() > table.num_rows
 
 
 def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | None = None,
@@ -137,6 +152,13 @@ def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | 
     task_stats = task_options.pop("stats", None)
     chosen, tq = _choose(plan, strategy, task_options)
     if chosen in ("automaton", "segments"):
+        from sparkcep.tasks.from_sql import calls_expensive
+
+        if chosen == "automaton" and calls_expensive(plan):
+            from sparkcep.tasks.calls import Memo
+
+            with Memo():  # one call per distinct arguments, not one per start and variable
+                return run_plan(plan, table, stats=stats)
         return run_plan(plan, table, stats=stats)
     if chosen == "state-based":
         from sparkcep.parallel.state_based import StateBasedMatcher
@@ -150,6 +172,8 @@ def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | 
         from sparkcep.tasks.from_sql import run_sql_on_tasks
 
         return run_sql_on_tasks(tq, table, opts, task_stats)
+    if chosen == "key-groups" and hot_key(plan, table):
+        chosen = "speculative"
     if chosen == "key-groups":
         from sparkcep.tasks.groups import KeyGroups
 

@@ -243,3 +243,65 @@ def test_auto_makes_expensive_calls_ahead_and_keeps_cheap_ones_here(monkeypatch)
     sparkcep.match_recognize(table, single, workers=1)
     spec = used[0]
     assert spec.local and spec._pool is None and spec.stats.calls_made <= speculate.TIMED_CALLS + 1
+
+
+def test_the_sequential_engine_makes_each_distinct_expensive_call_once():
+    # One row's condition is evaluated once per start and per variable reaching it; the
+    # functions are deterministic, so the query makes each distinct call once.
+    calls = []
+    sparkcep.register_function("seen", lambda v: calls.append(v) or v >= 10, "boolean", cost="expensive")
+    try:
+        table = pa.table({"ts": list(range(20)), "v": list(range(20))})
+        query = "ORDER BY ts MEASURES FIRST(ts) AS a PATTERN (S{5,} G) DEFINE S AS seen(v), G AS NOT seen(v)"
+        sparkcep.match_recognize(table, query, strategy="sequential")
+        assert sorted(calls) == list(range(20))
+        sparkcep.register_function("seen", lambda v: calls.append(v) or v >= 10, "boolean", cost="cheap")
+        calls.clear()
+        sparkcep.match_recognize(table, query, strategy="sequential")
+        assert len(calls) > 20  # a cheap function is called as the engine evaluates
+    finally:
+        sparkcep.unregister_function("seen")
+
+
+def test_a_key_holding_most_rows_has_its_calls_made_ahead(monkeypatch):
+    # Key groups run a key in one process: with one key holding most rows they would gain
+    # little, so auto makes the calls ahead instead; evenly spread keys keep key groups.
+    from sparkcep.tasks.groups import KeyGroups
+
+    chosen = []
+    real_spec, real_groups = Speculation.map, KeyGroups.map
+    monkeypatch.setattr(Speculation, "map", lambda self, *a: chosen.append("speculative") or real_spec(self, *a))
+    monkeypatch.setattr(KeyGroups, "map", lambda self, *a: chosen.append("key-groups") or real_groups(self, *a))
+    hot = pa.table({"k": [0 if i % 10 else i % 7 for i in range(200)], "ts": list(range(200)),
+                    "price": [i * 7919 % 3 for i in range(200)]})
+    for table, want in ((hot, "speculative"), (_keyed(200, 8), "key-groups")):
+        chosen.clear()
+        got = sparkcep.match_recognize(table, QUERY, workers=1)
+        assert chosen == [want]
+        assert got.to_pylist() == sparkcep.match_recognize(table, QUERY, strategy="sequential").to_pylist()
+
+
+def test_kept_workers_follow_the_working_folder(tmp_path, monkeypatch):
+    # A function opening a relative path: workers kept from the last query must resolve it
+    # in the folder the next query runs in.
+    def size(name):
+        time.sleep(0.001)
+        with open(name) as f:
+            return len(f.read())
+
+    sparkcep.register_function("size", size, "bigint", cost="expensive")
+    try:
+        query = "ORDER BY ts MEASURES FIRST(ts) AS a, COUNT(*) AS n PATTERN (A B+) DEFINE B AS size(f) > size(PREV(f))"
+        table = pa.table({"ts": list(range(40)), "f": [f"{i % 5}.txt" for i in range(40)]})
+        results = []
+        for folder, scale in (("one", 1), ("two", 3)):
+            (tmp_path / folder).mkdir()
+            for i in range(5):
+                (tmp_path / folder / f"{i}.txt").write_text("x" * ((i * scale) % 4))
+            monkeypatch.chdir(tmp_path / folder)
+            got = sparkcep.match_recognize(table, query, strategy="tasks", workers=1)
+            assert got.to_pylist() == sparkcep.match_recognize(table, query, strategy="sequential").to_pylist()
+            results.append(got.to_pylist())
+        assert results[0] != results[1]
+    finally:
+        sparkcep.unregister_function("size")

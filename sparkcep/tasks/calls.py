@@ -11,7 +11,9 @@ import math
 from typing import Any
 
 from sparkcep import functions
-from sparkcep.compile.expressions import EvaluationError, call_function
+from sparkcep.compile.expressions import EvaluationError, call_function, set_call_route
+
+MEMO_LIMIT = 100_000  # answers kept per query; the oldest go first
 
 
 def _frozen(v: Any) -> Any:
@@ -31,6 +33,41 @@ def _frozen(v: Any) -> Any:
 def call_key(name: str, vals: list[Any]) -> tuple:
     return (name, tuple(_frozen(v) for v in vals))
 
+
+class Memo:
+    """A call route (compile.expressions.set_call_route) making each distinct call of an
+    expensive function once per query. Registered functions are deterministic (a documented
+    rule), and the sequential engine evaluates a row's condition once per start and per
+    variable that reaches it, so the same call repeats. Errors are not kept: a repeated call
+    raises its error again. ``calls`` and ``hits`` count what it did."""
+
+    def __init__(self, limit: int = MEMO_LIMIT):
+        self.limit = limit
+        self.answers: dict[tuple, Any] = {}
+        self.calls = 0
+        self.hits = 0
+
+    def call(self, name: str, impl, vals: list[Any]) -> Any:
+        try:
+            key = call_key(name, vals)
+            if key in self.answers:
+                self.hits += 1
+                return self.answers[key]
+        except TypeError:  # an argument that cannot be a key: call it
+            return call_function(name, impl, vals)
+        self.calls += 1
+        value = call_function(name, impl, vals)
+        if len(self.answers) >= self.limit:
+            del self.answers[next(iter(self.answers))]
+        self.answers[key] = value
+        return value
+
+    def __enter__(self) -> Memo:
+        self._outer = set_call_route(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        set_call_route(self._outer)
 
 
 class Calls:

@@ -43,7 +43,7 @@ from sparkcep.errors import SparkCepError
 from sparkcep.runtime.engine import candidate_finder
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
-from sparkcep.tasks.calls import Calls, call_key
+from sparkcep.tasks.calls import Calls, Memo, call_key
 from sparkcep.tasks.engine import TaskOptions, TaskStats
 from sparkcep.tasks.workers import WorkerPool
 
@@ -226,16 +226,16 @@ class Speculation:
         if self._starting is None:
             return False
         if self.measure and self._timed >= TIMED_CALLS and self._timed_seconds / self._timed < CHEAP_CALL:
-            # Cheap calls: the rest of the query makes them here, directly.
+            # Cheap calls: the rest of the query makes them here, each distinct call once.
             self._close()
-            set_call_route(self._outer)
+            set_call_route(Memo())
             return False
         if self._starting.is_alive() or (self.measure and self._timed < TIMED_CALLS):
             return False
         self._starting = None
         if self._start_error is not None:
             if self.measure:  # auto: the workers were a choice; the calls are made here instead
-                set_call_route(self._outer)
+                set_call_route(Memo())
                 return False
             raise self._start_error
         self._pool = self._started

@@ -8,6 +8,7 @@ ends the process.
 
 from __future__ import annotations
 
+import os
 import sys
 from multiprocessing.connection import Connection
 
@@ -31,8 +32,10 @@ def main(fd: int) -> None:
         if msg is None:  # handed back without a query (its load had failed)
             continue
         try:
-            registered, evaluator = cloudpickle.loads(msg[1])
+            registered, evaluator, folder = cloudpickle.loads(msg[1])
             functions.install_user_functions(registered)
+            if folder is not None:
+                os.chdir(folder)  # the query's working folder, as the coordinator's
         except Exception as e:  # e.g. a function whose module this interpreter cannot import
             conn.send(("failed", f"{type(e).__name__}: {e}"))
             continue

@@ -366,13 +366,22 @@ class WorkerPool:
             w.stop()
 
 
+def _folder() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the working folder was removed: workers keep theirs
+        return None
+
+
 def _payload(evaluator) -> bytes:
     import cloudpickle
 
     from sparkcep import functions
 
     try:
-        return cloudpickle.dumps((functions.user_functions(), evaluator))
+        # The working folder too: a worker kept from an earlier query would resolve a relative
+        # path (a file a function opens) against the folder it started in.
+        return cloudpickle.dumps((functions.user_functions(), evaluator, _folder()))
     except Exception as e:
         raise SparkCepError(f"the query cannot be sent to task workers ({type(e).__name__}: {e}): a registered "
                             "function defined in a script or notebook travels with the globals it reads; define "
