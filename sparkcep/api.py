@@ -11,7 +11,14 @@ from sparkcep.errors import SparkCepError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
 from sparkcep.options import OPTIONS, SNOOP_OPTIONS, TASK_OPTIONS, check_options
-from sparkcep.query import compile_query, execute, is_segment_plan, plan_query, run_plan
+from sparkcep.query import (
+    compile_query,
+    describe_execution,
+    execute,
+    is_segment_plan,
+    plan_query,
+    run_plan,
+)
 from sparkcep.values import to_pandas
 
 __all__ = ["compile_query", "explain", "match_recognize", "plan_query", "run_local", "run_plan", "sase", "snoop"]
@@ -104,7 +111,7 @@ def _explain(data: Any, clause: str, picture: str | None = None, **options: Any)
         return plan.explain(table, picture)
     if picture is not None:
         raise SparkCepError("picture draws a segment query's plan; this query runs on the automaton engine")
-    return plan.explain()
+    return plan.explain() + "\n" + describe_execution(plan, table, options.get("strategy", "auto"))
 
 
 @guarded

@@ -8,6 +8,7 @@ executors (sparkcep.spark)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from typing import Any
@@ -93,10 +94,56 @@ def run_plan(plan, table: pa.Table, matcher_factory=None, partition_runner=None,
     return run_automaton(plan, table, matcher_factory or Matcher, partition_runner, use_kernel, stats, executor)
 
 
-def choose_executor(plan, strategy: str = "auto", task_options: dict | None = None) -> str:
+def choose_executor(plan, strategy: str = "auto", task_options: dict | None = None,
+                    table: pa.Table | None = None) -> str:
     """Which executor runs ``plan`` on this machine under ``strategy`` ("auto",
-    "sequential", "tasks", "sb", "sb+"): one of EXECUTORS."""
-    return _choose(plan, strategy, task_options or {})[0]
+    "sequential", "tasks", "sb", "sb+"): one of EXECUTORS (with ``table``, as execute
+    decides: a key holding most rows has its calls made ahead)."""
+    chosen = _choose(plan, strategy, task_options or {})[0]
+    if chosen == "key-groups" and table is not None and hot_key(plan, table):
+        return "speculative"
+    return chosen
+
+
+def describe_execution(plan, table: pa.Table, strategy: str = "auto", task_options: dict | None = None) -> str:
+    """explain's lines on how ``plan`` runs over ``table`` here: the executor and why, and
+    when calls made ahead can gain little."""
+    from sparkcep.tasks.from_sql import calls_expensive, expensive_names
+
+    options = dict(task_options or {})
+    options.pop("stats", None)
+    chosen = choose_executor(plan, strategy, options, table)
+    cores = os.cpu_count() or 1
+    workers = options.get("workers", -1)
+    if chosen == "automaton":
+        line = "the sequential engine (on the compiled kernel where the query allows)"
+        if calls_expensive(plan):
+            line += "; each distinct expensive call made once"
+    elif chosen == "segments":
+        line = "T-REX's segment executor"
+    elif chosen == "state-based":
+        line = "RIP's state-based baseline (one process per pattern variable)"
+    elif chosen == "tasks":
+        n = cores if workers == -1 else workers
+        line = f"the task engine: <transition, partial match, event> tasks on {n} worker(s)"
+    elif chosen == "key-groups":
+        n = cores if workers == -1 else workers
+        line = f"whole PARTITION BY keys as tasks on {n} worker(s)"
+    else:
+        n = max(1, cores - 1) if workers == -1 else workers
+        names = ", ".join(n.lower() for n in expensive_names(plan))
+        line = f"the sequential engine here, its expensive calls ({names}) made ahead by {n} worker(s)"
+        if plan.query.partition_by:
+            line += " (one PARTITION BY key holds more than half the rows, so key groups could not gain 2x)"
+        if strategy == "auto":
+            from sparkcep.tasks.speculate import CHEAP_CALL
+
+            line += f"; a function measured below {CHEAP_CALL * 1000:g} ms a call is called here instead"
+    lines = [f"executor: {chosen}: {line}"]
+    if chosen == "speculative" and all(p.at_start for p in plan.program.closures[0]):
+        lines.append("note: the pattern begins with ^, so a partition has one start row: each call's "
+                     "arguments wait on earlier answers, and few calls can be made ahead")
+    return "\n".join(lines)
 
 
 def _choose(plan, strategy: str, task_options: dict):
@@ -151,6 +198,8 @@ def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | 
     task_options = dict(task_options or {})
     task_stats = task_options.pop("stats", None)
     chosen, tq = _choose(plan, strategy, task_options)
+    if chosen == "key-groups" and hot_key(plan, table):
+        chosen = "speculative"
     if chosen in ("automaton", "segments"):
         from sparkcep.tasks.from_sql import calls_expensive
 
@@ -172,8 +221,6 @@ def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | 
         from sparkcep.tasks.from_sql import run_sql_on_tasks
 
         return run_sql_on_tasks(tq, table, opts, task_stats)
-    if chosen == "key-groups" and hot_key(plan, table):
-        chosen = "speculative"
     if chosen == "key-groups":
         from sparkcep.tasks.groups import KeyGroups
 

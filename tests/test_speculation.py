@@ -305,3 +305,29 @@ def test_kept_workers_follow_the_working_folder(tmp_path, monkeypatch):
         assert results[0] != results[1]
     finally:
         sparkcep.unregister_function("size")
+
+
+def test_explain_says_which_executor_runs_and_when_calls_ahead_gain_little():
+    sparkcep.register_function("pr", lambda x: x, "bigint", cost="expensive")
+    try:
+        hot = pa.table({"k": [0] * 9 + [1], "ts": list(range(10)), "price": list(range(10))})
+        single = QUERY.replace("PARTITION BY k ", "")
+
+        def last(table, query, **options):
+            return [ln for ln in sparkcep.explain(table, query, **options).splitlines() if ln.startswith(("executor", "note"))]
+
+        (line,) = last(hot, single)
+        assert line.startswith("executor: speculative: the sequential engine here, its expensive calls (pr) made ahead")
+        assert "below 0.2 ms a call is called here instead" in line
+        (line,) = last(hot, QUERY)
+        assert "speculative" in line and "one PARTITION BY key holds more than half the rows" in line
+        (line,) = last(_keyed(40, 8), QUERY)
+        assert line.startswith("executor: key-groups: whole PARTITION BY keys")
+        line, note = last(hot, single.replace("PATTERN (S", "PATTERN (^ S"))
+        assert note.startswith("note: the pattern begins with ^")
+        (line,) = last(hot, single, strategy="sequential")
+        assert line.endswith("each distinct expensive call made once")
+        (line,) = last(hot, "ORDER BY ts MEASURES FIRST(ts) AS f PATTERN (A B) DEFINE B AS price > A.price")
+        assert line == "executor: automaton: the sequential engine (on the compiled kernel where the query allows)"
+    finally:
+        sparkcep.unregister_function("pr")

@@ -52,10 +52,15 @@ def _reads(plan: Plan, var: int, order: list[int]) -> frozenset[int] | None:
 
 
 def calls_expensive(plan: Plan) -> bool:
-    # The functions DEFINE calls (whether one is expensive may change between runs).
+    return bool(expensive_names(plan))
+
+
+def expensive_names(plan: Plan) -> list[str]:
+    """The expensive functions DEFINE calls, sorted (whether one is expensive may change
+    between runs)."""
     called = plan.derive("called", lambda: frozenset(x.name for e in plan.query.defines.values() for x in nodes(e)
                                                      if isinstance(x, BCall)))
-    return any(functions.is_expensive(name) for name in called)
+    return sorted(name for name in called if functions.is_expensive(name))
 
 
 def task_query_of(plan: Plan) -> TaskQuery | None:

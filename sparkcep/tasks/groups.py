@@ -35,13 +35,16 @@ class _Groups:
         self.bounds = bounds
 
     def tasks(self, group: tuple[int, int]) -> list[tuple]:
+        from sparkcep.tasks.calls import Memo
+
         out = []
-        for i in range(*group):
-            try:
-                out.append(("ok", self.fn(self.bounds[i])))
-            except Exception as e:  # raised by the coordinator in partition order, as it came
-                out.append(("error", _portable(e)))
-                break
+        with Memo():  # each distinct expensive call once, as on the sequential engine
+            for i in range(*group):
+                try:
+                    out.append(("ok", self.fn(self.bounds[i])))
+                except Exception as e:  # raised by the coordinator in partition order, as it came
+                    out.append(("error", _portable(e)))
+                    break
         return out
 
 

@@ -295,9 +295,7 @@ class Speculation:
             return entry
         if key not in self._sent:
             # No worker has it: made here at once, rather than waiting here idle for it.
-            entry = self._here(name, impl, vals)
-            self._store(key, entry[0], entry[1])
-            return entry
+            return self._made_here(key, name, impl, vals)
         self.stats.calls_waited += 1
         while True:
             if self.helps and self.queue:
@@ -309,9 +307,7 @@ class Speculation:
             if entry is not None:
                 return entry
             if key not in self.asked:  # answered, then dropped by a full memo: made here
-                entry = self._here(name, impl, vals)
-                self._store(key, entry[0], entry[1])
-                return entry
+                return self._made_here(key, name, impl, vals)
 
     def _help(self) -> None:
         """While waiting, with a core to spare: make the nearest queued call here."""
@@ -319,8 +315,7 @@ class Speculation:
             _, _, _, key, name, vals = self._pop()
             waiting = self.asked.get(key)
             if waiting is not None and key not in self._sent:
-                entry = self._here(name, functions.lookup(name).impl, vals)
-                self._store(key, entry[0], entry[1])
+                self._made_here(key, name, functions.lookup(name).impl, vals)
                 return
 
     def _here(self, name: str, impl: Callable, vals: list[Any]) -> list:
@@ -329,6 +324,12 @@ class Speculation:
             return [True, call_function(name, impl, vals), self.position, False]
         except EvaluationError as e:
             return [False, e.message, self.position, False]
+
+    def _made_here(self, key: tuple, name: str, impl: Callable, vals: list[Any]) -> list:
+        """A call made here for the starts waiting on it, as if a worker had answered."""
+        entry = self._here(name, impl, vals)
+        self._store(key, entry[0], entry[1])
+        return self.memo.get(key, entry)
 
     def _keep(self, key: tuple, entry: list) -> None:
         memo = self.memo
