@@ -48,7 +48,8 @@ def test_random_queries_with_calls_made_ahead_equal_the_sequential_engine(query,
 def _speculation(table, query, mode="sql", workers=2, start="spawn", **kw):
     """The speculative executor forced (under "auto" it runs queries without PARTITION BY)."""
     plan = compile_query(query, table, mode)
-    spec = Speculation(plan, TaskOptions(workers=workers, start=start).check(), TaskStats(), measure=False, **kw)
+    spec = Speculation(plan, TaskOptions(workers=workers, start=start).check(), TaskStats(), measure=False,
+                       background=False, **kw)
     return spec, run_plan(plan, table, spec.matcher, executor=spec)
 
 
@@ -131,7 +132,8 @@ def test_the_memo_and_the_lookahead_stay_within_their_bounds(monkeypatch):
         table = pa.table({"ts": list(range(400)), "x": [rng.randrange(10**6) for _ in range(400)]})
         query = "ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH " + SHAPES[0]
         plan = compile_query(query, table, "sql")
-        spec = _Bounded(plan, TaskOptions(workers=2).check(), TaskStats(), measure=False, memo_limit=8)
+        spec = _Bounded(plan, TaskOptions(workers=2).check(), TaskStats(), measure=False, memo_limit=8,
+                        background=False)
         got = run_plan(plan, table, spec.matcher, executor=spec)
         expected = sparkcep.match_recognize(table, query, strategy="sequential")
     finally:

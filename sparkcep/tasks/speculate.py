@@ -111,12 +111,13 @@ class Speculation:
     ``opts.workers`` processes. ``stats`` (a TaskStats) receives the calls made and used."""
 
     def __init__(self, plan: Plan, opts: TaskOptions, stats: TaskStats | None = None, *,
-                 memo_limit: int = MEMO_LIMIT, measure: bool = True):
+                 memo_limit: int = MEMO_LIMIT, measure: bool = True, background: bool = True):
         self.plan = plan
         self.opts = opts
         self.stats = stats if stats is not None else TaskStats()
         self.memo_limit = memo_limit
         self.measure = measure  # decide from timed calls whether the workers can win
+        self.background = background  # start the workers while the first calls are made here
         self.memo: dict[tuple, list] = {}  # key -> [ok, value or message, last position wanting it, used]
         self.asked: dict[tuple, list[tuple[int, int, int]]] = {}  # key -> starts waiting, sent or queued
         # Calls not sent yet, nearest start first, those of starts that may be skipped last:
@@ -170,8 +171,9 @@ class Speculation:
         self._partition_data = partition_data
         self.cursor = (0, 0)  # the relaxed matcher's next new start: (partition, index into its starts)
         self.current = 0
-        if self.workers and self.measure and self.opts.start != "fork":
-            # (forking from a second thread could copy a lock a call here holds)
+        if self.workers and self.background and self.opts.start != "fork":
+            # The first calls are made here while the workers start (forking from a second
+            # thread could copy a lock a call here holds, so fork starts them first).
             self._start_workers()
         elif self.workers:  # asked for workers: they are used from the first call
             self._pool = WorkerPool(Calls(), self.workers, start=self.opts.start)
