@@ -131,6 +131,9 @@ class BCall(BExpr):
     impl: Callable[..., Any] = field(compare=False)
     null_on_null: bool
     type: Type
+    # Registered with cost="expensive": known to the plan itself, so a process without the
+    # registry (a Spark task) routes its calls as the driver would.
+    expensive: bool = False
 
 
 @dataclass(frozen=True)

@@ -350,7 +350,7 @@ class ExpressionBinder:
             rtype = element_type(args[0], self.aggregates_of(scope))
         if e.distinct:
             raise self.error("NOT_SUPPORTED", f"DISTINCT applies to aggregates, not {e.name.text}", e)
-        return BCall(name, args, fn.impl, fn.null_on_null, rtype)
+        return BCall(name, args, fn.impl, fn.null_on_null, rtype, expensive=fn.cost == "expensive")
 
     def aggregates_of(self, scope: Scope) -> list[AggregateSpec]:
         return scope.aggregates

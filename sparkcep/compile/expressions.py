@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from sparkcep import functions
 from sparkcep.analysis.bound import (
     BAgg,
     BBetween,
@@ -457,7 +456,7 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
         null_on_null = e.null_on_null
         name = e.name
 
-        if functions.is_expensive(name):
+        if e.expensive:
             def expensive_call(*args):
                 vals = [f(*args) for f in fs]
                 if null_on_null and any(v is None for v in vals):

@@ -10,7 +10,7 @@ from pyspark import cloudpickle
 
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError
-from sparkcep.query import run_plan
+from sparkcep.query import is_segment_plan, run_plan
 from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, arrow_of, max_task_rows, slots
 from sparkcep.spark.wire import errors_to_driver, keyed
 
@@ -49,7 +49,37 @@ def _group_task(p: Plan, limit: int, table: pa.Table, spark_schema) -> pa.Table:
                               "task: choose a finer PARTITION BY, or raise the bound if a worker's memory "
                               "holds them"), p, t, 0)
     try:
-        out = run_plan(p, t)
+        out = run_in_task(p, t)
     except DataError as e:
         raise keyed(e, p, t, e.row) from None
     return out.cast(arrow_of(spark_schema))
+
+
+def run_in_task(plan, table: pa.Table) -> pa.Table:
+    """A Spark task's run of ``plan`` over its rows (a key group, or all rows). With
+    expensive calls, each distinct call is made once; a task given more than one CPU
+    (``spark.task.cpus``) also makes them ahead on that many worker processes less one, as
+    a query on pandas does, so one hot key's task uses the cores it was given."""
+    from sparkcep.tasks.from_sql import calls_expensive
+
+    if is_segment_plan(plan) or not calls_expensive(plan):
+        return run_plan(plan, table)
+    cpus = task_cpus()
+    if cpus <= 1:
+        from sparkcep.tasks.calls import Memo
+
+        with Memo():
+            return run_plan(plan, table)
+    from sparkcep.tasks.engine import TaskOptions
+    from sparkcep.tasks.speculate import Speculation
+
+    spec = Speculation(plan, TaskOptions(workers=cpus - 1).check())
+    return run_plan(plan, table, spec.matcher, executor=spec)
+
+
+def task_cpus() -> int:
+    """The CPUs Spark gave the running task (``spark.task.cpus``); 1 outside a task."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return int(context.cpus()) if context is not None else 1

@@ -72,13 +72,18 @@ class Memo:
 
 class Calls:
     """What a worker runs: a chunk of (function name, arguments) calls, each answered with
-    (True, value) or (False, the error message the sequential engine would give)."""
+    (True, value) or (False, the error message the sequential engine would give).
+    ``impls``: the functions by name, sent along (else looked up in the registry)."""
+
+    def __init__(self, impls: dict[str, Any] | None = None):
+        self.impls = impls or {}
 
     def tasks(self, chunk: list[tuple[str, list[Any]]]) -> list[tuple[bool, Any]]:
         out = []
         for name, vals in chunk:
+            impl = self.impls.get(name) or functions.lookup(name).impl
             try:
-                out.append((True, call_function(name, functions.lookup(name).impl, vals)))
+                out.append((True, call_function(name, impl, vals)))
             except EvaluationError as e:
                 out.append((False, e.message))
         return out

@@ -9,9 +9,11 @@ by first row, then (SKIP TILL ANY MATCH prefers the earliest next row) by the ro
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pyarrow as pa
 
-from sparkcep import functions
 from sparkcep.analysis.bound import (
     BAgg,
     BCall,
@@ -55,12 +57,18 @@ def calls_expensive(plan: Plan) -> bool:
     return bool(expensive_names(plan))
 
 
+def expensive_functions(plan: Plan) -> dict[str, Callable[..., Any]]:
+    """The expensive functions DEFINE calls, by name: what a call-only worker runs (it
+    needs no registry, so neither does a Spark task that starts such workers)."""
+    return plan.derive("expensive_impls", lambda: {x.name: x.impl for e in plan.query.defines.values()
+                                                   for x in nodes(e) if isinstance(x, BCall) and x.expensive})
+
+
 def expensive_names(plan: Plan) -> list[str]:
-    """The expensive functions DEFINE calls, sorted (whether one is expensive may change
-    between runs)."""
-    called = plan.derive("called", lambda: frozenset(x.name for e in plan.query.defines.values() for x in nodes(e)
-                                                     if isinstance(x, BCall)))
-    return sorted(name for name in called if functions.is_expensive(name))
+    """The expensive functions DEFINE calls, sorted (the plan knows: a cached plan is
+    compiled again when the registry changes)."""
+    return plan.derive("expensive", lambda: sorted({x.name for e in plan.query.defines.values() for x in nodes(e)
+                                                    if isinstance(x, BCall) and x.expensive}))
 
 
 def task_query_of(plan: Plan) -> TaskQuery | None:
@@ -83,7 +91,7 @@ def task_query_of(plan: Plan) -> TaskQuery | None:
         if read is None:
             return None
         if v in q.defines:
-            cheap = read == {v} and not any(isinstance(x, BCall) and functions.is_expensive(x.name)
+            cheap = read == {v} and not any(isinstance(x, BCall) and x.expensive
                                             for x in nodes(q.defines[v]))
             predicates.append(Predicate(v, read, None, None, cheap))
     pattern = _Op("SEQ", tuple(_V(v) for v in order), 0, ()) if len(order) > 1 else _V(order[0])

@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from sparkcep import functions
 from sparkcep.compile.expressions import EvaluationError, call_function, set_call_route
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.skip import SkipStrategy
@@ -45,6 +44,7 @@ from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 from sparkcep.tasks.calls import Calls, Memo, call_key
 from sparkcep.tasks.engine import TaskOptions, TaskStats
+from sparkcep.tasks.from_sql import expensive_functions
 from sparkcep.tasks.workers import WorkerPool
 
 # Below this many seconds a call, the workers' messages cost more than they save.
@@ -146,6 +146,7 @@ class Speculation:
         self.probe_position = 0
         self.position = 0  # the sequential engine's: bounds[partition][0] + row
         self.matcher_type = matcher_class(plan)
+        self.impls = expensive_functions(plan)
         self._probe = _probe_class(self.matcher_type)(plan)
         self._pool: WorkerPool | None = None
         self._sent: set[tuple] = set()  # asked and sent to a worker
@@ -176,7 +177,7 @@ class Speculation:
             # thread could copy a lock a call here holds, so fork starts them first).
             self._start_workers()
         elif self.workers:  # asked for workers: they are used from the first call
-            self._pool = WorkerPool(Calls(), self.workers, start=self.opts.start)
+            self._pool = WorkerPool(Calls(self.impls), self.workers, start=self.opts.start)
             self.local = False
         self._outer = set_call_route(self)
         try:
@@ -208,7 +209,7 @@ class Speculation:
         """Start the pool in a thread: until it is up, calls are made here (and timed)."""
         def start():
             try:
-                pool = WorkerPool(Calls(), self.workers, start=self.opts.start)
+                pool = WorkerPool(Calls(self.impls), self.workers, start=self.opts.start)
             except BaseException as e:  # raised by the query's thread, if it still wants workers
                 self._start_error = e
                 return
@@ -317,7 +318,7 @@ class Speculation:
             _, _, _, key, name, vals = self._pop()
             waiting = self.asked.get(key)
             if waiting is not None and key not in self._sent:
-                self._made_here(key, name, functions.lookup(name).impl, vals)
+                self._made_here(key, name, self.impls[name], vals)
                 return
 
     def _here(self, name: str, impl: Callable, vals: list[Any]) -> list:

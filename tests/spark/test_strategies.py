@@ -359,3 +359,49 @@ def test_run_strategy_in_a_session_time_zone_other_than_utc(spark):
         assert sum(want.values()) > 5
     finally:
         spark.conf.set("spark.sql.session.timeZone", before)
+
+
+_TASK_CPUS_SCRIPT = '''
+import os, sys, time
+import pandas as pd
+import sparkcep
+from sparkcep.spark.session import get_session
+
+folder = sys.argv[1]
+spark = get_session("local[2]", config={"spark.task.cpus": "2", "spark.sql.shuffle.partitions": "2"})
+
+def similar(a, b):
+    end = time.perf_counter() + 0.002
+    while time.perf_counter() < end:
+        pass
+    with open(os.path.join(folder, str(os.getpid())), "a") as f:
+        f.write(".")
+    return (a * 7 + b * 3) % 5 < 3
+
+sparkcep.register_function("similar", similar, "boolean", cost="expensive")
+pdf = pd.DataFrame({"ts": range(600), "x": [(i * 7919) % 100000 for i in range(600)]})
+q = ("ORDER BY ts MEASURES A.ts AS a PATTERN (A B C) "
+     "DEFINE A AS x % 2 = 0, B AS similar(A.x, B.x), C AS similar(B.x, C.x)")
+got = sparkcep.match_recognize(spark.createDataFrame(pdf), q, strategy="sequential").toPandas()
+callers = {int(p) for p in os.listdir(folder)}
+want = sparkcep.match_recognize(pdf, q, strategy="sequential")
+assert len(want) > 50 and got.sort_values("a", ignore_index=True).equals(want), (got, want)
+print(len(callers - {os.getpid()}))
+'''
+
+
+@pytest.mark.slow
+def test_a_task_given_several_cpus_makes_its_expensive_calls_ahead(tmp_path):
+    # spark.task.cpus=2: the one task of a query without PARTITION BY runs the sequential
+    # engine with its calls made ahead on a worker process of its own (calls from two
+    # processes besides the driver), and the rows are the sequential engine's.
+    import subprocess
+    import sys
+
+    script = tmp_path / "task_cpus.py"
+    script.write_text(_TASK_CPUS_SCRIPT)
+    (tmp_path / "pids").mkdir()
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "pids")], capture_output=True, text=True,
+                       timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert int(r.stdout.strip().splitlines()[-1]) >= 2
