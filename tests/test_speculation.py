@@ -223,7 +223,7 @@ def test_workers_that_keep_dying_end_the_query_with_a_clear_error():
     query = "ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH " + SHAPES[0]
     try:
         with pytest.raises(sparkcep.SparkCepError, match="task workers died"):
-            sparkcep.match_recognize(table, query, strategy="tasks", workers=1)
+            _speculation(table, query, workers=1)  # workers from the first call (not started meanwhile)
     finally:
         sparkcep.unregister_function("coin")
 
