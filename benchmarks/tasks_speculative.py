@@ -96,7 +96,7 @@ def shape_row(name: str, data: pa.Table, query: str) -> dict:
         row[f"w{workers}_calls_made"] = st.calls_made
         row[f"w{workers}_calls_used"] = st.calls_used
         row[f"w{workers}_calls_waited"] = st.calls_waited
-    auto, got, _ = timed(data, query, workers=2)
+    auto, got, _ = timed(data, query)  # the defaults: one worker fewer than the cores
     assert got.equals(expected), f"{name}: auto differs from the sequential engine"
     row["auto_s"] = auto
     row["sequential_again_s"] = timed(data, query, strategy="sequential")[0]
@@ -118,7 +118,7 @@ def cost_row(ms: float, rows: int) -> dict:
     timed(data, query, strategy="tasks", workers=2)
     two, got, st = timed(data, query, strategy="tasks", workers=2)
     assert got.equals(expected)
-    auto, got, _ = timed(data, query, workers=2)
+    auto, got, _ = timed(data, query)  # the defaults: one worker fewer than the cores
     assert got.equals(expected)
     seq2 = timed(data, query, strategy="sequential")[0]
     base = (seq + seq2) / 2

@@ -116,8 +116,14 @@ def _timeline(series, found, *, x: str, start: str, end: str, key: str | None, k
         rows = [(None, series, found)]
     else:
         if key_values is None:
+            if not len(series):
+                raise SparkCepError("plot: data has no rows: nothing to draw")
             present = series[key].drop_duplicates()
-            key_values = sorted(present.dropna()) + ([None] if present.isna().any() else [])
+            try:
+                key_values = sorted(present.dropna())
+            except TypeError:  # values of several types: in order of appearance
+                key_values = list(present.dropna())
+            key_values += [None] if present.isna().any() else []
             if len(key_values) > _TIMELINE_ROWS:
                 raise SparkCepError(f"plot: {len(key_values):,} values of {key} make {len(key_values):,} timeline "
                                     f"rows; pick at most {_TIMELINE_ROWS} with key_values=")
@@ -130,6 +136,7 @@ def _timeline(series, found, *, x: str, start: str, end: str, key: str | None, k
         own = None
     else:
         fig, own = ax.figure, ax
+    shaded = 0
     try:
         for i, (_, events, hits) in enumerate(rows):
             if span is not None:
@@ -138,6 +145,7 @@ def _timeline(series, found, *, x: str, start: str, end: str, key: str | None, k
                 hits = hits[(hits[end] >= low) & (hits[start] <= high)]
             ax.plot(events[x], [i] * len(events), "|", ms=12, color="#333")
             spans = [(a, b) for a, b in zip(hits[start], hits[end], strict=True) if pd.notna(a) and pd.notna(b)]
+            shaded += len(spans)
             if spans:
                 ax.hlines([i] * len(spans), [a for a, _ in spans], [b for _, b in spans], lw=9, color=color,
                           alpha=0.45)
@@ -150,7 +158,6 @@ def _timeline(series, found, *, x: str, start: str, end: str, key: str | None, k
     ax.set_xlabel(x)
     if key:
         ax.set_ylabel(key)
-    shaded = sum(len(hits) for _, _, hits in rows)
     ax.set_title(title if title is not None else f"events by {x} ({shaded:,} match{'' if shaded == 1 else 'es'} "
                                                    f"as bars)", fontsize=10)
     return _finish(fig, own, path)

@@ -178,15 +178,18 @@ def _choose(plan, strategy: str, task_options: dict):
 
 
 def hot_key(plan, table: pa.Table) -> bool:
-    """Whether one PARTITION BY key holds more than half the rows: key groups, which run a
-    key in one process, would then gain less than 2x, while calls made ahead use every
-    worker within that key too."""
-    names = [k.column for k in plan.query.partition_by]
-    if not names or table.num_rows < 2:
+    """Whether one PARTITION BY key holds more than half the rows of a query with expensive
+    calls: key groups, which run a key in one process, would then gain less than 2x, while
+    calls made ahead use every worker within that key too."""
+    from sparkcep.tasks.from_sql import calls_expensive
+
+    names = list(dict.fromkeys(k.column for k in plan.query.partition_by))
+    if not names or table.num_rows < 2 or not calls_expensive(plan):
         return False
     try:
-        counts = table.select(names).group_by(names).aggregate([([], "count_all")]).column("count_all")
-    except pa.ArrowNotImplementedError:  # a key type Arrow cannot group: keep key groups
+        keys = table.select(names).unify_dictionaries()  # chunks of one column may differ
+        counts = keys.group_by(names).aggregate([([], "count_all")]).column(len(names))
+    except pa.ArrowException:  # a key type Arrow cannot group: keep key groups
         return False
     return 2 * pc.max(counts).as_py() > table.num_rows
 
@@ -200,15 +203,13 @@ def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | 
     chosen, tq = _choose(plan, strategy, task_options)
     if chosen == "key-groups" and hot_key(plan, table):
         chosen = "speculative"
-    if chosen in ("automaton", "segments"):
-        from sparkcep.tasks.from_sql import calls_expensive
-
-        if chosen == "automaton" and calls_expensive(plan):
-            from sparkcep.tasks.calls import Memo
-
-            with Memo():  # one call per distinct arguments, not one per start and variable
-                return run_plan(plan, table, stats=stats)
+    if chosen == "segments":
         return run_plan(plan, table, stats=stats)
+    if chosen == "automaton":
+        from sparkcep.tasks.calls import calls_once
+
+        with calls_once(plan):  # one call per distinct arguments, not one per start and variable
+            return run_plan(plan, table, stats=stats)
     if chosen == "state-based":
         from sparkcep.parallel.state_based import StateBasedMatcher
 

@@ -155,3 +155,14 @@ def test_a_timeline_draws_a_row_per_key_value_with_its_matches_as_bars():
         sparkcep.plot(many, many.assign(s=0, e=1).iloc[:0], x="t", y=None, start="s", end="e", key="k")
     one = sparkcep.plot(data, found, x="t", y=None, start="s", end="e")  # no key: one row
     assert len(one.axes[0].get_yticks()) == 1
+
+
+def test_a_timeline_of_keys_of_several_types_or_of_no_rows():
+    data = pd.DataFrame({"k": [1, "a", 2, "b", 1], "t": range(5)})
+    found = pd.DataFrame({"k": [1], "s": [0], "e": [4]})
+    fig = sparkcep.plot(data, found, x="t", y=None, start="s", end="e", key="k", span=(0, 3))
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1", "a", "2", "b"]  # in order of appearance
+    assert "1 match as bars" in ax.get_title()
+    with pytest.raises(sparkcep.SparkCepError, match="data has no rows"):
+        sparkcep.plot(data.iloc[:0], found, x="t", y=None, start="s", end="e", key="k")

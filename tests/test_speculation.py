@@ -333,3 +333,41 @@ def test_explain_says_which_executor_runs_and_when_calls_ahead_gain_little():
         assert line == "executor: automaton: the sequential engine (on the compiled kernel where the query allows)"
     finally:
         sparkcep.unregister_function("pr")
+
+
+def test_the_hot_key_check_takes_any_key_columns_and_only_queries_with_expensive_calls():
+    from sparkcep.query import choose_executor, hot_key
+
+    sparkcep.register_function("slow", lambda x: x is not None, "boolean", cost="expensive")
+    try:
+        query = ("PARTITION BY {k} ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH PATTERN (A B+) "
+                 "DEFINE B AS slow(v) AND v > PREV(v)")
+        hot = [0] * 8 + [1, 2, 3, 4]
+        # A key named like the count's column, a key named twice, dictionary chunks that differ.
+        chunks = pa.chunked_array([pa.array(["a"] * 6 + ["b"]).dictionary_encode(),
+                                   pa.array(["a"] * 2 + ["c", "d", "e"]).dictionary_encode()])
+        for column, keys, text in (("count_all", hot, "count_all"), ("k", hot, "k, k"), ("k", chunks, "k")):
+            table = pa.table({column: keys, "ts": list(range(12)), "v": [i % 3 for i in range(12)]})
+            plan = compile_query(query.format(k=text), table, "sql")
+            assert hot_key(plan, table) and choose_executor(plan, "auto", None, table) == "speculative"
+            got = sparkcep.match_recognize(table, query.format(k=text), workers=1)
+            assert got.to_pylist() == sparkcep.match_recognize(table, query.format(k=text),
+                                                               strategy="sequential").to_pylist()
+        cheap = compile_query(query.format(k="k").replace("slow(v) AND ", ""), table, "sql")
+        assert not hot_key(cheap, table)  # nothing to make ahead: key groups keep the other keys busy
+    finally:
+        sparkcep.unregister_function("slow")
+
+
+def test_the_memo_keeps_a_bounded_size_of_arguments():
+    from sparkcep.tasks.calls import Memo
+
+    memo = Memo(limit=1000, limit_bytes=10_000)
+    for i in range(50):
+        assert memo.call("F", len, [bytes(1000) + bytes([i])]) == 1001
+    assert memo.bytes <= 10_000 and len(memo.answers) < 10
+    memo.call("F", len, [bytes(5000)])  # more than a quarter of the bound: called, not kept
+    assert memo.calls == 51 and memo.call("F", len, [bytes(5000)]) == 5000 and memo.calls == 52
+    memo.call("F", len, ["x"])
+    memo.call("F", len, ["x"])
+    assert memo.hits == 1

@@ -264,7 +264,7 @@ def stream(
         _fail(str(as_sparkcep_error(e, text)))
         return
     console.print(f"stream: {totals['matches']:,} matches in {output}"
-                  + (f", {totals['timeouts']:,} timed-out partial matches in {output}/timeouts" if timeouts else ""))
+                  + (f", {totals['timeouts']:,} timed-out partial matches in {output}/_timeouts" if timeouts else ""))
 
 
 def _follow(q, totals: dict, metrics) -> None:

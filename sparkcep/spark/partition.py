@@ -55,25 +55,29 @@ def _group_task(p: Plan, limit: int, table: pa.Table, spark_schema) -> pa.Table:
     return out.cast(arrow_of(spark_schema))
 
 
+# A key group this small ends before worker interpreters would be up (a task's groups come
+# one call at a time, each its own query): its calls are made in the task.
+SPECULATE_ROWS = 1_000
+
+
 def run_in_task(plan, table: pa.Table) -> pa.Table:
     """A Spark task's run of ``plan`` over its rows (a key group, or all rows). With
     expensive calls, each distinct call is made once; a task given more than one CPU
     (``spark.task.cpus``) also makes them ahead on that many worker processes less one, as
-    a query on pandas does, so one hot key's task uses the cores it was given."""
+    a query on pandas does, so one hot key's task uses the cores it was given (groups of
+    fewer than SPECULATE_ROWS rows make their calls in the task)."""
+    from sparkcep.tasks.calls import calls_once
     from sparkcep.tasks.from_sql import calls_expensive
 
     if is_segment_plan(plan) or not calls_expensive(plan):
         return run_plan(plan, table)
-    cpus = task_cpus()
-    if cpus <= 1:
-        from sparkcep.tasks.calls import Memo
-
-        with Memo():
+    if task_cpus() <= 1 or table.num_rows < SPECULATE_ROWS:
+        with calls_once(plan):
             return run_plan(plan, table)
     from sparkcep.tasks.engine import TaskOptions
     from sparkcep.tasks.speculate import Speculation
 
-    spec = Speculation(plan, TaskOptions(workers=cpus - 1).check())
+    spec = Speculation(plan, TaskOptions(workers=task_cpus() - 1).check())
     return run_plan(plan, table, spec.matcher, executor=spec)
 
 

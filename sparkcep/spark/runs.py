@@ -10,7 +10,6 @@ the range join of ``spark.windows``."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from dataclasses import dataclass
 
@@ -27,8 +26,7 @@ from sparkcep.spark.frames import GIDX, POS, WIN, arrow_of, sort_columns, unpers
 from sparkcep.spark.seams import AT, drive, run_batch, summary_from_json
 from sparkcep.spark.windows import Part, WindowBackend
 from sparkcep.spark.wire import collect_arrow, errors_to_driver
-from sparkcep.tasks.calls import Memo
-from sparkcep.tasks.from_sql import calls_expensive
+from sparkcep.tasks.calls import calls_once
 
 SUMMARY = "__sparkcep_summary__"
 SPECULATED = "__sparkcep_speculated__"
@@ -421,7 +419,7 @@ def _sorted_task(payload, batches):
     before, after = table_from_ipc(before_b).cast(own.schema), table_from_ipc(after_b).cast(own.schema)
     rows = pa.concat_tables([before, own, after])  # from global row first - len(before)
     outputs = pa.schema(list(spec)[:-4]) if spec is not None else None
-    with Memo() if calls_expensive(p) else contextlib.nullcontext():  # each distinct expensive call once
+    with calls_once(p):
         yield from _batch_rows(p, rows, tasks, first, before, names, out_arrow, outputs, spec)
 
 

@@ -18,6 +18,7 @@ from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import BUCKET, GIDX, ROW, WIN, arrow_of, slots
 from sparkcep.spark.seams import run_batch, summary_from_json
 from sparkcep.spark.wire import collect_arrow, errors_to_driver
+from sparkcep.tasks.calls import calls_once
 
 
 @dataclass(frozen=True, order=True)
@@ -84,7 +85,8 @@ def _window_task(payload, table: pa.Table):
     t = table.take(pc.sort_indices(table, sort_keys=[(GIDX, "ascending")]))
     if t.num_rows != w.end - w.start:  # pragma: no cover - a bug in window planning, never data
         raise SparkCepError(f"internal: window has {t.num_rows} rows, expected {w.end - w.start}")
-    return wid, run_batch(p, t, names, w, task, entry, parts[pi].n, out_arrow)
+    with calls_once(p):
+        return wid, run_batch(p, t, names, w, task, entry, parts[pi].n, out_arrow)
 
 
 def _window_rows(ordered, parts: list[Part], windows: dict[int, tuple[int, Window]], batch: int,

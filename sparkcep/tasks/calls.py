@@ -5,6 +5,7 @@ Apart from the engine, so that a worker process that only makes calls starts qui
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import math
@@ -14,6 +15,7 @@ from sparkcep import functions
 from sparkcep.compile.expressions import EvaluationError, call_function, set_call_route
 
 MEMO_LIMIT = 100_000  # answers kept per query; the oldest go first
+MEMO_BYTES = 64 << 20  # and about this much of their arguments (bytes and text counted)
 
 
 def _frozen(v: Any) -> Any:
@@ -41,25 +43,32 @@ class Memo:
     variable that reaches it, so the same call repeats. Errors are not kept: a repeated call
     raises its error again. ``calls`` and ``hits`` count what it did."""
 
-    def __init__(self, limit: int = MEMO_LIMIT):
+    def __init__(self, limit: int = MEMO_LIMIT, limit_bytes: int = MEMO_BYTES):
         self.limit = limit
-        self.answers: dict[tuple, Any] = {}
+        self.limit_bytes = limit_bytes
+        self.answers: dict[tuple, tuple[Any, int]] = {}  # key -> (value, size of its arguments)
+        self.bytes = 0
         self.calls = 0
         self.hits = 0
 
     def call(self, name: str, impl, vals: list[Any]) -> Any:
         try:
             key = call_key(name, vals)
-            if key in self.answers:
-                self.hits += 1
-                return self.answers[key]
+            got = self.answers.get(key)
         except TypeError:  # an argument that cannot be a key: call it
             return call_function(name, impl, vals)
+        if got is not None:
+            self.hits += 1
+            return got[0]
         self.calls += 1
         value = call_function(name, impl, vals)
-        if len(self.answers) >= self.limit:
-            del self.answers[next(iter(self.answers))]
-        self.answers[key] = value
+        size = sum(_size(v) for v in vals)
+        if size > self.limit_bytes // 4:
+            return value  # not worth keeping a payload this large alive
+        while self.answers and (len(self.answers) >= self.limit or self.bytes + size > self.limit_bytes):
+            self.bytes -= self.answers.pop(next(iter(self.answers)))[1]
+        self.answers[key] = (value, size)
+        self.bytes += size
         return value
 
     def __enter__(self) -> Memo:
@@ -68,6 +77,22 @@ class Memo:
 
     def __exit__(self, *exc) -> None:
         set_call_route(self._outer)
+
+
+def _size(v: Any) -> int:
+    """About the memory a kept argument holds (payloads counted, the rest as a word)."""
+    if isinstance(v, (bytes, str)):
+        return 64 + len(v)
+    if isinstance(v, list):
+        return 64 + sum(_size(x) for x in v)
+    return 32
+
+
+def calls_once(plan) -> contextlib.AbstractContextManager:
+    """A Memo for the span of a run when ``plan`` has expensive calls, else nothing."""
+    from sparkcep.tasks.from_sql import calls_expensive
+
+    return Memo() if calls_expensive(plan) else contextlib.nullcontext()
 
 
 class Calls:
