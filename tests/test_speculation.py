@@ -371,3 +371,22 @@ def test_the_memo_keeps_a_bounded_size_of_arguments():
     memo.call("F", len, ["x"])
     memo.call("F", len, ["x"])
     assert memo.hits == 1
+
+
+def test_an_expensive_call_inside_an_aggregate_of_define_is_made_ahead_too():
+    # The call sits in max_by's argument, kept apart from DEFINE's expression tree: the
+    # plan still knows it, and the workers get the function.
+    from sparkcep.tasks.from_sql import expensive_names
+
+    sparkcep.register_function("pr", lambda x: time.sleep(0.0005) or x, "bigint", cost="expensive")
+    try:
+        table = pa.table({"ts": list(range(60)), "price": [i * 7 % 11 for i in range(60)],
+                          "x": [i * 5 % 13 for i in range(60)]})
+        query = ("ORDER BY ts MEASURES FIRST(ts) AS f, COUNT(*) AS n PATTERN (A B+) "
+                 "DEFINE B AS max_by(pr(price), x) >= A.price")
+        assert expensive_names(compile_query(query, table, "sql")) == ["PR"]
+        spec, got = _speculation(table, query, workers=1)
+        assert got.to_pylist() == sparkcep.match_recognize(table, query, strategy="sequential").to_pylist()
+        assert spec.stats.calls_used > 0
+    finally:
+        sparkcep.unregister_function("pr")

@@ -58,17 +58,20 @@ def calls_expensive(plan: Plan) -> bool:
 
 
 def expensive_functions(plan: Plan) -> dict[str, Callable[..., Any]]:
-    """The expensive functions DEFINE calls, by name: what a call-only worker runs (it
-    needs no registry, so neither does a Spark task that starts such workers)."""
-    return plan.derive("expensive_impls", lambda: {x.name: x.impl for e in plan.query.defines.values()
-                                                   for x in nodes(e) if isinstance(x, BCall) and x.expensive})
+    """The expensive functions DEFINE calls (in its aggregates' arguments too), by name:
+    what a call-only worker runs (it needs no registry, so neither does a Spark task that
+    starts such workers). The plan knows: a cached plan is compiled again when the registry
+    changes."""
+    def find() -> dict[str, Callable[..., Any]]:
+        q = plan.query
+        roots = [*q.defines.values(), *(x for a in q.define_aggregates for x in (a.arg, a.key) if x is not None)]
+        return {x.name: x.impl for e in roots for x in nodes(e) if isinstance(x, BCall) and x.expensive}
+    return plan.derive("expensive_impls", find)
 
 
 def expensive_names(plan: Plan) -> list[str]:
-    """The expensive functions DEFINE calls, sorted (the plan knows: a cached plan is
-    compiled again when the registry changes)."""
-    return plan.derive("expensive", lambda: sorted({x.name for e in plan.query.defines.values() for x in nodes(e)
-                                                    if isinstance(x, BCall) and x.expensive}))
+    """The expensive functions DEFINE calls, sorted."""
+    return sorted(expensive_functions(plan))
 
 
 def task_query_of(plan: Plan) -> TaskQuery | None:
