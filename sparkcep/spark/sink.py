@@ -43,6 +43,13 @@ class FolderSink:
 
     def __init__(self, path: str, timeouts: bool = False):
         refuse_file_sink_folder(path)
+        old = pathlib.Path(path) / "timeouts"
+        if old.is_dir() and any(old.glob("*.parquet")):
+            # Written by an earlier version: a reader of the folder would take them for
+            # matches (rows of NULLs). Moving them is the user's call, not ours.
+            raise SparkCepError(f"{old} holds timed-out partial matches written where readers of {path} see them "
+                                f"as matches; move it to {pathlib.Path(path) / TIMEOUTS_FOLDER} (which readers "
+                                "skip) and run again")
         self.path = pathlib.Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.timeouts = timeouts

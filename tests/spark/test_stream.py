@@ -592,3 +592,19 @@ def test_run_to_end_on_an_empty_input_and_after_a_failed_write(spark, tmp_path):
     other = 8 if stored != 8 else 16
     with pytest.raises(sparkcep.SparkCepError, match=f"holds {stored} buckets"):
         sparkcep.stream(stream, query, watermark="3 seconds", checkpoint=ckpt, buckets=other)
+
+
+def test_a_folder_with_timeouts_where_readers_see_them_is_refused(tmp_path):
+    # An earlier version wrote timeouts to out/timeouts/, which readers of out/ merge in as
+    # rows of NULLs: such a folder is refused with what to do, not appended to.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkcep.spark.sink import FolderSink
+
+    (tmp_path / "out" / "timeouts").mkdir(parents=True)
+    pq.write_table(pa.table({"k": [1]}), tmp_path / "out" / "timeouts" / "batch-0000000001.parquet")
+    with pytest.raises(sparkcep.SparkCepError, match="move it to .*_timeouts"):
+        FolderSink(str(tmp_path / "out"), timeouts=True)
+    (tmp_path / "out" / "timeouts").rename(tmp_path / "out" / "_timeouts")
+    FolderSink(str(tmp_path / "out"), timeouts=True)
