@@ -390,3 +390,32 @@ def test_an_expensive_call_inside_an_aggregate_of_define_is_made_ahead_too():
         assert spec.stats.calls_used > 0
     finally:
         sparkcep.unregister_function("pr")
+
+
+def test_long_calls_under_auto_get_a_worker_on_every_core(monkeypatch):
+    # auto starts one worker fewer than the cores; calls measured long add the last one
+    # while the query runs (this process waits on pipes then, mostly).
+    sizes = []
+    real_close = Speculation._close
+
+    def close(self):
+        if self._pool is not None:
+            sizes.append((len(self._pool.workers), self.helps))
+        real_close(self)
+
+    monkeypatch.setattr(Speculation, "_close", close)
+    monkeypatch.setattr(speculate, "LONG_CALL", 0.0005)
+    monkeypatch.setattr(speculate.os, "cpu_count", lambda: 2)
+    sparkcep.register_function("coin", lambda a, b: time.sleep(0.001) or _coin(a, b), "boolean", cost="expensive")
+    try:
+        rng = random.Random(4)
+        table = pa.table({"ts": list(range(1500)), "x": [rng.randrange(10**6) for _ in range(1500)]})
+        query = "ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH " + SHAPES[0]
+        # Two workers kept from a query before, this module imported: the one grown is quick.
+        _speculation(table.slice(0, 100), query, workers=2)
+        sizes.clear()
+        got = sparkcep.match_recognize(table, query)
+        assert got.to_pylist() == sparkcep.match_recognize(table, query, strategy="sequential").to_pylist()
+    finally:
+        sparkcep.unregister_function("coin")
+    assert sizes == [(2, False)]

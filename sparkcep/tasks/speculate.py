@@ -49,6 +49,8 @@ from sparkcep.tasks.workers import WorkerPool
 
 # Below this many seconds a call, the workers' messages cost more than they save.
 CHEAP_CALL = 0.0002
+# Under auto with the default workers, calls measured this long get a worker on every core.
+LONG_CALL = 0.0025
 # Calls timed here before that decision (while the workers start).
 TIMED_CALLS = 8
 # Answers kept at most (entries behind the sequential engine go first).
@@ -137,6 +139,7 @@ class Speculation:
         self.workers = max(1, cores - 1) if opts.workers == -1 else opts.workers
         self.helps = self.workers < cores
         self.probing = False
+        self._growing = False  # one more worker on its way (long calls)
         self.misses: dict[tuple, tuple[str, list, int]] = {}  # a search's unknown calls, with their rows
         # Unfinished searches of the relaxed matcher: start -> the last row they reached.
         self.reach: dict[int, int] = {}
@@ -243,6 +246,13 @@ class Speculation:
             raise self._start_error
         self._pool = self._started
         self.local = False
+        cores = os.cpu_count() or 1
+        if (self.measure and self.opts.workers == -1 and self._timed and len(self._pool.workers) < cores
+                and self._timed_seconds / self._timed >= LONG_CALL):
+            # Long calls: a worker on every core gains more than this process making calls
+            # while it waits (it waits on a pipe, mostly); one more starts meanwhile.
+            self._pool.grow()
+            self._growing = True
         return True
 
     def _close(self) -> None:
@@ -348,6 +358,10 @@ class Speculation:
 
     # ------------------------------------------------------------ the relaxed matcher
     def _pump(self, block: bool) -> None:
+        if self._growing:
+            if self._pool.adopt():
+                self.helps = False
+            self._growing = self._pool.growing
         self._predict()
         self._send()
         self._polled = time.perf_counter()

@@ -228,6 +228,9 @@ class WorkerPool:
         self.workers: list[_Worker] = []
         self.restarts = 0
         self.busy_seconds = 0.0  # the workers' time evaluating answered chunks
+        self._growing: tuple[threading.Thread, list] | None = None  # one more worker on its way
+        self._grow_lock = threading.Lock()
+        self._closed = False
         try:
             if self._ctx is not None:
                 for _ in range(n):
@@ -361,7 +364,53 @@ class WorkerPool:
         except OSError:
             self._replace(fresh)
 
+    def grow(self) -> None:
+        """Start one more clean worker in a thread, without waiting: ``adopt`` takes it in
+        once it has the query (a spawned pool only)."""
+        if self._payload is None or self._growing is not None:
+            return
+        box: list[_Worker] = []
+
+        def start() -> None:
+            try:
+                with _idle_lock:
+                    w = _idle.pop() if _idle else None
+                if w is None or not w.process.is_alive():
+                    w = _Worker(None, self._evaluator)
+                w.load(self._payload)
+                w.loaded()
+            except (OSError, EOFError, SparkCepError):  # no worker more: the pool goes on as it is
+                return
+            with self._grow_lock:
+                if self._closed:
+                    w.stop()  # the query ended meanwhile: kept for the next
+                else:
+                    box.append(w)
+
+        thread = threading.Thread(target=start, name="sparkcep-grow-pool", daemon=True)
+        thread.start()
+        self._growing = (thread, box)
+
+    @property
+    def growing(self) -> bool:
+        return self._growing is not None
+
+    def adopt(self) -> bool:
+        """Take in the worker ``grow`` started, if it is ready (from the pool's own thread)."""
+        if self._growing is None or self._growing[0].is_alive():
+            return False
+        box = self._growing[1]
+        self._growing = None
+        if box:
+            self.workers.append(box[0])
+        return bool(box)
+
     def close(self) -> None:
+        with self._grow_lock:
+            self._closed = True
+            if self._growing is not None:  # a worker grown and not taken in yet stops with the rest
+                self.workers.extend(self._growing[1])
+                self._growing = None
         for w in self.workers:
             w.stop()
 
