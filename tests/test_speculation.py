@@ -419,3 +419,17 @@ def test_long_calls_under_auto_get_a_worker_on_every_core(monkeypatch):
     finally:
         sparkcep.unregister_function("coin")
     assert sizes == [(2, False)]
+
+
+def test_a_worker_grown_for_a_query_that_ended_is_not_kept_after_the_kept_ones_end():
+    from sparkcep.tasks import workers as workers_mod
+    from sparkcep.tasks.calls import Calls
+
+    workers_mod.end_kept_workers()
+    pool = workers_mod.WorkerPool(Calls(), 1)
+    pool.grow()
+    thread = pool._growing[0]
+    pool.close()  # the query ends while the grown worker still loads
+    workers_mod.end_kept_workers()
+    thread.join(timeout=60)
+    assert not thread.is_alive() and workers_mod._idle == []

@@ -48,8 +48,8 @@ class FolderSink:
             # Written by an earlier version: a reader of the folder would take them for
             # matches (rows of NULLs). Moving them is the user's call, not ours.
             raise SparkCepError(f"{old} holds timed-out partial matches written where readers of {path} see them "
-                                f"as matches; move it to {pathlib.Path(path) / TIMEOUTS_FOLDER} (which readers "
-                                "skip) and run again")
+                                f"as matches; move its files into {pathlib.Path(path) / TIMEOUTS_FOLDER} (which "
+                                "readers skip) and run again")
         self.path = pathlib.Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.timeouts = timeouts

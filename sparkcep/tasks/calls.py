@@ -5,6 +5,7 @@ Apart from the engine, so that a worker process that only makes calls starts qui
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import decimal
@@ -46,7 +47,8 @@ class Memo:
     def __init__(self, limit: int = MEMO_LIMIT, limit_bytes: int = MEMO_BYTES):
         self.limit = limit
         self.limit_bytes = limit_bytes
-        self.answers: dict[tuple, tuple[Any, int]] = {}  # key -> (value, size of its arguments)
+        # key -> (value, size of its arguments and value), oldest first
+        self.answers: collections.OrderedDict[tuple, tuple[Any, int]] = collections.OrderedDict()
         self.bytes = 0
         self.calls = 0
         self.hits = 0
@@ -62,11 +64,11 @@ class Memo:
             return got[0]
         self.calls += 1
         value = call_function(name, impl, vals)
-        size = sum(_size(v) for v in vals)
+        size = sum(_size(v) for v in vals) + _size(value)
         if size > self.limit_bytes // 4:
             return value  # not worth keeping a payload this large alive
         while self.answers and (len(self.answers) >= self.limit or self.bytes + size > self.limit_bytes):
-            self.bytes -= self.answers.pop(next(iter(self.answers)))[1]
+            self.bytes -= self.answers.popitem(last=False)[1][1]
         self.answers[key] = (value, size)
         self.bytes += size
         return value
@@ -83,8 +85,10 @@ def _size(v: Any) -> int:
     """About the memory a kept argument holds (payloads counted, the rest as a word)."""
     if isinstance(v, (bytes, str)):
         return 64 + len(v)
-    if isinstance(v, list):
+    if isinstance(v, (list, tuple)):  # arrays, and a map's (key, value) pairs
         return 64 + sum(_size(x) for x in v)
+    if isinstance(v, dict):
+        return 64 + sum(_size(k) + _size(x) for k, x in v.items())
     return 32
 
 

@@ -350,9 +350,12 @@ class Speculation:
         if len(memo) > self.memo_limit:
             for k in [k for k, e in memo.items() if e[2] < self.position]:
                 del memo[k]
-            if len(memo) > self.memo_limit:  # all ahead: the farthest go (made again if needed)
+            # Down to nine tenths, so that the next scan is a tenth of the limit away: the
+            # farthest ahead go (made again if needed).
+            keep = max(1, self.memo_limit * 9 // 10)
+            if len(memo) > keep:
                 ahead = sorted(memo, key=lambda k: memo[k][2])
-                for k in ahead[max(1, self.memo_limit * 9 // 10):]:
+                for k in ahead[keep:]:
                     if k != key:
                         del memo[k]
 

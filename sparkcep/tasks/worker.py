@@ -39,7 +39,10 @@ def main(fd: int) -> None:
         except Exception as e:  # e.g. a function whose module this interpreter cannot import
             conn.send(("failed", f"{type(e).__name__}: {e}"))
             continue
-        conn.send(("loaded",))
+        try:
+            conn.send(("loaded",))
+        except OSError:  # the coordinator has gone (it exited while this one was loading)
+            return
         if _serve(conn, evaluator):
             return
 

@@ -43,6 +43,7 @@ STARTS = ("spawn", "fork")
 KEEP_IDLE = max(2, os.cpu_count() or 1)
 _idle: list[_Worker] = []
 _idle_lock = threading.Lock()  # queries in several threads share the kept workers
+_kept_generation = 0  # end_kept_workers counts up: a worker started before is not kept after
 
 
 def _forget_kept_workers() -> None:
@@ -62,10 +63,13 @@ os.register_at_fork(after_in_child=_forget_kept_workers)
 
 
 def end_kept_workers() -> None:
-    """End the clean workers kept for the next query (it then starts its own)."""
+    """End the clean workers kept for the next query (it then starts its own), and any a
+    pool is still starting for a query that has ended."""
+    global _kept_generation
     with _idle_lock:
         kept = list(_idle)
         _idle.clear()
+        _kept_generation += 1
     for w in kept:
         w.conn.close()  # a clean worker ends at the end of its pipe
         w.process.join(timeout=2)
@@ -179,6 +183,20 @@ class _Worker:
                 return
             self.conn.send_bytes(entry[1])
             entry[2] = True
+
+    def end(self) -> None:
+        """End it, never kept (a worker a pool no longer wants)."""
+        self.outstanding.clear()
+        self.unanswered_load = False
+        self.clean, clean = False, self.clean  # stop() keeps only clean workers
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        self.process.kill()
+        self.process.join(timeout=2)
+        if clean:
+            self.process.close()
 
     def stop(self) -> None:
         if self.clean and not self.outstanding and not self.unanswered_load and self.process.is_alive():
@@ -372,20 +390,30 @@ class WorkerPool:
         box: list[_Worker] = []
 
         def start() -> None:
+            with _idle_lock:
+                w = _idle.pop() if _idle else None
+                generation = _kept_generation
             try:
-                with _idle_lock:
-                    w = _idle.pop() if _idle else None
-                if w is None or not w.process.is_alive():
+                if w is not None and not w.process.is_alive():
+                    w.stop()  # ended while kept
+                    w = None
+                if w is None:
                     w = _Worker(None, self._evaluator)
                 w.load(self._payload)
                 w.loaded()
             except (OSError, EOFError, SparkCepError):  # no worker more: the pool goes on as it is
+                if w is not None:
+                    w.end()
                 return
             with self._grow_lock:
-                if self._closed:
-                    w.stop()  # the query ended meanwhile: kept for the next
-                else:
+                if not self._closed:
                     box.append(w)
+                    return
+            # The query ended meanwhile: kept for the next, unless the kept ones were ended since.
+            if generation == _kept_generation:
+                w.stop()
+            else:
+                w.end()
 
         thread = threading.Thread(target=start, name="sparkcep-grow-pool", daemon=True)
         thread.start()

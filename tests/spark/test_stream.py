@@ -604,7 +604,7 @@ def test_a_folder_with_timeouts_where_readers_see_them_is_refused(tmp_path):
 
     (tmp_path / "out" / "timeouts").mkdir(parents=True)
     pq.write_table(pa.table({"k": [1]}), tmp_path / "out" / "timeouts" / "batch-0000000001.parquet")
-    with pytest.raises(sparkcep.SparkCepError, match="move it to .*_timeouts"):
+    with pytest.raises(sparkcep.SparkCepError, match="move its files into .*_timeouts"):
         FolderSink(str(tmp_path / "out"), timeouts=True)
     (tmp_path / "out" / "timeouts").rename(tmp_path / "out" / "_timeouts")
     FolderSink(str(tmp_path / "out"), timeouts=True)
