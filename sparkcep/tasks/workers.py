@@ -184,18 +184,15 @@ class _Worker:
             self.conn.send_bytes(entry[1])
             entry[2] = True
 
-    def end(self) -> None:
-        """End it, never kept (a worker a pool no longer wants)."""
-        self.outstanding.clear()
-        self.unanswered_load = False
-        self.clean, clean = False, self.clean  # stop() keeps only clean workers
+    def end(self, wait: float = 2.0) -> None:
+        """End it at once, never kept (dead, or a worker no pool wants)."""
         try:
             self.conn.close()
         except OSError:
             pass
         self.process.kill()
-        self.process.join(timeout=2)
-        if clean:
+        self.process.join(timeout=wait)
+        if self.clean:
             self.process.close()
 
     def stop(self) -> None:
@@ -293,14 +290,7 @@ class WorkerPool:
         self.restarts += 1
         if self.restarts > MAX_RESTARTS:
             raise ExecutionError(f"task workers died {self.restarts} times; giving up") from None
-        try:
-            dead.conn.close()
-        except OSError:
-            pass
-        dead.process.kill()
-        dead.process.join(timeout=1)
-        if dead.clean:
-            dead.process.close()
+        dead.end(wait=1)
         fresh = self.workers[self.workers.index(dead)] = dead.replaced_by = _Worker(self._ctx, self._evaluator)
         if fresh.clean:
             self._load(fresh)
