@@ -163,13 +163,10 @@ def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = No
     ``how``, ``sharing``: a segment query's plan and whether its aggregates share indexes)."""
     table, kind = _ingest(data, clause)
     plan = compile_query(clause if isinstance(clause, str) else parse(clause), table, mode, how, sharing)  # text: cached
-    if is_segment_plan(plan):
-        result = run_plan(plan, table, stats=stats)
-    else:
-        from sparkcep.tasks.calls import calls_once
+    from sparkcep.tasks.calls import calls_once
 
-        with calls_once(plan):
-            result = run_plan(plan, table, stats=stats)
+    with calls_once(plan):
+        result = run_plan(plan, table, stats=stats)
     return to_pandas(result, data) if kind == "pandas" else result
 
 

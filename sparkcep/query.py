@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from sparkcep import functions
 from sparkcep.analysis.analyzer import analyze
-from sparkcep.compile.plan import Plan, build_plan
+from sparkcep.compile.plan import Plan, build_plan, is_segment_plan
 from sparkcep.data.ingest import schema_of
 from sparkcep.errors import SparkCepError
 from sparkcep.language.parser import parse
@@ -75,10 +75,6 @@ _plans_lock = threading.Lock()
 EXECUTORS = ("automaton", "segments", "tasks", "key-groups", "speculative", "state-based")
 
 
-def is_segment_plan(plan) -> bool:
-    return getattr(plan, "root", False) is not False
-
-
 def run_plan(plan, table: pa.Table, matcher_factory=None, partition_runner=None, use_kernel: bool | None = None,
              stats: dict | None = None, executor=None) -> pa.Table:
     """A plan over a table on the executor of its kind: a segment query on the segment
@@ -99,10 +95,7 @@ def choose_executor(plan, strategy: str = "auto", task_options: dict | None = No
     """Which executor runs ``plan`` on this machine under ``strategy`` ("auto",
     "sequential", "tasks", "sb", "sb+"): one of EXECUTORS (with ``table``, as execute
     decides: a key holding most rows has its calls made ahead)."""
-    chosen = _choose(plan, strategy, task_options or {})[0]
-    if chosen == "key-groups" and table is not None and hot_key(plan, table):
-        return "speculative"
-    return chosen
+    return _choose(plan, strategy, task_options or {}, table)[0]
 
 
 def describe_execution(plan, table: pa.Table, strategy: str = "auto", task_options: dict | None = None) -> str:
@@ -131,7 +124,7 @@ def describe_execution(plan, table: pa.Table, strategy: str = "auto", task_optio
         line = f"whole PARTITION BY keys as tasks on {n} worker(s)"
     else:
         n = max(1, cores - 1) if workers == -1 else workers
-        names = ", ".join(n.lower() for n in expensive_names(plan))
+        names = ", ".join(name.lower() for name in expensive_names(plan))
         line = f"the sequential engine here, its expensive calls ({names}) made ahead by {n} worker(s)"
         if plan.query.partition_by:
             line += " (one PARTITION BY key holds more than half the rows, so key groups could not gain 2x)"
@@ -146,8 +139,16 @@ def describe_execution(plan, table: pa.Table, strategy: str = "auto", task_optio
     return "\n".join(lines)
 
 
-def _choose(plan, strategy: str, task_options: dict):
-    """(executor, the task engine's view of the plan when the executor is "tasks")."""
+def _choose(plan, strategy: str, task_options: dict, table: pa.Table | None = None):
+    """(executor, the task engine's view of the plan when the executor is "tasks"); with
+    ``table``, key groups give way to calls made ahead when one key holds most rows."""
+    chosen, tq = _choose_for_plan(plan, strategy, task_options)
+    if chosen == "key-groups" and table is not None and hot_key(plan, table):
+        return "speculative", None
+    return chosen, tq
+
+
+def _choose_for_plan(plan, strategy: str, task_options: dict):
     if task_options and strategy not in ("tasks", "auto"):
         raise SparkCepError(f"options {', '.join(sorted(task_options))} belong to strategy 'tasks'")
     segment = is_segment_plan(plan)
@@ -200,12 +201,8 @@ def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | 
     ``stats``, a tasks.engine.TaskStats, receives the task engine's counts)."""
     task_options = dict(task_options or {})
     task_stats = task_options.pop("stats", None)
-    chosen, tq = _choose(plan, strategy, task_options)
-    if chosen == "key-groups" and hot_key(plan, table):
-        chosen = "speculative"
-    if chosen == "segments":
-        return run_plan(plan, table, stats=stats)
-    if chosen == "automaton":
+    chosen, tq = _choose(plan, strategy, task_options, table)
+    if chosen in ("automaton", "segments"):
         from sparkcep.tasks.calls import calls_once
 
         with calls_once(plan):  # one call per distinct arguments, not one per start and variable

@@ -248,3 +248,9 @@ def build_plan(q: AnalyzedQuery) -> Plan:
                                                  q.measure_aggregates),
         match_number_measures=tuple(i for i, m in enumerate(q.measures) if isinstance(m.expr, BMatchNumber)),
     )
+
+
+def is_segment_plan(plan) -> bool:
+    """Whether ``plan`` is a segment query's operator tree (segments.run.SegmentPlan) rather
+    than an automaton Plan."""
+    return getattr(plan, "root", False) is not False

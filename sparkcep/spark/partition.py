@@ -69,15 +69,14 @@ def run_in_task(plan, table: pa.Table) -> pa.Table:
     from sparkcep.tasks.calls import calls_once
     from sparkcep.tasks.from_sql import calls_expensive
 
-    if is_segment_plan(plan) or not calls_expensive(plan):
-        return run_plan(plan, table)
-    if task_cpus() <= 1 or table.num_rows < SPECULATE_ROWS:
+    cpus = task_cpus()
+    if cpus <= 1 or table.num_rows < SPECULATE_ROWS or is_segment_plan(plan) or not calls_expensive(plan):
         with calls_once(plan):
             return run_plan(plan, table)
     from sparkcep.tasks.engine import TaskOptions
     from sparkcep.tasks.speculate import Speculation
 
-    spec = Speculation(plan, TaskOptions(workers=task_cpus() - 1).check())
+    spec = Speculation(plan, TaskOptions(workers=cpus - 1).check())
     return run_plan(plan, table, spec.matcher, executor=spec)
 
 

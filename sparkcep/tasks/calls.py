@@ -93,10 +93,12 @@ def _size(v: Any) -> int:
 
 
 def calls_once(plan) -> contextlib.AbstractContextManager:
-    """A Memo for the span of a run when ``plan`` has expensive calls, else nothing."""
+    """A Memo for the span of a run when ``plan`` (an automaton plan) has expensive calls,
+    else nothing."""
+    from sparkcep.compile.plan import is_segment_plan
     from sparkcep.tasks.from_sql import calls_expensive
 
-    return Memo() if calls_expensive(plan) else contextlib.nullcontext()
+    return Memo() if not is_segment_plan(plan) and calls_expensive(plan) else contextlib.nullcontext()
 
 
 class Calls:
