@@ -92,13 +92,10 @@ def test_key_groups_run_on_the_workers_and_the_result_keeps_partition_order():
     assert groups.groups > 2 and groups.restarts == 0
 
 
-def test_a_worker_killed_mid_group_is_replaced_and_the_result_is_unchanged(monkeypatch):
+def kill_the_first_worker_sent_work(monkeypatch) -> list[int]:
+    """SIGKILL the first worker a chunk is submitted to, just after; its pid is in the list."""
     from sparkcep.tasks import workers as workers_mod
 
-    sparkcep.register_function("pr", lambda x: time.sleep(0.002) or x, "bigint", cost="expensive")
-    table = _keyed(120, 6, seed=2)
-    plan = compile_query(QUERY, table, "sql")
-    expected = sparkcep.match_recognize(table, QUERY, strategy="sequential").to_pylist()
     killed: list[int] = []
     real_submit = workers_mod.WorkerPool.submit
 
@@ -109,6 +106,15 @@ def test_a_worker_killed_mid_group_is_replaced_and_the_result_is_unchanged(monke
             threading.Timer(0.005, os.kill, (worker.process.pid, signal.SIGKILL)).start()
 
     monkeypatch.setattr(workers_mod.WorkerPool, "submit", submit)
+    return killed
+
+
+def test_a_worker_killed_mid_group_is_replaced_and_the_result_is_unchanged(monkeypatch):
+    sparkcep.register_function("pr", lambda x: time.sleep(0.002) or x, "bigint", cost="expensive")
+    table = _keyed(120, 6, seed=2)
+    plan = compile_query(QUERY, table, "sql")
+    expected = sparkcep.match_recognize(table, QUERY, strategy="sequential").to_pylist()
+    killed = kill_the_first_worker_sent_work(monkeypatch)
     groups = KeyGroups(2)
     got = run_plan(plan, table, executor=groups)
     assert killed and groups.restarts >= 1

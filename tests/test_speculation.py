@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import threading
 import time
 
 import pyarrow as pa
@@ -25,7 +23,14 @@ from sparkcep.api import compile_query, run_plan
 from sparkcep.tasks import speculate
 from sparkcep.tasks.engine import TaskOptions, TaskStats
 from sparkcep.tasks.speculate import Speculation
-from tests.test_key_groups import QUERY, _functions, _keyed, _result, _wrapped  # noqa: F401 - fixture
+from tests.test_key_groups import (  # noqa: F401 - _functions is a fixture
+    QUERY,
+    _functions,
+    _keyed,
+    _result,
+    _wrapped,
+    kill_the_first_worker_sent_work,
+)
 from tests.test_properties import comparable, queries, tables
 from tests.tiers import examples
 
@@ -175,23 +180,12 @@ def test_an_error_in_a_call_only_the_relaxed_matcher_made_is_not_raised():
 
 
 def test_a_worker_killed_mid_query_is_replaced_and_the_result_is_unchanged(monkeypatch):
-    from sparkcep.tasks import workers as workers_mod
-
     sparkcep.register_function("coin", lambda a, b: time.sleep(0.002) or _coin(a, b), "boolean", cost="expensive")
     rng = random.Random(2)
     table = pa.table({"ts": list(range(150)), "x": [rng.randrange(10**6) for _ in range(150)]})
     query = "ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH " + SHAPES[0]
     expected = sparkcep.match_recognize(table, query, strategy="sequential").to_pylist()
-    killed: list[int] = []
-    real_submit = workers_mod.WorkerPool.submit
-
-    def submit(self, worker, chunk, wire):
-        real_submit(self, worker, chunk, wire)
-        if not killed:
-            killed.append(worker.process.pid)
-            threading.Timer(0.005, os.kill, (worker.process.pid, signal.SIGKILL)).start()
-
-    monkeypatch.setattr(workers_mod.WorkerPool, "submit", submit)
+    killed = kill_the_first_worker_sent_work(monkeypatch)
     try:
         spec, got = _speculation(table, query)
     finally:
