@@ -136,7 +136,7 @@ def _throughput(spark, work: pathlib.Path, clause: str, files_per_batch: int, ta
     q.awaitTermination()
     rate, durations = _steady(q.recentProgress)
     blobs = [bytes(r[0]) for r in spark.read.format("statestore").load(ckpt).select("value.groupState.blob").collect()]
-    keys = sum(read_bucket(b)[1].num_rows for b in blobs)
+    keys = sum(read_bucket(b)[1].count for b in blobs)
     state_bytes = sum(len(b) for b in blobs)
     rest = flush(spark, clause, ckpt).count()
     return {"rows_per_s": rate, "batch_seconds": durations, "matches": sum(counts) + rest, "flushed": rest,

@@ -153,8 +153,10 @@ class KernelMatcher:
                     return False
         return True
 
-    def _first_ok(self, part: PartitionData, masks) -> np.ndarray:
-        """Rows where a match may start (the fixed-length column scan does not need it)."""
+    def _first_ok(self, part: PartitionData, masks, unknown: np.ndarray | None = None) -> np.ndarray:
+        """Rows where a match may start (the fixed-length column scan does not need it).
+        ``unknown``: rows whose next row is not known here (the tails of many windows in one
+        table, see select_windows); by default the rows from the limit on of a window."""
         got = part.cache.get("first_ok")
         if got is not None:
             return got
@@ -171,7 +173,9 @@ class KernelMatcher:
                     follow = np.zeros(n, dtype=np.bool_)
                     for g in seconds:
                         follow[:-1] |= masks[g][1:]
-                    if not part.complete:
+                    if unknown is not None:
+                        follow |= unknown
+                    elif not part.complete:
                         # In a window of a longer partition, rows from the limit on are
                         # there for NEXT() only: what follows them is not known here.
                         follow[max(part.limit - 1, 0):] = True
@@ -374,6 +378,34 @@ class KernelMatcher:
         if err:
             raise self.skip.error(int(err), input_row(int(err_row)))
         return starts, ends, offs, labels, excl, int(pos), int(covered)
+
+    def select_windows(self, part: PartitionData, los: np.ndarray, ns: np.ndarray, limits: np.ndarray,
+                       bases: np.ndarray, poss: np.ndarray, covereds: np.ndarray, complete: bool):
+        """select_window over many windows of ``part`` at once (a stream's bucket, each key's
+        sealed rows: see kernel.select_windows): (match starts, ends, window of each match,
+        next start and covered per window), or None when the data do not fit the kernel. A
+        skip error names its window: (error, window, row) in ``self.window_error``."""
+        arr = self.arrays(part)
+        if arr is None:
+            return None
+        masks, cols, valid, order0, within = arr
+        # A window's last rows are followed by another key's rows here: not known.
+        edge = np.zeros(part.n + 1, dtype=np.int64)
+        if complete:
+            np.add.at(edge, los + ns - 1, 1)
+        else:
+            np.add.at(edge, los + np.maximum(limits - 1, 0), 1)
+        np.add.at(edge, los + ns, -1)
+        unknown = np.cumsum(edge[:part.n]) > 0
+        first_ok = self._first_ok(part, masks, unknown)
+        q, s = self.plan.query, self.spec
+        starts, ends, wins, pos, covered, err, err_win, err_row = kernel.select_windows(
+            los, ns, limits, bases, poss, covereds, complete, self.skip.code, self.skip_member, self.op, self.a,
+            self.closure, masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, self.maxlength,
+            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
+            self.stats)
+        self.window_error = (int(err), int(err_win), int(err_row)) if err else None
+        return starts, ends, wins, pos, covered
 
     @staticmethod
     def match_items(starts, ends, offs, labels, excl, number: int) -> list:

@@ -110,17 +110,27 @@ class IncrementalMatcher:
         """Buffer ``rows`` (arrived in this order) in ORDER BY order."""
         if rows.num_rows == 0:
             return
+        self.check_times(rows)
+        both = pa.concat_tables([state.rows, rows.select(self.schema.names).cast(self.schema)])
+        order = sort_and_partition(both, _unpartitioned(self.plan.query)).order
+        state.rows = both.take(pa.array(order))
+
+    def check_times(self, rows: pa.Table) -> None:
+        """Refuse rows without a finite event time (they have no place in the order)."""
         times = rows.column(self.time_index)
         missing = pc.is_null(times, nan_is_null=True)
         if pa.types.is_floating(times.type):
             missing = pc.or_(missing, pc.fill_null(pc.is_inf(times), False))
         if pc.any(missing).as_py():
             at = int(pc.index(missing, True).as_py())
+            key = {k.column: rows.column(k.index)[at].as_py() for k in self.plan.query.partition_by}
             raise DataError("a streamed row needs an event time; this row has NULL, NaN or an infinity in the first "
-                            "ORDER BY column", column=self.plan.query.order_by[0].column, row=at)
-        both = pa.concat_tables([state.rows, rows.select(self.schema.names).cast(self.schema)])
-        order = sort_and_partition(both, _unpartitioned(self.plan.query)).order
-        state.rows = both.take(pa.array(order))
+                            "ORDER BY column", column=self.plan.query.order_by[0].column, row=at, key=key or None)
+
+    def empty_output(self, table: pa.Table) -> pa.Table:
+        """No output rows, with the output's columns."""
+        q = self.plan.query
+        return output_table(self.plan, table, np.zeros(0, dtype=np.int64), [[] for _ in q.measures], self.types)
 
     def split_late(self, rows: pa.Table, watermark: Any) -> tuple[pa.Table, pa.Table]:
         """(rows on time, late rows): a row is late when its event time is below the
@@ -157,8 +167,7 @@ class IncrementalMatcher:
         sel = state.selection
         local = Selection(sel.pos - state.base, sel.covered - state.base, sel.number)
         if local.pos >= limit:
-            empty = output_table(plan, table, np.zeros(0, dtype=np.int64), [[] for _ in q.measures], self.types)
-            return empty, self._timeouts(table, [])
+            return self.empty_output(table), self._timeouts(table, [])
         cols = LazyColumns([table.column(i).slice(0, n) for i in range(table.num_columns)])
         part = PartitionData(cols, n, self.time_index, base=state.base, complete=final, limit=limit,
                              horizon=None if final else watermark)

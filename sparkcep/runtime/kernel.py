@@ -673,6 +673,48 @@ def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks
 
 
 @njit(cache=True)
+def select_windows(los, ns, limits, bases, poss, covereds, complete, skip_mode, skip_member, op_, a_, cl, masks,
+                   reg_member, reg_kind, dyn_int, dyn_float, cols, valid, maxlength, use_within, order0, within,
+                   n_regs, n_slots, first_ok, stats):
+    """select_window over many windows of one table in one call (a stream's bucket: each key's
+    sealed rows): window k is rows [los[k], los[k] + ns[k]) with its own limit, base, next
+    start and covered row (local to it). Returns (match starts and ends as rows of the table,
+    each match's window, next start and covered per window, error code, its window and row).
+    Each window is copied out, so its arrays are those select_window reads for one partition."""
+    m = los.shape[0]
+    starts = np.empty(16, dtype=np.int64)
+    ends = np.empty(16, dtype=np.int64)
+    wins = np.empty(16, dtype=np.int64)
+    pos_out = poss.copy()
+    cov_out = covereds.copy()
+    nm = 0
+    for k in range(m):
+        lo = los[k]
+        n = ns[k]
+        o0 = order0[lo:lo + n].copy() if use_within else order0
+        s, e, _, _, _, p, c, err, err_row = select_window(
+            poss[k], covereds[k], limits[k], skip_mode, skip_member, op_, a_, cl, masks[:, lo:lo + n].copy(),
+            reg_member, reg_kind, dyn_int, dyn_float, cols[:, lo:lo + n].copy(), valid[:, lo:lo + n].copy(), n,
+            limits[k], complete, bases[k], maxlength, use_within, o0, within, n_regs, n_slots,
+            first_ok[lo:lo + n].copy(), stats)
+        pos_out[k] = p
+        cov_out[k] = c
+        if err:
+            return starts[:nm], ends[:nm], wins[:nm], pos_out, cov_out, err, k, err_row
+        got = s.shape[0]
+        if nm + got > starts.shape[0]:
+            starts = _grow(starts, nm + got)
+            ends = _grow(ends, nm + got)
+            wins = _grow(wins, nm + got)
+        for i in range(got):
+            starts[nm + i] = s[i] + lo
+            ends[nm + i] = e[i] + lo
+            wins[nm + i] = k
+        nm += got
+    return starts[:nm], ends[:nm], wins[:nm], pos_out, cov_out, 0, -1, -1
+
+
+@njit(cache=True)
 def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float,
                cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
                first_ok, stats):

@@ -2,14 +2,14 @@
 
 The PARTITION BY keys hash into a fixed number of buckets (``spark.buckets``), and Spark's
 applyInPandasWithState keeps one state value per bucket: each call gets every new row of a
-bucket's keys at once, as pandas through Arrow. Inside, each key has its own
-``runtime.incremental.KeyState`` (Arrow rows and a few integers, as bytes, never pickle),
-re-serialized only when the key changed. The first ORDER BY column is event time, with
-Spark's watermark; the incremental matcher emits a match once the watermark has sealed every
-row that could change it — the batch engine's own selection, so the stream's output is the
-batch output, in Append mode. Each key keeps a timer (the first row still waiting, or a
-WITHIN deadline); the bucket's event-time timeout is the earliest of them, so a key makes
-progress when the watermark moves without new rows for it.
+bucket's keys at once, as pandas through Arrow. The bucket's keys match together
+(``runtime.keyed``): their buffered rows are one Arrow table with a few integers per key (as
+bytes, never pickle), and a plain query decides every key in one kernel call. The first
+ORDER BY column is event time, with Spark's watermark; a match is emitted once the
+watermark has sealed every row that could change it — the batch engine's own selection, so
+the stream's output is the batch output, in Append mode. Each key keeps a timer (the first
+row still waiting, or a WITHIN deadline); the bucket's event-time timeout is the earliest of
+them, so a key makes progress when the watermark moves without new rows for it.
 """
 
 from __future__ import annotations
@@ -289,10 +289,7 @@ def _waiting(spark, clause: str, checkpoint: str, mode: str, timeouts: bool):
     first = blobs.limit(1).collect()
     if not first:
         return spark.createDataFrame([], StructType([]))
-    from sparkcep.runtime.incremental import KeyState
-
-    _, states_of_first = read_bucket(bytes(first[0][0]))
-    arrow_schema = KeyState.from_bytes(states_of_first.column("state")[0].as_py()).rows.schema
+    arrow_schema = read_bucket(bytes(first[0][0]))[1].rows.schema
     plan = _plan_for(clause, mode, arrow_schema)
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -317,27 +314,26 @@ def _plan_for(clause: str, mode: str, arrow_schema: pa.Schema):
 
 
 class _Finisher:
-    """Each key's saved state, in each bucket, run to the end of its partition (on the workers)."""
+    """Each bucket's saved keys run to the end of their partitions (on the workers)."""
 
     def __init__(self, clause: str, mode: str, schema: bytes, timeouts: bool = False):
         self.clause, self.mode, self.schema, self.timeouts = clause, mode, schema, timeouts
 
     def __call__(self, batches):
-        from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
+        from sparkcep.runtime.keyed import KeyedMatcher
         from sparkcep.spark.wire import errors_to_driver
 
         with errors_to_driver():
             arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema))
-            matcher = IncrementalMatcher(_plan_for(self.clause, self.mode, arrow_schema), arrow_schema)
+            matcher = KeyedMatcher(_plan_for(self.clause, self.mode, arrow_schema), arrow_schema)
             for batch in batches:
                 for bucket in batch.column(0).to_pylist():
                     if bucket is None:
                         continue
-                    for blob in read_bucket(bucket)[1].column("state").to_pylist():
-                        out, timeouts = matcher.step(KeyState.from_bytes(blob), final=True)
-                        table = _output(matcher, out, timeouts) if self.timeouts else out
-                        if table.num_rows:
-                            yield from table.to_batches()
+                    done = matcher.finish(read_bucket(bucket, arrow_schema)[1])
+                    table = _output(matcher, done.out, done.timeouts) if self.timeouts else done.out
+                    if table.num_rows:
+                        yield from table.to_batches()
 
 
 def _output(matcher, out: pa.Table, timeouts: pa.Table) -> pa.Table:
@@ -354,44 +350,50 @@ def _output(matcher, out: pa.Table, timeouts: pa.Table) -> pa.Table:
     return pa.concat_tables([matches, late])
 
 
-_STATE_MAGIC = b"SPCEPB1\n"  # a bucket's state: its keys' KeyStates (bytes) and timers
+_STATE_MAGIC = b"SPCEPB2\n"  # a bucket's state: meta as JSON, then its keys (runtime.keyed.KeyedState)
+_PER_KEY_MAGIC = b"SPCEPB1\n"  # the earlier layout: one KeyState blob per key (migrated on read)
 
 
-def write_bucket(meta: dict, keys: pa.Table) -> bytes:
-    """A bucket's state value: ``meta`` as JSON, then a table of its keys (PARTITION BY
-    columns, ``state``: each key's KeyState bytes, ``timer``) as Arrow IPC. Never pickle."""
-    from sparkcep.data.ingest import table_to_ipc
-
+def write_bucket(meta: dict, keys) -> bytes:
+    """A bucket's state value: ``meta`` as JSON, then its keys' rows and integers
+    (``KeyedState.to_bytes``: Arrow IPC). Never pickle."""
     head = json.dumps(meta).encode()
-    return _STATE_MAGIC + len(head).to_bytes(4, "big") + head + table_to_ipc(keys)
+    return _STATE_MAGIC + len(head).to_bytes(4, "big") + head + keys.to_bytes()
 
 
-def read_bucket(blob: bytes) -> tuple[dict, pa.Table]:
-    from sparkcep.data.ingest import table_from_ipc
+def read_bucket(blob: bytes, schema: pa.Schema | None = None):
+    """(meta, KeyedState) of a bucket's state value; a bucket written in the earlier
+    one-blob-per-key layout is migrated (``schema``: the rows' schema, else the first key's)."""
+    from sparkcep.runtime.keyed import KeyedState
 
-    if not blob.startswith(_STATE_MAGIC):
+    k = len(_STATE_MAGIC)
+    if blob.startswith(_STATE_MAGIC):
+        size = int.from_bytes(blob[k:k + 4], "big")
+        return json.loads(blob[k + 4:k + 4 + size]), KeyedState.from_bytes(blob[k + 4 + size:])
+    if not blob.startswith(_PER_KEY_MAGIC):
         raise SparkCepError("this stream's checkpoint holds state this version of sparkcep cannot read; start the "
                             "query again from a new checkpoint (and replay its input)")
-    k = len(_STATE_MAGIC)
+    from sparkcep.data.ingest import table_from_ipc
+    from sparkcep.runtime.incremental import KeyState
+
     size = int.from_bytes(blob[k:k + 4], "big")
-    return json.loads(blob[k + 4:k + 4 + size]), table_from_ipc(blob[k + 4 + size:])
-
-
-@dataclass
-class _Entry:
-    """One key inside a bucket's state: its PARTITION BY values, its KeyState as bytes (kept
-    as they are while the key is untouched), its pending timer, or the live KeyState."""
-
-    key: tuple
-    blob: bytes | None
-    timer: int
-    state: Any = None
+    meta = json.loads(blob[k + 4:k + 4 + size])
+    states = [KeyState.from_bytes(b) for b in table_from_ipc(blob[k + 4 + size:]).column("state").to_pylist()]
+    if any(not st.rows.num_rows and st.base for st in states):
+        raise SparkCepError("this stream's checkpoint was written by an earlier version of sparkcep whose state this "
+                            "one cannot carry over exactly (a key holds no rows); flush it with that version, then "
+                            "start the stream from a new checkpoint")
+    if schema is None:
+        schema = next((st.rows.schema for st in states), pa.schema([]))
+    return {"buckets": meta["buckets"], "latest": meta["latest"], "sealed": meta["sealed"]}, \
+        KeyedState.of_keys(schema, states)
 
 
 class _BucketOperator:
     """What applyInPandasWithState calls for one bucket (on the workers): every row of the
-    bucket's keys that arrived in this micro-batch, one state value for the bucket. Each key
-    runs its own incremental matcher; keys whose timer the watermark has passed step too."""
+    bucket's keys that arrived in this micro-batch, one state value for the bucket. The
+    keys match together (runtime.keyed): every key in one kernel call where the query
+    allows, else each key that got rows or whose timer the watermark passed."""
 
     def __init__(self, clause: str, mode: str, schema: bytes, buckets: int, late: str = "drop",
                  timeouts: bool = False, metrics: StreamMetrics | None = None, max_rows: int = 1_000_000,
@@ -407,7 +409,7 @@ class _BucketOperator:
     def _setup(self) -> None:
         import warnings
 
-        from sparkcep.runtime.incremental import IncrementalMatcher
+        from sparkcep.runtime.keyed import KeyedMatcher
 
         # PySpark's own worker concatenates empty frames around ours and pandas warns about
         # it on every call: noise in the user's console, nothing they can act on.
@@ -415,11 +417,8 @@ class _BucketOperator:
 
         self.arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
         plan = _plan_for(self.clause, self.mode, self.arrow_schema)
-        self.matcher = IncrementalMatcher(plan, self.arrow_schema, max_rows=self.max_rows)
-        q = plan.query
-        self.time_column = q.order_by[0].column
-        self.time_type = self.arrow_schema.field(q.order_by[0].index).type
-        self.key_fields = [self.arrow_schema.field(k.index) for k in q.partition_by]
+        self.matcher = KeyedMatcher(plan, self.arrow_schema, max_rows=self.max_rows)
+        self.time_column = plan.query.order_by[0].column
 
     def __call__(self, bucket, pdfs, state) -> Iterator:
         from sparkcep.spark.wire import errors_to_driver
@@ -430,100 +429,78 @@ class _BucketOperator:
             yield from self._run(pdfs, state)
 
     # ------------------------------------------------------------ the bucket's state
-    def _load(self, state) -> tuple[dict, int, int]:
-        """The bucket's keys, the latest event time it has seen and how far it has sealed
-        (Spark's ms)."""
-        entries: dict = {}
+    def _load(self, state):
+        """(meta, KeyedState): the latest event time the bucket has seen and how far it has
+        sealed (Spark's ms), the metrics it last reported; its keys."""
+        from sparkcep.runtime.keyed import KeyedState
+
         if not state.exists:
-            return entries, 0, 0
-        meta, table = read_bucket(bytes(state.get[0]))
+            return {"latest": 0, "sealed": 0}, KeyedState.empty(self.arrow_schema)
+        meta, keys = read_bucket(bytes(state.get[0]), self.arrow_schema)
         if meta["buckets"] != self.buckets:
             raise SparkCepError(f"this stream's checkpoint was written with buckets={meta['buckets']}; restart it "
                                 f"with the same number (buckets={self.buckets} now)")
-        keys = list(zip(*(table.column(f.name).to_pylist() for f in self.key_fields), strict=True)) \
-            if self.key_fields else [()] * table.num_rows
-        for key, data, timer in zip(keys, table.column("state").to_pylist(), table.column("timer").to_pylist(),
-                                    strict=True):
-            entries[_dict_key(key)] = _Entry(key, data, timer)
-        return entries, meta["latest"], meta["sealed"]
-
-    def _store(self, state, entries: dict, latest: int, sealed: int) -> None:
-        values = list(entries.values())
-        cols = {f.name: pa.array([e.key[i] for e in values], f.type) for i, f in enumerate(self.key_fields)}
-        cols["state"] = pa.array([e.blob for e in values], pa.binary())
-        cols["timer"] = pa.array([e.timer for e in values], pa.int64())
-        meta = {"buckets": self.buckets, "latest": latest, "sealed": sealed}
-        state.update((write_bucket(meta, pa.table(cols)), None))
+        return meta, keys
 
     # ------------------------------------------------------------ one call
     def _run(self, pdfs, state) -> Iterator:
-        from sparkcep.runtime.incremental import KeyState
+        import pyarrow.compute as pc
 
         ms = state.getCurrentWatermarkMs()
-        entries, latest, sealed = self._load(state)
-        # Rows below the watermark are late; so are rows below what this bucket has already
-        # sealed (see below), should Spark's watermark ever trail it.
-        watermark = self._watermark(max(ms, sealed))
-        outputs: list[pa.Table] = []
-        touched: list[_Entry] = []
-        for key, rows in self._groups(pdfs):
-            entry = entries.get(_dict_key(key))
-            if entry is None:
-                entry = entries[_dict_key(key)] = _Entry(key, None, 0)
-            entry.state = KeyState.from_bytes(entry.blob) if entry.blob is not None else self.matcher.empty_state()
-            fresh, late = self.matcher.split_late(rows, watermark)
+        meta, keys = self._load(state)
+        latest, sealed = meta["latest"], meta["sealed"]
+        clock, single = self.matcher.clock, self.matcher.single
+        fresh = self._arrived(pdfs)
+        if fresh.num_rows:
+            single.check_times(fresh)
+            # Rows below the watermark are late; so are rows below what this bucket has
+            # already sealed (see below), should Spark's watermark ever trail it.
+            fresh, late = single.split_late(fresh, clock.value(max(ms, sealed)))
             if late.num_rows:
-                self._late(key, late, watermark, entry.state)
-            self.matcher.add(entry.state, fresh)  # refuses rows without a (finite) event time
-            latest = max(latest, self._latest_ms(fresh))
+                self._late(late, clock.value(max(ms, sealed)))
+            if fresh.num_rows:
+                latest = max(latest, clock.millis(pc.max(fresh.column(single.time_index)).as_py()))
             if self.metrics is not None:
                 self.metrics.rows.add(fresh.num_rows)
-            touched.append(entry)
         # Rows below the latest event time this bucket has seen, less the delay, are sealed
         # now: Spark's next watermark is at least that (it is the latest event time of every
         # bucket, less the delay), so any such row still to come is late. A match decided by
         # this batch's rows comes out in this batch, not one watermark later.
         sealed = max(ms, sealed, latest - self.delay_ms if latest else 0)
-        seal = self._watermark(sealed)
-        # Keys without new rows whose timer the watermark has passed step as well.
-        touched += [e for e in entries.values() if e.state is None and 0 < e.timer <= ms]
-        for entry in touched:
-            if entry.state is None:
-                entry.state = KeyState.from_bytes(entry.blob)
-            outputs.append(self._step(entry, seal))
-            entry.blob, entry.timer, entry.state = self._save(entry.state), entry.state.timer, None
-        pending = [e.timer for e in entries.values() if e.timer > 0]
-        if pending:
+        stepped = self.matcher.advance(keys, fresh, clock.value(sealed), due_ms=ms)
+        keys = stepped.state
+        timers = keys.keys["timer"]
+        pending = timers[timers > 0]
+        if len(pending):
             # Spark calls the bucket again once the watermark passes the earliest timer (it
             # fires when the watermark is above the timestamp; ours are "sealed at").
-            state.setTimeoutTimestamp(max(min(pending) - 1, ms, 1))
-        if entries:
-            self._store(state, entries, latest, sealed)
-        out = [t for t in outputs if t.num_rows]
-        if out:
-            yield pa.concat_tables(out).to_pandas(use_threads=False)
+            state.setTimeoutTimestamp(max(int(pending.min()) - 1, ms, 1))
+        new_meta = {"buckets": self.buckets, "latest": latest, "sealed": sealed}
+        m = self.metrics
+        if m is not None:
+            m.matches.add(stepped.out.num_rows)
+            m.timeouts.add(stepped.timeouts.num_rows)
+            # Gauges summed over buckets as differences from what this bucket last reported
+            # (in this run: a restarted query's buckets report in full when first called).
+            now = keys.gauges()
+            before = meta.get("reported", [0, 0, 0]) if meta.get("run") == m.run else [0, 0, 0]
+            m.buffered.add(now[0] - before[0])
+            m.undecided.add(now[1] - before[1])
+            m.state_bytes.add(now[2] - before[2])
+            new_meta.update(reported=now, run=m.run)
+        if keys.count:
+            state.update((write_bucket(new_meta, keys), None))
+        out = _output(self.matcher, stepped.out, stepped.timeouts) if self.timeouts else stepped.out
+        if out.num_rows:
+            yield out.to_pandas(use_threads=False)
 
-    def _latest_ms(self, rows: pa.Table) -> int:
-        """The latest event time of ``rows`` on Spark's watermark clock (ms; 0: none)."""
-        import pyarrow.compute as pc
-
-        t = pc.max(rows.column(self.matcher.time_index)).as_py()
-        if t is None:
-            return 0
-        if pa.types.is_timestamp(self.time_type):
-            return self._timestamp_ms(t)
-        micros = int(t * 1_000_000)  # as Spark's timestamp_seconds, then its milliseconds
-        return micros // 1000 if micros >= 0 else -(-micros // 1000)
-
-    def _groups(self, pdfs) -> Iterator[tuple[tuple, pa.Table]]:
-        """The rows that arrived, per key (in arrival order within a key)."""
-        from sparkcep.data.partitions import sort_and_partition
-
+    def _arrived(self, pdfs) -> pa.Table:
+        """The rows that arrived, as one table of the query's schema (in arrival order)."""
         # One thread: a call holds a bucket's rows, too few for a thread pool to pay its start.
         tables = [pa.Table.from_pandas(pdf, preserve_index=False, nthreads=1).select(self.arrow_schema.names)
                   for pdf in pdfs if len(pdf)]
         if not tables:
-            return
+            return self.arrow_schema.empty_table()
         table = pa.concat_tables(tables, promote_options="permissive")
         for i, f in enumerate(self.arrow_schema):
             col = table.column(f.name)
@@ -533,112 +510,20 @@ class _BucketOperator:
 
                 table = table.set_column(i, f.name, pc.assume_timezone(
                     col, self.session_zone, ambiguous="earliest", nonexistent="earliest"))
-        table = table.cast(self.arrow_schema)
-        if not self.key_fields:
-            yield (), table
-            return
-        # Grouped by key, arrival order kept (the matcher sorts each key by ORDER BY).
-        parts = sort_and_partition(table, _keys_only(self.matcher.plan.query))
-        ordered = table.take(pa.array(parts.order))
-        key_cols = [ordered.column(f.name) for f in self.key_fields]
-        for lo, hi in parts.bounds:
-            yield tuple(c[lo].as_py() for c in key_cols), ordered.slice(lo, hi - lo)
+        return table.cast(self.arrow_schema)
 
-    def _step(self, entry: _Entry, watermark) -> pa.Table:
-        import pyarrow.compute as pc
-
-        from sparkcep.errors import DataError
-
-        st = entry.state
-        try:
-            out, timeouts = self.matcher.step(st, watermark)
-        except DataError as e:  # a stream's row has no position: name its key
-            raise DataError(e.message, column=e.column, key=self._key(entry.key)) from None
-        # The key's timer: when the watermark passes the first row still waiting, or a
-        # partial match's WITHIN deadline (a quiet key must still end and time out).
-        times = st.rows.column(self.matcher.time_index)
-        waiting = times if watermark is None else pc.filter(times, pc.greater_equal(times, pa.scalar(
-            watermark, type=times.type)))
-        timer = self._timer_ms(pc.min(waiting).as_py()) if len(waiting) else 0
-        within = self.matcher.plan.query.within
-        first = st.selection.pos - st.base
-        if within is not None and 0 <= first < st.rows.num_rows:
-            deadline = self._timer_ms(times[first].as_py() + within)
-            timer = min(timer, deadline) if timer else deadline
-        st.timer = timer
-        if self.metrics is not None:
-            self.metrics.matches.add(out.num_rows)
-            self.metrics.timeouts.add(timeouts.num_rows)
-        return _output(self.matcher, out, timeouts) if self.timeouts else out
-
-    def _save(self, st) -> bytes:
-        m = self.metrics
-        if m is not None:
-            # Gauges summed over keys as differences from what this key last reported (in
-            # this run: a restarted query's keys report in full when first touched).
-            now = [st.rows.num_rows, max(st.rows.num_rows - (st.selection.pos - st.base), 0), st.rows.nbytes]
-            before = st.reported if st.run == m.run else [0, 0, 0]
-            m.buffered.add(now[0] - before[0])
-            m.undecided.add(now[1] - before[1])
-            m.state_bytes.add(now[2] - before[2])
-            st.reported, st.run = now, m.run
-        return st.to_bytes()
-
-    def _watermark(self, ms: int):
-        """Spark's current watermark as a value of the event-time column (None before the
-        first one): a timestamp, or a number (Spark's seconds are the column's units)."""
-        if ms <= 0:
-            return None
-        if pa.types.is_timestamp(self.time_type):
-            us = pa.scalar(ms * 1000, type=pa.timestamp("us", self.time_type.tz))
-            return us.cast(self.time_type).as_py()
-        if pa.types.is_integer(self.time_type):
-            return -(-ms // 1000)  # rows below a fractional watermark: below its ceiling
-        return ms / 1000
-
-    def _timestamp_ms(self, t) -> int:
-        """An event-time timestamp in milliseconds since the epoch (Spark's watermark clock)."""
-        return pa.scalar(t, type=self.time_type).cast(pa.int64()).as_py() * 1000 // _per_second(self.time_type)
-
-    def _timer_ms(self, t) -> int:
-        """The watermark (ms) at which a row of event time ``t`` is sealed."""
-        if pa.types.is_timestamp(self.time_type):
-            return self._timestamp_ms(t) + 1
-        import math
-
-        return math.floor(t * 1000) + 1
-
-    def _late(self, key, late: pa.Table, watermark, st) -> None:
+    def _late(self, late: pa.Table, watermark) -> None:
         import logging
 
         from sparkcep.errors import DataError
 
         first = late.column(self.matcher.time_index)[0].as_py()
+        key = self.matcher.key_of(late, 0)
         if self.late_policy == "error":
             raise DataError(f"a row arrived after the watermark had passed it: {self.time_column} = {first}, "
                             f"watermark {watermark} (late='error'; with late='drop' such rows are dropped and "
-                            "counted)", column=self.time_column,
-                            key={**self._key(key), self.time_column: first})
-        st.late += late.num_rows
+                            "counted)", column=self.time_column, key={**key, self.time_column: first})
         if self.metrics is not None:
             self.metrics.late.add(late.num_rows)
-        logging.getLogger("sparkcep").warning("stream key %s: %d late row(s) dropped (first at %s, watermark %s)",
-                                              key, late.num_rows, first, watermark)
-
-    def _key(self, key) -> dict:
-        return dict(zip([f.name for f in self.key_fields], key, strict=False))
-
-
-def _dict_key(key: tuple) -> tuple:
-    """A key as a dict key: NaN equals NaN (one partition, as in batch)."""
-    return tuple("\0NaN" if isinstance(v, float) and v != v else v for v in key)
-
-
-def _keys_only(q):
-    from dataclasses import replace
-
-    return replace(q, order_by=())
-
-
-def _per_second(t: pa.TimestampType) -> int:
-    return {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[t.unit]
+        logging.getLogger("sparkcep").warning("stream: %d late row(s) dropped (the first: %s, %s = %s; watermark %s)",
+                                              late.num_rows, key, self.time_column, first, watermark)

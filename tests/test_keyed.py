@@ -1,0 +1,208 @@
+"""Many keys matched together (a stream's bucket, runtime.keyed) against the batch engine:
+rows of several keys arrive shuffled within the watermark delay, in chunks of any size;
+after ``finish`` the output equals the batch output over the rows that were not late, on
+the one-kernel-call path and on the key-at-a-time path alike, with the state round-tripped
+through bytes between chunks."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkcep
+from sparkcep.api import compile_query
+from sparkcep.errors import DataError
+from sparkcep.runtime.keyed import EventClock, KeyedMatcher, KeyedState
+from tests.tiers import examples
+
+_HEAD = "PARTITION BY k ORDER BY t "
+# Plain queries whose ONE ROW measures are columns: every key in one kernel call.
+BULK = [_HEAD + q for q in [
+    "MEASURES FIRST(t) AS s, LAST(t) AS e, COUNT(*) AS c, MATCH_NUMBER() AS m PATTERN (A B+) "
+    "DEFINE A AS v < 5, B AS v >= PREV(v)",
+    "MEASURES FIRST(t) AS s, LAST(t) AS e, SUM(v) AS total AFTER MATCH SKIP TO NEXT ROW PATTERN (A B* C) "
+    "DEFINE A AS v > 2, B AS v > PREV(v), C AS v < PREV(v)",
+    "MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (^ A B) DEFINE A AS v > 1",
+    "MEASURES FIRST(t) AS s, LAST(v) AS lv, MAX(v) AS top PATTERN (A B) DEFINE A AS v <= NEXT(v), B AS B.v > A.v",
+    "MEASURES FIRST(t) AS s, PREV(FIRST(v)) AS before, MATCH_NUMBER() AS m AFTER MATCH SKIP TO LAST A "
+    "PATTERN (A{2,} B) DEFINE A AS v < 7, B AS v >= 7",
+    "MEASURES FIRST(t) AS s, LAST(t) AS e PATTERN (A* B) DEFINE A AS true, B AS v = 9",
+    "MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (A+ $) DEFINE A AS v > 1",
+]]
+# Queries that step key by key (measures per match, unmatched rows, WITHIN, event selection).
+EACH = [_HEAD + q for q in [
+    "MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS c ALL ROWS PER MATCH WITH UNMATCHED ROWS "
+    "PATTERN (A+ B) DEFINE A AS v > 3, B AS v <= 3",
+    "MEASURES FIRST(A.t) AS s, LAST(B.t) AS e PATTERN (A B+) DEFINE A AS v < 5, B AS v >= PREV(v)",
+    "MEASURES FIRST(t) AS s, LAST(t) AS e, SUM(v) AS total PATTERN (A{2,} B) WITHIN 6 "
+    "DEFINE A AS v <= NEXT(v), B AS v > 4",
+    "MEASURES FIRST(A.t) AS s, COUNT(A.*) AS c EVENT SELECTION SKIP TILL NEXT MATCH "
+    "PATTERN (A{2,} B) DEFINE A AS v > 3, B AS v < 2",
+]]
+
+
+def _table(times, values, keys) -> pa.Table:
+    return pa.table({"t": pa.array(times, pa.int64()), "v": pa.array(values, pa.int64()),
+                     "k": pa.array(keys, pa.int64())})
+
+
+@st.composite
+def streams(draw):
+    n = draw(st.integers(0, 50))
+    times = sorted(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n)))
+    values = draw(st.lists(st.one_of(st.integers(0, 9), st.none()), min_size=n, max_size=n))
+    keys = draw(st.lists(st.one_of(st.integers(0, 3), st.none()), min_size=n, max_size=n))
+    delay = draw(st.integers(0, 6))
+    jitter = draw(st.lists(st.integers(0, delay + 2), min_size=n, max_size=n))
+    arrival = sorted(range(n), key=lambda i: (times[i] + jitter[i], i))
+    cuts = draw(st.lists(st.integers(1, 12), min_size=1, max_size=n + 1))
+    return times, values, keys, delay, arrival, cuts, draw(st.booleans())
+
+
+def run_keyed(query: str, times, values, keys, delay, arrival, cuts, roundtrip, bulk):
+    schema = _table([], [], []).schema
+    matcher = KeyedMatcher(compile_query(query, _table([], [], [])), schema, bulk=bulk)
+    state = KeyedState.empty(schema)
+    outputs, accepted = [], []
+    watermark = None
+    i, c = 0, 0
+    while i < len(arrival):
+        size = cuts[c % len(cuts)]
+        c += 1
+        chunk = arrival[i:i + size]
+        i += size
+        fresh = [r for r in chunk if watermark is None or times[r] >= watermark]  # late rows are dropped
+        accepted += fresh
+        seen = max(times[r] for r in arrival[:i])
+        watermark = seen - delay if watermark is None else max(watermark, seen - delay)
+        got = matcher.advance(state, _table([times[r] for r in fresh], [values[r] for r in fresh],
+                                            [keys[r] for r in fresh]), watermark, due_ms=watermark * 1000 + 1)
+        outputs.append(got.out)
+        state = KeyedState.from_bytes(got.state.to_bytes()) if roundtrip else got.state
+    outputs.append(matcher.finish(state).out)
+    got = pa.concat_tables(outputs)
+    want = sparkcep.match_recognize(_table([times[r] for r in accepted], [values[r] for r in accepted],
+                                           [keys[r] for r in accepted]), query)
+    return got, want, matcher
+
+
+def _rows(table: pa.Table) -> list:
+    return sorted(table.to_pylist(), key=repr)
+
+
+@pytest.mark.parametrize("query", BULK)
+@given(data=streams())
+@settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_one_kernel_call_for_every_key_equals_batch(query, data):
+    got, want, matcher = run_keyed(query, *data, bulk=True)
+    assert matcher.bulk
+    assert _rows(got) == _rows(want)
+
+
+@pytest.mark.parametrize("query", BULK[:3] + EACH)
+@given(data=streams())
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_key_by_key_equals_batch(query, data):
+    got, want, matcher = run_keyed(query, *data, bulk=False)
+    assert not matcher.bulk
+    assert _rows(got) == _rows(want)
+
+
+def test_bulk_is_chosen_for_plain_queries_only():
+    schema = _table([], [], []).schema
+    assert all(KeyedMatcher(compile_query(q, schema.empty_table()), schema).bulk for q in BULK)
+    assert not any(KeyedMatcher(compile_query(q, schema.empty_table()), schema).bulk for q in EACH)
+
+
+def test_many_keys_in_one_call_keep_their_own_numbers_and_anchors():
+    # 200 keys, rows arriving in two calls: MATCH_NUMBER and ^ continue per key.
+    query = _HEAD + "MEASURES MATCH_NUMBER() AS m, FIRST(t) AS s PATTERN (^ A | B) DEFINE A AS v > 0, B AS v = 0"
+    n = 2000
+    table = _table(list(range(n)), [i % 3 for i in range(n)], [i % 200 for i in range(n)])
+    schema = table.schema
+    matcher = KeyedMatcher(compile_query(query, table), schema)
+    assert matcher.bulk
+    first = matcher.advance(KeyedState.empty(schema), table.slice(0, 1000), 1000)
+    second = matcher.advance(first.state, table.slice(1000), 1500)
+    last = matcher.finish(second.state)
+    got = pa.concat_tables([first.out, second.out, last.out])
+    assert _rows(got) == _rows(sparkcep.match_recognize(table, query))
+    assert first.state.count == 200
+
+
+def test_a_key_holding_too_many_rows_is_named():
+    query = _HEAD + "MEASURES COUNT(*) AS c PATTERN (A+ B) DEFINE A AS v > 0, B AS v = 0"
+    table = _table(list(range(50)), [1] * 50, [7] * 25 + [8] * 25)
+    for bulk in (True, False):
+        matcher = KeyedMatcher(compile_query(query, table), table.schema, max_rows=10, bulk=bulk)
+        with pytest.raises(DataError, match="more than 10 rows of one key") as e:
+            matcher.advance(KeyedState.empty(table.schema), table, 100)
+        assert e.value.key == {"k": 7}
+
+
+def test_timers_are_the_first_row_each_key_still_waits_for():
+    query = _HEAD + "MEASURES COUNT(*) AS c PATTERN (A B) DEFINE B AS v > 0"
+    table = _table([1, 2, 3, 10, 11], [0, 1, 0, 0, 1], [1, 1, 2, 2, 3])
+    for bulk in (True, False):
+        matcher = KeyedMatcher(compile_query(query, table), table.schema, bulk=bulk)
+        got = matcher.advance(KeyedState.empty(table.schema), table, 3)
+        # below 3 is sealed. key 1: all sealed; key 2 waits for t=3, key 3 for t=11 (seconds on Spark's clock)
+        assert got.state.keys["timer"].tolist() == [0, 3_001, 11_001]
+
+
+@pytest.mark.parametrize("kind", [pa.timestamp("s"), pa.timestamp("ms"), pa.timestamp("us", "UTC"),
+                                  pa.timestamp("ns"), pa.int64(), pa.float64()])
+def test_the_clock_vectorized_equals_one_value_at_a_time(kind):
+    values = [-1_500, -1, 0, 1, 1_700_000_000, 2_000_000_001]
+    if pa.types.is_floating(kind):
+        values = [v / 7 for v in values] + [0.0004, -0.0004]
+    arr = pa.array(values, pa.int64()).cast(kind) if not pa.types.is_floating(kind) else pa.array(values, kind)
+    clock = EventClock(kind)
+    assert clock.timers(arr).tolist() == [clock.timer(v) for v in arr.to_pylist()]
+
+
+def _per_key_bucket(meta: dict, keys: pa.Table) -> bytes:
+    """A bucket's state in the earlier layout (one KeyState blob per key), as it was written."""
+    import json
+
+    from sparkcep.data.ingest import table_to_ipc
+
+    head = json.dumps(meta).encode()
+    return b"SPCEPB1\n" + len(head).to_bytes(4, "big") + head + table_to_ipc(keys)
+
+
+def test_a_bucket_of_the_per_key_layout_is_carried_over():
+    # Two keys stepped by the one-key matcher and saved as the earlier layout did; read back,
+    # the rest of the rows give the batch engine's answer.
+    from sparkcep.runtime.incremental import IncrementalMatcher
+    from sparkcep.spark.stream import read_bucket
+
+    query = BULK[0]
+    n = 400
+    table = _table(list(range(n)), [(i * 7) % 10 for i in range(n)], [i % 2 for i in range(n)])
+    plan = compile_query(query, table)
+    one = IncrementalMatcher(plan, table.schema)
+    outs, blobs = [], []
+    for key in (0, 1):
+        st_ = one.empty_state()
+        rows = table.filter(pa.compute.equal(table.column("k"), key))
+        one.add(st_, rows.slice(0, 100))
+        outs.append(one.advance(st_, 150))
+        blobs.append(st_.to_bytes())
+    old = _per_key_bucket({"buckets": 2, "latest": 199_000, "sealed": 150_000},
+                          pa.table({"k": [0, 1], "state": pa.array(blobs, pa.binary()), "timer": [0, 0]}))
+    meta, state = read_bucket(old, table.schema)
+    assert meta == {"buckets": 2, "latest": 199_000, "sealed": 150_000} and state.count == 2
+    matcher = KeyedMatcher(plan, table.schema)
+    rest = matcher.advance(state, table.slice(200), 300)
+    outs += [rest.out, matcher.finish(rest.state).out]
+    assert _rows(pa.concat_tables(outs)) == _rows(sparkcep.match_recognize(table, query))
+    # A key the earlier layout kept without rows has lost what its next rows need: refused.
+    from sparkcep.runtime.incremental import KeyState
+
+    gone = KeyState(table.schema.empty_table(), base=5)
+    with pytest.raises(sparkcep.SparkCepError, match="flush it with that version"):
+        read_bucket(_per_key_bucket({"buckets": 2, "latest": 1, "sealed": 1}, pa.table(
+            {"k": [0], "state": pa.array([gone.to_bytes()], pa.binary()), "timer": [0]})), table.schema)
