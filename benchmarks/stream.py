@@ -1,6 +1,6 @@
 """sparkcep.stream on Spark local[2]: steady-state throughput and latency.
 
-Workload: RIP's StockTrade stream (50 symbols, a trade a second) in Parquet files of 100 000
+Workload: RIP's StockTrade stream (50 symbols by default, a trade a second) in Parquet files of 100 000
 rows, RIP's Q7 per symbol (MAXLENGTH 100).
 
 - Throughput, steady state: the median over micro-batches (the first excluded) of
@@ -16,7 +16,7 @@ rows, RIP's Q7 per symbol (MAXLENGTH 100).
   latency runs from the publication of the file holding its last row to the end of the
   micro-batch that emitted it (median and p99 per rate, over all runs).
 
-Prints a summary line, writes out/bench/stream.json and stream.png.
+Prints a summary line, writes out/bench/stream.json and stream.png (stream-N-keys.* with --symbols N).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--out", default="out/bench")
-    ap.add_argument("--rates", default="10000,50000,100000", help="events per second of the latency runs")
+    ap.add_argument("--symbols", type=int, default=50, help="PARTITION BY keys (symbols)")
+    ap.add_argument("--rates", default="10000,50000,100000", help="events per second of the latency runs "
+                    "(empty: none)")
     ap.add_argument("--runs", type=int, default=3, help="latency runs per rate")
     ap.add_argument("--seconds", type=int, default=12, help="length of each latency run")
     args = ap.parse_args()
@@ -50,7 +52,7 @@ def main() -> None:
     work = out / "stream_work"
     shutil.rmtree(work, ignore_errors=True)
     (work / "in").mkdir(parents=True)
-    trades = _trades(stock_trades, args.rows, seed=1)
+    trades = _trades(stock_trades, args.rows, seed=1, symbols=args.symbols)
     files = -(-args.rows // 100_000)
     for f in range(files):
         pq.write_table(trades.slice(f * 100_000, 100_000), work / "in" / f"part{f:04d}.parquet")
@@ -61,7 +63,8 @@ def main() -> None:
     batch_rate = args.rows / (time.perf_counter() - t0)
 
     spark = get_session(args.master, config={"spark.sql.shuffle.partitions": "2"})
-    result: dict = {"rows": args.rows, "master": args.master, "matches": want, "batch_engine_rows_per_s": batch_rate}
+    result: dict = {"rows": args.rows, "symbols": args.symbols, "master": args.master, "matches": want,
+                    "batch_engine_rows_per_s": batch_rate}
     start = time.perf_counter()
 
     def say(step: str) -> None:  # a long job: one line per step
@@ -77,7 +80,7 @@ def main() -> None:
         run["passthrough_rows_per_s"] = _passthrough(spark, work, files_per_batch=per, tag=f"p{per}")
         result[f"x{per}"] = run
     latency = {}
-    for rate in (int(r) for r in args.rates.split(",")):
+    for rate in (int(r) for r in args.rates.split(",") if r.strip()):
         runs = []
         for i in range(args.runs):
             say(f"latency at {rate:,} events/s, run {i + 1} of {args.runs}")
@@ -86,12 +89,14 @@ def main() -> None:
         latency[str(rate)] = {"runs": runs, "matches": len(lat), "median": statistics.median(lat) if lat else None,
                               "p99": _p99(lat), "max": lat[-1] if lat else None}
     result["latency"] = latency
-    (out / "stream.json").write_text(json.dumps(result, indent=2))
-    _plot(result, out / "stream.png")
+    name = "stream" if args.symbols == 50 else f"stream-{args.symbols}-keys"
+    (out / f"{name}.json").write_text(json.dumps(result, indent=2))
+    _plot(result, out / f"{name}.png")
     x1, x2 = result["x1"], result["x2"]
     lat_text = "; ".join(f"{int(r):,}/s median {v['median']:.2f} s p99 {v['p99']:.2f} s" for r, v in latency.items()
                          if v["median"] is not None)
-    print(f"stream: {args.rows:,} events, Q7 over 50 keys, {args.master}: steady state {x1['rows_per_s']:,.0f} rows/s "
+    print(f"stream: {args.rows:,} events, Q7 over {args.symbols:,} keys, {args.master}: steady state "
+          f"{x1['rows_per_s']:,.0f} rows/s "
           f"with 100 000-row micro-batches ({x1['rows_per_s'] / x1['passthrough_rows_per_s']:.0%} of the operator's "
           f"pass-through {x1['passthrough_rows_per_s']:,.0f}; goal 150 000), {x2['rows_per_s']:,.0f} with 200 000 "
           f"({x2['rows_per_s'] / x2['passthrough_rows_per_s']:.0%} of {x2['passthrough_rows_per_s']:,.0f}; goal "
@@ -99,10 +104,10 @@ def main() -> None:
           f"{x1['state_bytes_per_key']:,.0f} bytes per key; latency {lat_text}; JSON and PNG in {out}/")
 
 
-def _trades(stock_trades, rows: int, seed: int):
+def _trades(stock_trades, rows: int, seed: int, symbols: int = 50):
     import pyarrow as pa
 
-    t = pa.Table.from_pandas(stock_trades(rows, symbols=50, seed=seed), preserve_index=False)
+    t = pa.Table.from_pandas(stock_trades(rows, symbols=symbols, seed=seed), preserve_index=False)
     return t.set_column(3, "timestamp", t.column("timestamp").cast(pa.timestamp("us", "UTC")))
 
 
@@ -237,7 +242,7 @@ def _plot(result: dict, path: pathlib.Path) -> None:
     a.set_xticks(list(xs), names)
     a.set_ylabel("rows/s, steady state")
     a.set_yscale("log")
-    a.set_title(f"{result['rows']:,} events, 50 keys, {result['master']}", fontsize=9)
+    a.set_title(f"{result['rows']:,} events, {result['symbols']:,} keys, {result['master']}", fontsize=9)
     a.legend(fontsize=8)
     for run, label in ((result["x1"], "100 000"), (result["x2"], "200 000")):
         b.plot(range(len(run["batch_seconds"])), run["batch_seconds"], marker="o", label=f"{label} rows")
@@ -247,8 +252,11 @@ def _plot(result: dict, path: pathlib.Path) -> None:
     b.legend(fontsize=8)
     lat = result["latency"]
     rates = sorted(lat, key=int)
-    c.boxplot([sorted(x for r in lat[k]["runs"] for x in r["latencies"]) or [0] for k in rates],
-              tick_labels=[f"{int(k):,}/s" for k in rates], whis=(1, 99), showfliers=False)
+    if not rates:
+        c.set_visible(False)
+    else:
+        c.boxplot([sorted(x for r in lat[k]["runs"] for x in r["latencies"]) or [0] for k in rates],
+                  tick_labels=[f"{int(k):,}/s" for k in rates], whis=(1, 99), showfliers=False)
     c.set_ylabel("latency: file published → match emitted (s)")
     c.set_title("latency at steady rates (whiskers: p1–p99)", fontsize=9)
     fig.tight_layout()

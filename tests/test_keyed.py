@@ -31,11 +31,17 @@ BULK = [_HEAD + q for q in [
     "MEASURES FIRST(t) AS s, LAST(t) AS e PATTERN (A* B) DEFINE A AS true, B AS v = 9",
     "MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (A+ $) DEFINE A AS v > 1",
 ]]
-# Queries that step key by key (measures per match, unmatched rows, WITHIN, event selection).
+# Measures that read rows of their match only: one kernel call, then measured match by match.
+MATCHWISE = [_HEAD + q for q in [
+    "MEASURES FIRST(A.t) AS s, LAST(B.t) AS e, AVG(B.v) AS av PATTERN (A B+) DEFINE A AS v < 5, B AS v >= PREV(v)",
+    "MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS c, RUNNING SUM(v) AS run ALL ROWS PER MATCH "
+    "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B? C*) DEFINE A AS v > 5, C AS v < A.v",
+]]
+# Queries that step key by key (unmatched rows, WITHIN, event selection, PREV in MEASURES).
 EACH = [_HEAD + q for q in [
     "MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS c ALL ROWS PER MATCH WITH UNMATCHED ROWS "
     "PATTERN (A+ B) DEFINE A AS v > 3, B AS v <= 3",
-    "MEASURES FIRST(A.t) AS s, LAST(B.t) AS e PATTERN (A B+) DEFINE A AS v < 5, B AS v >= PREV(v)",
+    "MEASURES PREV(A.t) AS before, LAST(B.t) AS e PATTERN (A B+) DEFINE A AS v < 5, B AS v >= PREV(v)",
     "MEASURES FIRST(t) AS s, LAST(t) AS e, SUM(v) AS total PATTERN (A{2,} B) WITHIN 6 "
     "DEFINE A AS v <= NEXT(v), B AS v > 4",
     "MEASURES FIRST(A.t) AS s, COUNT(A.*) AS c EVENT SELECTION SKIP TILL NEXT MATCH "
@@ -92,7 +98,7 @@ def _rows(table: pa.Table) -> list:
     return sorted(table.to_pylist(), key=repr)
 
 
-@pytest.mark.parametrize("query", BULK)
+@pytest.mark.parametrize("query", BULK + MATCHWISE)
 @given(data=streams())
 @settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_one_kernel_call_for_every_key_equals_batch(query, data):
@@ -101,7 +107,7 @@ def test_one_kernel_call_for_every_key_equals_batch(query, data):
     assert _rows(got) == _rows(want)
 
 
-@pytest.mark.parametrize("query", BULK[:3] + EACH)
+@pytest.mark.parametrize("query", BULK[:3] + MATCHWISE + EACH)
 @given(data=streams())
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_key_by_key_equals_batch(query, data):
@@ -112,7 +118,7 @@ def test_key_by_key_equals_batch(query, data):
 
 def test_bulk_is_chosen_for_plain_queries_only():
     schema = _table([], [], []).schema
-    assert all(KeyedMatcher(compile_query(q, schema.empty_table()), schema).bulk for q in BULK)
+    assert all(KeyedMatcher(compile_query(q, schema.empty_table()), schema).bulk for q in BULK + MATCHWISE)
     assert not any(KeyedMatcher(compile_query(q, schema.empty_table()), schema).bulk for q in EACH)
 
 

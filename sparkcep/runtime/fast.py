@@ -383,8 +383,9 @@ class KernelMatcher:
                        bases: np.ndarray, poss: np.ndarray, covereds: np.ndarray, complete: bool):
         """select_window over many windows of ``part`` at once (a stream's bucket, each key's
         sealed rows: see kernel.select_windows): (match starts, ends, window of each match,
-        next start and covered per window), or None when the data do not fit the kernel. A
-        skip error names its window: (error, window, row) in ``self.window_error``."""
+        next start and covered per window, (label offsets, labels, excluded)), or None when
+        the data do not fit the kernel. A skip error names its window: (error, window, row)
+        in ``self.window_error``; the matches before it are returned."""
         arr = self.arrays(part)
         if arr is None:
             return None
@@ -399,13 +400,13 @@ class KernelMatcher:
         unknown = np.cumsum(edge[:part.n]) > 0
         first_ok = self._first_ok(part, masks, unknown)
         q, s = self.plan.query, self.spec
-        starts, ends, wins, pos, covered, err, err_win, err_row = kernel.select_windows(
+        starts, ends, wins, offs, labels, excl, pos, covered, err, err_win, err_row = kernel.select_windows(
             los, ns, limits, bases, poss, covereds, complete, self.skip.code, self.skip_member, self.op, self.a,
             self.closure, masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
             self.stats)
         self.window_error = (int(err), int(err_win), int(err_row)) if err else None
-        return starts, ends, wins, pos, covered
+        return starts, ends, wins, pos, covered, (offs, labels, excl)
 
     @staticmethod
     def match_items(starts, ends, offs, labels, excl, number: int) -> list:

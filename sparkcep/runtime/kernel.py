@@ -679,39 +679,56 @@ def select_windows(los, ns, limits, bases, poss, covereds, complete, skip_mode, 
     """select_window over many windows of one table in one call (a stream's bucket: each key's
     sealed rows): window k is rows [los[k], los[k] + ns[k]) with its own limit, base, next
     start and covered row (local to it). Returns (match starts and ends as rows of the table,
-    each match's window, next start and covered per window, error code, its window and row).
-    Each window is copied out, so its arrays are those select_window reads for one partition."""
+    each match's window, label offsets, labels, excluded, next start and covered per window,
+    error code, its window and row). Each window is copied out, so its arrays are those
+    select_window reads for one partition."""
     m = los.shape[0]
     starts = np.empty(16, dtype=np.int64)
     ends = np.empty(16, dtype=np.int64)
     wins = np.empty(16, dtype=np.int64)
+    offs = np.zeros(17, dtype=np.int64)
+    labels = np.empty(64, dtype=np.int64)
+    excl = np.empty(64, dtype=np.int64)
     pos_out = poss.copy()
     cov_out = covereds.copy()
     nm = 0
+    nl = 0
+    err = 0
+    err_win = -1
+    err_row = -1
     for k in range(m):
         lo = los[k]
         n = ns[k]
         o0 = order0[lo:lo + n].copy() if use_within else order0
-        s, e, _, _, _, p, c, err, err_row = select_window(
+        s, e, o, lab, x, p, c, err, err_row = select_window(
             poss[k], covereds[k], limits[k], skip_mode, skip_member, op_, a_, cl, masks[:, lo:lo + n].copy(),
             reg_member, reg_kind, dyn_int, dyn_float, cols[:, lo:lo + n].copy(), valid[:, lo:lo + n].copy(), n,
             limits[k], complete, bases[k], maxlength, use_within, o0, within, n_regs, n_slots,
             first_ok[lo:lo + n].copy(), stats)
         pos_out[k] = p
         cov_out[k] = c
-        if err:
-            return starts[:nm], ends[:nm], wins[:nm], pos_out, cov_out, err, k, err_row
         got = s.shape[0]
-        if nm + got > starts.shape[0]:
-            starts = _grow(starts, nm + got)
-            ends = _grow(ends, nm + got)
-            wins = _grow(wins, nm + got)
+        starts = _grow(starts, nm + got)
+        ends = _grow(ends, nm + got)
+        wins = _grow(wins, nm + got)
+        offs = _grow(offs, nm + got + 1)
+        used = o[got]
+        labels = _grow(labels, nl + used)
+        excl = _grow(excl, nl + used)
+        for i in range(used):
+            labels[nl + i] = lab[i]
+            excl[nl + i] = x[i]
         for i in range(got):
             starts[nm + i] = s[i] + lo
             ends[nm + i] = e[i] + lo
             wins[nm + i] = k
+            offs[nm + i + 1] = nl + o[i + 1]
         nm += got
-    return starts[:nm], ends[:nm], wins[:nm], pos_out, cov_out, 0, -1, -1
+        nl += used
+        if err:
+            err_win = k
+            break
+    return starts[:nm], ends[:nm], wins[:nm], offs[:nm + 1], labels, excl, pos_out, cov_out, err, err_win, err_row
 
 
 @njit(cache=True)

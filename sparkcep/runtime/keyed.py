@@ -6,9 +6,10 @@ and ``base``), rows released so far, and its timer. Each call sorts the buffered
 the new ones by PARTITION BY, ORDER BY and arrival in one pass (the batch engine's own
 sort, so keys group as in batch), seals each key's rows below the watermark, and decides:
 
-- plain queries on the compiled kernel with ONE ROW measures as columns: every key's
-  sealed rows in one kernel call (``KernelMatcher.select_windows``) and one measure pass,
-  no Python per key;
+- queries the compiled kernel runs (no WITHIN, contiguous rows, not ALL MATCHES) whose
+  measures read rows of their match only: every key's sealed rows in one kernel call
+  (``KernelMatcher.select_windows``), then the measures as columns in one pass (or match
+  by match), no Python per key;
 - everything else: each key that got rows or whose timer fell due steps through
   ``IncrementalMatcher.step`` on a slice of the table, as a stream of one key does.
 
@@ -26,15 +27,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcep.analysis.bound import BNav, nodes
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import table_from_ipc, table_to_ipc
 from sparkcep.data.output import output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
-from sparkcep.runtime.engine import Selection
+from sparkcep.runtime.engine import Selection, measure_rows
 from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
-from sparkcep.runtime.vm import PartitionData
+from sparkcep.runtime.vm import PartitionData, matches_from_arrays
 
 
 class EventClock:
@@ -173,10 +175,10 @@ class KeyedMatcher:
         q = plan.query
         self.clock = EventClock(schema.field(q.order_by[0].index).type)
         # One kernel call for every key: what the kernel window of one key runs (no WITHIN,
-        # contiguous rows, not ALL MATCHES), with measures as columns. bulk=False forces the
-        # per-key path (tests compare the two).
-        can = (self.single.kernel is not None and self.single.columnar and q.mode != "matchregex"
-               and not q.with_unmatched)
+        # contiguous rows, not ALL MATCHES), with measures as columns or inside the match.
+        # bulk=False forces the per-key path (tests compare the two).
+        can = (self.single.kernel is not None and q.mode != "matchregex" and not q.with_unmatched
+               and (self.single.columnar or _measures_inside_match(plan)))
         self.bulk = can if bulk is None else (bulk and can)
         self.time_index = q.order_by[0].index
         self.key_query = q  # sorts by PARTITION BY, ORDER BY, arrival
@@ -264,9 +266,10 @@ class KeyedMatcher:
 
     # ------------------------------------------------------------------ the bulk path
     def _bulk(self, table: pa.Table, lo, size, sealed, meta, final: bool):
-        """Every key's selection in one kernel call, measures as columns: (output, timeouts,
+        """Every key's selection in one kernel call, then its measures: (output, timeouts,
         rows to drop per key), and the keys' selections moved on; None where the data do
-        not fit the kernel or a measure needs the per-match path."""
+        not fit the kernel, or a measure reads rows around its match and the columns could
+        not answer."""
         plan, single = self.plan, self.single
         limit = sealed if final else np.maximum(sealed - plan.lookahead, 0)
         pos = meta["pos"] - meta["base"]
@@ -278,7 +281,7 @@ class KeyedMatcher:
                                     pos[active], (meta["covered"] - meta["base"])[active], final)
         if got is None:
             return None
-        starts, ends, wins, new_pos, new_cov = got
+        starts, ends, wins, new_pos, new_cov, label_arrays = got
         if kernel.window_error is not None:
             err, win, row = kernel.window_error
             j = int(active[win])
@@ -289,10 +292,14 @@ class KeyedMatcher:
         first_of = np.searchsorted(wins, np.arange(len(active)))
         numbers = meta["number"][keys] + np.arange(len(wins)) - first_of[wins] + 1
         w_lo = lo[keys]
-        measured = columnar_measures.measure_columns(plan, part, (starts, ends, numbers), single.types,
-                                                     bounds=(w_lo, w_lo + sealed[keys]))
+        measured = None
+        if single.columnar:
+            measured = columnar_measures.measure_columns(plan, part, (starts, ends, numbers), single.types,
+                                                         bounds=(w_lo, w_lo + sealed[keys]))
         if measured is None:
-            return None
+            if not _measures_inside_match(plan):
+                return None
+            measured = self._per_match(table, part, starts, ends, label_arrays, numbers)
         out = output_table(plan, table, measured[0], measured[1], single.types)
         counts = np.bincount(wins, minlength=len(active)) if len(active) else np.zeros(0, dtype=np.int64)
         base = meta["base"]
@@ -303,6 +310,23 @@ class KeyedMatcher:
         drop = np.where(pos < limit, np.maximum(np.minimum(local, sealed) - plan.lookbehind, 0), 0)
         meta["timer"] = self._first_waiting(table, lo, sealed, size)
         return out, single.timeout_schema().empty_table(), drop
+
+    def _per_match(self, table: pa.Table, part: PartitionData, starts, ends, label_arrays, numbers):
+        """(rows, measure values) of the matches, measured one by one over the whole table:
+        their measures read rows inside the match only, which are one key's rows."""
+        items = [("match", m, int(k)) for m, k in zip(matches_from_arrays(starts, ends, *label_arrays),
+                                                        numbers.tolist(), strict=True)]
+        positions: list[int] = []
+        values: list[list] = [[] for _ in self.plan.measures]
+        try:
+            for pos, vals in measure_rows(self.plan, part, items):
+                positions.append(pos)
+                for j, v in enumerate(vals):
+                    values[j].append(v)
+        except DataError as e:  # a stream's row has no position: name its key
+            key = self.key_of(table, e.row) if e.row is not None else None
+            raise DataError(e.message, column=e.column, key=key) from None
+        return np.array(positions, dtype=np.int64), values
 
     def _first_waiting(self, table: pa.Table, lo, sealed, size) -> np.ndarray:
         """Per key, the timer of its first row not sealed (0: every row sealed): the key must
@@ -352,3 +376,14 @@ class KeyedMatcher:
             deadline = self.clock.timer(times[first].as_py() + within)
             timer = min(timer, deadline) if timer else deadline
         return timer
+
+
+def _measures_inside_match(plan: Plan) -> bool:
+    """Whether every measure reads rows of its match only (no PREV or NEXT out of it): then
+    one table of many keys' rows can be measured match by match."""
+    if any(p.physical for p in plan.measure_pointers):
+        return False
+    exprs = [m.expr for m in plan.query.measures]
+    for spec in plan.query.measure_aggregates:
+        exprs += [x for x in (spec.arg, spec.key) if x is not None]
+    return not any(isinstance(x, BNav) and x.pointer.physical for e in exprs for x in nodes(e))
