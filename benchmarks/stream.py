@@ -10,7 +10,7 @@ rows, RIP's Q7 per symbol (MAXLENGTH 100).
   hash buckets, applyInPandasWithState with a small state per bucket — reading every row and
   emitting nothing) and the batch engine on the same rows in memory.
 - Exactness: the stream's matches plus its end-of-input flush equal the batch engine's.
-- State: bytes per key in the checkpoint's state after the run (each key's KeyState).
+- State: bytes per key in the checkpoint's state after the run (the buckets' rows and integers).
 - Latency at steady rates (10 000, 50 000, 100 000 events/s, ≥ 3 runs each): a writer
   publishes one file a second while the query runs with Spark's default trigger; a match's
   latency runs from the publication of the file holding its last row to the end of the

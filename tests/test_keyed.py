@@ -30,6 +30,11 @@ BULK = [_HEAD + q for q in [
     "PATTERN (A{2,} B) DEFINE A AS v < 7, B AS v >= 7",
     "MEASURES FIRST(t) AS s, LAST(t) AS e PATTERN (A* B) DEFINE A AS true, B AS v = 9",
     "MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (A+ $) DEFINE A AS v > 1",
+    # PREV and NEXT at a key's first and last rows read nothing of the keys beside it.
+    "MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (A B) DEFINE A AS v < PREV(v) OR v = PREV(v, 2), "
+    "B AS B.v <= A.v",
+    "MEASURES FIRST(t) AS s, LAST(t) AS e PATTERN (B A) DEFINE A AS v < NEXT(v) OR NEXT(v) IS NULL, "
+    "B AS B.v < A.v",
 ]]
 # Measures that read rows of their match only: one kernel call, then measured match by match.
 MATCHWISE = [_HEAD + q for q in [
@@ -212,3 +217,33 @@ def test_a_bucket_of_the_per_key_layout_is_carried_over():
     with pytest.raises(sparkcep.SparkCepError, match="flush it with that version"):
         read_bucket(_per_key_bucket({"buckets": 2, "latest": 1, "sealed": 1}, pa.table(
             {"k": [0], "state": pa.array([gone.to_bytes()], pa.binary()), "timer": [0]})), table.schema)
+
+
+# The batch engine decides all partitions in one kernel call too (runtime.local): each key's
+# rows alone (one partition, the per-partition path) must give what they give among others.
+BATCH = BULK + [_HEAD + q for q in [
+    "MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (A B+ C) WITHIN 5 DEFINE B AS v > PREV(v), C AS v < A.v",
+    "MEASURES FIRST(t) AS s, LAST(t) AS e AFTER MATCH SKIP TO FIRST B PATTERN (A B? C) "
+    "DEFINE A AS v > 4, B AS v = 5, C AS v < PREV(v)",
+]]
+
+
+@pytest.mark.parametrize("query", BATCH)
+@given(data=streams())
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_batch_over_many_keys_equals_each_key_alone(query, data):
+    times, values, keys = data[:3]
+    table = _table(times, values, keys)
+
+    def run(t):
+        try:
+            return _rows(sparkcep.match_recognize(t, query))
+        except DataError as e:
+            return type(e)
+
+    got = run(table)
+    alone = [run(table.filter(pa.array([k == key for k in keys]))) for key in sorted(set(keys), key=repr)]
+    if DataError in alone:
+        assert got is DataError
+    else:
+        assert got == sorted((r for rows in alone for r in rows), key=repr)

@@ -54,6 +54,8 @@ class ColumnArrays:
     small_ints: dict[int, bool]
     # Columns without NULLs: their validity is the scalar True in expressions (one pass less).
     no_nulls: dict[int, bool] = field(default_factory=dict)
+    # Many partitions one after another: each row's partition (PREV and NEXT stay inside it).
+    segments: np.ndarray | None = None
 
 
 def conjuncts(e: BExpr) -> list[BExpr]:
@@ -180,7 +182,11 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
             raise _NotVectorizable
         if e.pointer.physical == 0 and cols.no_nulls.get(i, False):
             return cols.data[i], np.True_
-        return _shift(cols.data[i], cols.valid[i], e.pointer.physical)
+        data, valid = _shift(cols.data[i], cols.valid[i], e.pointer.physical)
+        if cols.segments is not None and e.pointer.physical:
+            seg, has = _shift(cols.segments, np.ones(n, dtype=bool), e.pointer.physical)
+            valid = valid & has & (seg == cols.segments)
+        return data, valid
     if isinstance(e, BUnary):
         d, v = evaluate(e.operand, cols)
         return (~d.astype(bool), v) if e.op == "NOT" else (-d, v)
@@ -303,9 +309,9 @@ def column_arrays(values: dict[int, list], n: int) -> ColumnArrays:
     return ColumnArrays(data, valid, n, small)
 
 
-def arrays_for(cols, used: set[int], n: int) -> ColumnArrays:
+def arrays_for(cols, used: set[int], n: int, segments: np.ndarray | None = None) -> ColumnArrays:
     """numpy columns for ``used``: straight from Arrow where ``cols`` can (LazyColumns),
-    else from its Python lists."""
+    else from its Python lists; ``segments``: see ColumnArrays."""
     data, valid, small, rest, no_nulls = {}, {}, {}, {}, {}
     numpy = getattr(cols, "numpy", None)
     for i in used:
@@ -323,4 +329,4 @@ def arrays_for(cols, used: set[int], n: int) -> ColumnArrays:
         data.update(extra.data)
         valid.update(extra.valid)
         small.update(extra.small_ints)
-    return ColumnArrays(data, valid, n, small, no_nulls)
+    return ColumnArrays(data, valid, n, small, no_nulls, segments)

@@ -86,7 +86,7 @@ class KernelMatcher:
 
     def _arrays(self, part: PartitionData):
         plan, n = self.plan, part.n
-        arrays = arrays_for(part.cols, self.used, n)
+        arrays = arrays_for(part.cols, self.used, n, part.cache.get("segments"))
         masks = np.ones((len(plan.labels), n), dtype=np.bool_)
         for label, parts in enumerate(plan.local_parts):
             if parts:
@@ -379,13 +379,33 @@ class KernelMatcher:
             raise self.skip.error(int(err), input_row(int(err_row)))
         return starts, ends, offs, labels, excl, int(pos), int(covered)
 
+    def select_partitions(self, part: PartitionData, bounds: list[tuple[int, int]]):
+        """Every partition's matches in one kernel call, where the thread-list kernel would
+        run each (not a column scan or the automaton, not ALL MATCHES or matchregex):
+        (starts, ends, partition of each match) as rows of ``part``, which holds the
+        partitions one after another; None where that does not apply or the data do not
+        fit the kernel. A skip error stops it: see ``window_error``."""
+        q, s = self.plan.query, self.spec
+        if (len(bounds) < 2 or self.skip.mode == "ALL_MATCHES" or q.mode == "matchregex"
+                or (self.plan.fixed is not None and s.dyn_int.shape[0] == 0) or self.automaton() is not None):
+            return None
+        b = np.array(bounds, dtype=np.int64)
+        lo, n = b[:, 0], b[:, 1] - b[:, 0]
+        none = np.zeros(len(lo), dtype=np.int64)
+        segments = np.repeat(np.arange(len(lo), dtype=np.int64), n)
+        got = self.select_windows(part, lo, n, n, none, none, none - 1, True, segments)
+        return None if got is None else got[:3]
+
     def select_windows(self, part: PartitionData, los: np.ndarray, ns: np.ndarray, limits: np.ndarray,
-                       bases: np.ndarray, poss: np.ndarray, covereds: np.ndarray, complete: bool):
+                       bases: np.ndarray, poss: np.ndarray, covereds: np.ndarray, complete: bool,
+                       segments: np.ndarray):
         """select_window over many windows of ``part`` at once (a stream's bucket, each key's
         sealed rows: see kernel.select_windows): (match starts, ends, window of each match,
         next start and covered per window, (label offsets, labels, excluded)), or None when
         the data do not fit the kernel. A skip error names its window: (error, window, row)
-        in ``self.window_error``; the matches before it are returned."""
+        in ``self.window_error``; the matches before it are returned. ``segments``: each
+        row's partition (PREV and NEXT in the conditions stay inside it)."""
+        part.cache["segments"] = segments
         arr = self.arrays(part)
         if arr is None:
             return None

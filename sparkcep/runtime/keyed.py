@@ -278,7 +278,8 @@ class KeyedMatcher:
         part = PartitionData(cols, table.num_rows, self.time_index, complete=False)
         kernel = single.kernel
         got = kernel.select_windows(part, lo[active], sealed[active], limit[active], meta["base"][active],
-                                    pos[active], (meta["covered"] - meta["base"])[active], final)
+                                    pos[active], (meta["covered"] - meta["base"])[active], final,
+                                    np.repeat(np.arange(len(lo), dtype=np.int64), size))
         if got is None:
             return None
         starts, ends, wins, new_pos, new_cov, label_arrays = got

@@ -125,6 +125,9 @@ def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], 
     every partition first, then each measure as one column over all of them (no fixed cost
     per partition); a partition whose data the kernel cannot read runs ``partition``."""
     pieces: list = []  # per partition: (bounds, spans) or a finished (rows, columns) chunk
+    chunk = _all_at_once(plan, kernel, bounds, whole, order_np, types, partition)
+    if chunk is not None:
+        return [chunk]
 
     def measures():
         found = [x[0] for x in pieces if x[0] is not None]
@@ -164,6 +167,35 @@ def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], 
             at += k
         out.append(chunk)
     return out
+
+
+def _all_at_once(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], whole: PartitionData,
+                 order_np: np.ndarray, types: list, partition):
+    """(input rows, measure columns) of every partition from one kernel call and one measure
+    pass (no fixed cost per partition: many small keys cost what one long one does), or None
+    where the kernel does not take them all so (see KernelMatcher.select_partitions) or an
+    aggregate needs the per-match path. A skip error comes after the errors of the
+    partitions before it, as partition by partition."""
+    got = kernel.select_partitions(whole, bounds)
+    if got is None:
+        return None
+    starts, ends, parts = got
+    lo = np.array([b[0] for b in bounds], dtype=np.int64)
+    hi = np.array([b[1] for b in bounds], dtype=np.int64)
+    first = np.searchsorted(parts, np.arange(len(bounds)))
+    numbers = np.arange(len(parts), dtype=np.int64) - first[parts] + 1
+    measured = columnar_measures.measure_columns(plan, whole, (starts, ends, numbers), types,
+                                                 bounds=(lo[parts], hi[parts]))
+    if kernel.window_error is not None:
+        err, k, row = kernel.window_error
+        if measured is None:
+            for b in bounds[:k]:
+                partition(b)  # their per-match measures fail first, if they fail
+        raise kernel.skip.error(err, int(order_np[lo[k] + row]))
+    if measured is None:
+        return None
+    rows, arrays = measured
+    return order_np[rows], arrays
 
 
 def _strict_adjacency(table: pa.Table, q, order_np: np.ndarray) -> np.ndarray:
