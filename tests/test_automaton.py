@@ -90,12 +90,18 @@ def test_automaton_equals_kernel_python_and_oracle(text, table):
     plan = compile_query(text, table)
     ran = []
     window, labels_at = automaton.Automaton.window, fast.kernel.labels_at
+    partitions = automaton.Automaton.partitions
 
     def spy(self, *args):
         got = window(self, *args)
         ran.append(got is not None)
         if got is not None:
             spied.append(got)
+        return got
+
+    def spy_all(self, *args):  # many partitions at once (measures as columns: no labels read)
+        got = partitions(self, *args)
+        ran.append(got is not None)
         return got
 
     spied: list = []
@@ -106,7 +112,8 @@ def test_automaton_equals_kernel_python_and_oracle(text, table):
         assert any(s is starts and (got[0] == e).all() for s, e, *_ in spied), text
         return got
 
-    with mock.patch.object(automaton.Automaton, "window", spy), mock.patch.object(fast.kernel, "labels_at", same_ends):
+    with mock.patch.object(automaton.Automaton, "window", spy), mock.patch.object(fast.kernel, "labels_at", same_ends), \
+            mock.patch.object(automaton.Automaton, "partitions", spy_all):
         got = _rows(lambda: run_local(table, text))
     # A plain sequence of variables runs as a column scan instead (KernelMatcher._fixed_starts);
     # a loop whose body may match nothing carries a counter, which a state cannot hold.

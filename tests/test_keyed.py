@@ -225,6 +225,11 @@ BATCH = BULK + [_HEAD + q for q in [
     "MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (A B+ C) WITHIN 5 DEFINE B AS v > PREV(v), C AS v < A.v",
     "MEASURES FIRST(t) AS s, LAST(t) AS e AFTER MATCH SKIP TO FIRST B PATTERN (A B? C) "
     "DEFINE A AS v > 4, B AS v = 5, C AS v < PREV(v)",
+    # Column scans (a fixed sequence of row-local conditions): skips, WITHIN, a skip error.
+    "MEASURES FIRST(t) AS s, MATCH_NUMBER() AS m AFTER MATCH SKIP TO NEXT ROW PATTERN (A B C) WITHIN 4 "
+    "DEFINE A AS v > PREV(v), B AS v >= PREV(v), C AS v < PREV(v) OR NEXT(v) IS NULL",
+    "MEASURES FIRST(t) AS s, LAST(t) AS e PATTERN (A B) DEFINE A AS v <= NEXT(v), B AS v > 2",
+    "MEASURES FIRST(t) AS s AFTER MATCH SKIP TO FIRST A PATTERN (A B) DEFINE A AS v < 3, B AS v > PREV(v)",
 ]]
 
 

@@ -130,12 +130,20 @@ class Automaton:
         self.live = np.array([bool(pcs) for pcs, _ in self.order], dtype=np.bool_)
         return True
 
-    def window(self, masks: np.ndarray, n: int, limit: int, complete: bool, pos: int, covered: int, maxlength: int,
-               use_within: bool, order0: np.ndarray, within: float) -> tuple | None:
-        """The selection resumed at start ``pos`` over the starts below ``limit`` of a window
-        whose later rows may not have arrived (see _scan; a whole partition: limit n,
-        complete): (starts, ends, next start, covered), or None when the automaton would grow
-        past its cap (the caller runs the thread-list kernel)."""
+    def partitions(self, masks: np.ndarray, n: int, los: np.ndarray, his: np.ndarray, maxlength: int,
+                   use_within: bool, order0: np.ndarray, within: float) -> tuple | None:
+        """The selection of every whole partition [los[k], his[k]) of ``masks`` in one pass:
+        (starts, ends, partition of each match) as rows of the whole, or None as ``window``."""
+        classes = self._classes(masks, n)
+        if classes is None:
+            return None
+        past_last = self.plan.query.skip_mode != "NEXT_ROW"
+        return _scan_partitions(self.table, self.accepting, self.live, self.start, classes, los, his, maxlength,
+                                use_within, order0, within, past_last)
+
+    def _classes(self, masks: np.ndarray, n: int) -> np.ndarray | None:
+        """Each row's class (its column of the transition table), or None when the automaton
+        would grow past its cap."""
         if self.exploded:
             return None
         codes = _row_codes(masks, n)
@@ -145,8 +153,19 @@ class Automaton:
             present = np.unique(codes)
         if not self.prepare(present):
             return None
+        return self.lookup[codes]
+
+    def window(self, masks: np.ndarray, n: int, limit: int, complete: bool, pos: int, covered: int, maxlength: int,
+               use_within: bool, order0: np.ndarray, within: float) -> tuple | None:
+        """The selection resumed at start ``pos`` over the starts below ``limit`` of a window
+        whose later rows may not have arrived (see _scan; a whole partition: limit n,
+        complete): (starts, ends, next start, covered), or None when the automaton would grow
+        past its cap (the caller runs the thread-list kernel)."""
+        classes = self._classes(masks, n)
+        if classes is None:
+            return None
         past_last = self.plan.query.skip_mode != "NEXT_ROW"
-        starts, ends, pos, covered = _scan(self.table, self.accepting, self.live, self.start, self.lookup[codes], pos,
+        starts, ends, pos, covered = _scan(self.table, self.accepting, self.live, self.start, classes, pos,
                                            covered, limit, complete, maxlength, use_within, order0, within, past_last)
         return starts, ends, int(pos), int(covered)
 
@@ -208,3 +227,32 @@ def _scan(table, accepting, live, start, cls, pos, covered, limit, complete, max
             covered = max(covered, end - 1)
         s = end if past_last and end > s else s + 1
     return starts[:k], ends[:k], s, covered
+
+
+@njit(cache=True)
+def _scan_partitions(table, accepting, live, start, cls, los, his, maxlength, use_within, order0, within,
+                     past_last):
+    """_scan over each whole partition [los[k], his[k]) of one table: (starts, ends,
+    partition of each match), rows of the table."""
+    starts = np.empty(16, dtype=np.int64)
+    ends = np.empty(16, dtype=np.int64)
+    parts = np.empty(16, dtype=np.int64)
+    k = 0
+    for j in range(los.shape[0]):
+        lo = los[j]
+        hi = his[j]
+        o0 = order0[lo:hi] if use_within else order0
+        s, e, _, _ = _scan(table, accepting, live, start, cls[lo:hi], 0, -1, hi - lo, True, maxlength, use_within,
+                           o0, within, past_last)
+        got = s.shape[0]
+        if k + got > starts.shape[0]:
+            size = max(k + got, 2 * starts.shape[0])
+            starts = np.concatenate((starts[:k], np.empty(size - k, dtype=np.int64)))
+            ends = np.concatenate((ends[:k], np.empty(size - k, dtype=np.int64)))
+            parts = np.concatenate((parts[:k], np.empty(size - k, dtype=np.int64)))
+        for i in range(got):
+            starts[k + i] = s[i] + lo
+            ends[k + i] = e[i] + lo
+            parts[k + i] = j
+        k += got
+    return starts[:k], ends[:k], parts[:k]

@@ -295,7 +295,8 @@ class KernelMatcher:
             starts, ends = self._thread_select(part, arr, input_row)[:2]
         return starts, ends, np.arange(1, len(starts) + 1, dtype=np.int64)
 
-    def _fixed_starts(self, part: PartitionData, masks, order0, within, input_row) -> np.ndarray:
+    def _fixed_starts(self, part: PartitionData, masks, order0, within, input_row,
+                      segments: np.ndarray | None = None) -> np.ndarray:
         """A plain sequence of variables whose conditions are all row-local needs no
         automaton: its matches start where the shifted masks all hold (a column scan), and
         every match has the same length, so the selection is one pass over those starts."""
@@ -310,6 +311,8 @@ class KernelMatcher:
             ok &= masks[lab][i:n - k + 1 + i]
         if q.within is not None:
             ok &= np.abs(order0[k - 1:] - order0[: n - k + 1]) <= within
+        if segments is not None:  # many partitions: a match lies inside one
+            ok &= segments[k - 1:] == segments[: n - k + 1]
         hits = np.flatnonzero(ok).astype(np.int64)
         if self.skip.mode in ("NEXT_ROW", "ALL_MATCHES"):
             return hits  # every candidate start is a match (one assignment each)
@@ -379,20 +382,39 @@ class KernelMatcher:
             raise self.skip.error(int(err), input_row(int(err_row)))
         return starts, ends, offs, labels, excl, int(pos), int(covered)
 
-    def select_partitions(self, part: PartitionData, bounds: list[tuple[int, int]]):
-        """Every partition's matches in one kernel call, where the thread-list kernel would
-        run each (not a column scan or the automaton, not ALL MATCHES or matchregex):
-        (starts, ends, partition of each match) as rows of ``part``, which holds the
-        partitions one after another; None where that does not apply or the data do not
-        fit the kernel. A skip error stops it: see ``window_error``."""
+    def select_partitions(self, part: PartitionData, bounds: list[tuple[int, int]], input_row=lambda r: r):
+        """Every partition's matches in one pass, on the engine select_spans would pick for
+        each (a column scan, the automaton, or the thread-list kernel but for ALL MATCHES and
+        matchregex there): (starts, ends, partition of each match) as rows of ``part``,
+        which holds the partitions one after another; None where that does not apply or the
+        data do not fit the kernel. A skip error of the thread-list kernel stops it: see
+        ``window_error``; one of the column scan is raised (at its first match, as there)."""
         q, s = self.plan.query, self.spec
-        if (len(bounds) < 2 or self.skip.mode == "ALL_MATCHES" or q.mode == "matchregex"
-                or (self.plan.fixed is not None and s.dyn_int.shape[0] == 0) or self.automaton() is not None):
+        self.window_error = None
+        if len(bounds) < 2:
             return None
         b = np.array(bounds, dtype=np.int64)
-        lo, n = b[:, 0], b[:, 1] - b[:, 0]
-        none = np.zeros(len(lo), dtype=np.int64)
+        lo, hi = b[:, 0], b[:, 1]
+        n = hi - lo
         segments = np.repeat(np.arange(len(lo), dtype=np.int64), n)
+        static = s.dyn_int.shape[0] == 0
+        if (self.plan.fixed is not None and static) or self.automaton() is not None:
+            part.cache["segments"] = segments
+            arr = self.arrays(part)
+            if arr is None:
+                return None
+            masks, _, _, order0, within = arr
+            if self.plan.fixed is not None and static:
+                starts = self._fixed_starts(part, masks, order0, within, input_row, segments)
+                return starts, starts + len(self.plan.fixed), segments[starts]
+            got = self.automaton().partitions(masks, part.n, lo, hi, self.maxlength, q.within is not None, order0,
+                                              within)
+            if got is not None:
+                self.determinised = True
+            return got
+        if self.skip.mode == "ALL_MATCHES" or q.mode == "matchregex":
+            return None
+        none = np.zeros(len(lo), dtype=np.int64)
         got = self.select_windows(part, lo, n, n, none, none, none - 1, True, segments)
         return None if got is None else got[:3]
 

@@ -176,7 +176,7 @@ def _all_at_once(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]
     where the kernel does not take them all so (see KernelMatcher.select_partitions) or an
     aggregate needs the per-match path. A skip error comes after the errors of the
     partitions before it, as partition by partition."""
-    got = kernel.select_partitions(whole, bounds)
+    got = kernel.select_partitions(whole, bounds, lambda r: int(order_np[r]))
     if got is None:
         return None
     starts, ends, parts = got
