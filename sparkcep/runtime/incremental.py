@@ -264,11 +264,16 @@ class IncrementalMatcher:
         """Timed-out partial matches: the PARTITION BY columns, the start row's event time,
         the variables it had matched (in row order), how many rows, and its deadline (start
         time + WITHIN), when the watermark passing it (or the end of input) ended it."""
+        got = getattr(self, "_timeout_schema", None)
+        if got is not None:
+            return got
         q = self.plan.query
         time_type = self.schema.field(self.time_index).type
         keys = [self.schema.field(k.index).with_name(k.column) for k in q.partition_by]
-        return pa.schema(keys + [pa.field("start_time", time_type), pa.field("variables", pa.list_(pa.string())),
-                                 pa.field("rows", pa.int64()), pa.field("expired_at", time_type)])
+        self._timeout_schema = pa.schema(keys + [
+            pa.field("start_time", time_type), pa.field("variables", pa.list_(pa.string())),
+            pa.field("rows", pa.int64()), pa.field("expired_at", time_type)])
+        return self._timeout_schema
 
     def _timeouts(self, table: pa.Table, expired: list) -> pa.Table:
         if not expired:

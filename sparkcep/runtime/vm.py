@@ -263,7 +263,8 @@ class Matcher:
         if cached is not None:
             return cached
         plan = self.plan
-        used = {c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)}
+        used = plan.derive("local_columns", lambda: {
+            c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)})
         arrays = arrays_for(part.cols, used, part.n)
         masks = [condition_mask(list(parts), arrays) if parts else None for parts in plan.local_parts]
         starts = None
