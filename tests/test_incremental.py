@@ -66,12 +66,8 @@ def streams(draw):
     return times, values, delay, arrival, cuts, roundtrip
 
 
-def run_stream(query: str, times, values, delay, arrival, cuts, roundtrip, use_kernel=None):
-    keys = list(range(len(times)))
-    schema = _table([], [], []).schema
-    matcher = IncrementalMatcher(compile_query(query, _table([], [], [])), schema, use_kernel)
-    state = matcher.empty_state()
-    outputs, accepted = [], []
+def arrivals(times, delay, arrival, cuts):
+    """Per chunk of arrivals: its rows on time (late ones dropped) and the watermark after it."""
     watermark = None
     i, c = 0, 0
     while i < len(arrival):
@@ -80,10 +76,20 @@ def run_stream(query: str, times, values, delay, arrival, cuts, roundtrip, use_k
         chunk = arrival[i:i + size]
         i += size
         fresh = [r for r in chunk if watermark is None or times[r] >= watermark]  # late rows are dropped
-        accepted += fresh
-        matcher.add(state, _table([times[r] for r in fresh], [values[r] for r in fresh], [keys[r] for r in fresh]))
         seen = max(times[r] for r in arrival[:i])
         watermark = seen - delay if watermark is None else max(watermark, seen - delay)
+        yield fresh, watermark
+
+
+def run_stream(query: str, times, values, delay, arrival, cuts, roundtrip, use_kernel=None):
+    keys = list(range(len(times)))
+    schema = _table([], [], []).schema
+    matcher = IncrementalMatcher(compile_query(query, _table([], [], [])), schema, use_kernel)
+    state = matcher.empty_state()
+    outputs, accepted = [], []
+    for fresh, watermark in arrivals(times, delay, arrival, cuts):
+        accepted += fresh
+        matcher.add(state, _table([times[r] for r in fresh], [values[r] for r in fresh], [keys[r] for r in fresh]))
         outputs.append(matcher.advance(state, watermark))
         if roundtrip:
             state = KeyState.from_bytes(state.to_bytes())

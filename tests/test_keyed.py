@@ -15,6 +15,7 @@ import sparkcep
 from sparkcep.api import compile_query
 from sparkcep.errors import DataError
 from sparkcep.runtime.keyed import EventClock, KeyedMatcher, KeyedState
+from tests.test_incremental import _table, arrivals
 from tests.tiers import examples
 
 _HEAD = "PARTITION BY k ORDER BY t "
@@ -54,11 +55,6 @@ EACH = [_HEAD + q for q in [
 ]]
 
 
-def _table(times, values, keys) -> pa.Table:
-    return pa.table({"t": pa.array(times, pa.int64()), "v": pa.array(values, pa.int64()),
-                     "k": pa.array(keys, pa.int64())})
-
-
 @st.composite
 def streams(draw):
     n = draw(st.integers(0, 50))
@@ -77,17 +73,8 @@ def run_keyed(query: str, times, values, keys, delay, arrival, cuts, roundtrip, 
     matcher = KeyedMatcher(compile_query(query, _table([], [], [])), schema, bulk=bulk)
     state = KeyedState.empty(schema)
     outputs, accepted = [], []
-    watermark = None
-    i, c = 0, 0
-    while i < len(arrival):
-        size = cuts[c % len(cuts)]
-        c += 1
-        chunk = arrival[i:i + size]
-        i += size
-        fresh = [r for r in chunk if watermark is None or times[r] >= watermark]  # late rows are dropped
+    for fresh, watermark in arrivals(times, delay, arrival, cuts):
         accepted += fresh
-        seen = max(times[r] for r in arrival[:i])
-        watermark = seen - delay if watermark is None else max(watermark, seen - delay)
         got = matcher.advance(state, _table([times[r] for r in fresh], [values[r] for r in fresh],
                                             [keys[r] for r in fresh]), watermark, due_ms=watermark * 1000 + 1)
         outputs.append(got.out)
@@ -181,7 +168,7 @@ def _per_key_bucket(meta: dict, keys: pa.Table) -> bytes:
     from sparkcep.data.ingest import table_to_ipc
 
     head = json.dumps(meta).encode()
-    return b"SPCEPB1\n" + len(head).to_bytes(4, "big") + head + table_to_ipc(keys)
+    return b"SPCEPB1\n" + len(head).to_bytes(4, "big") + head + table_to_ipc(keys)  # written out: a fixed layout
 
 
 def test_a_bucket_of_the_per_key_layout_is_carried_over():

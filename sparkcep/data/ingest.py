@@ -140,3 +140,18 @@ def table_to_ipc(table: pa.Table) -> bytes:
 
 def table_from_ipc(data: bytes) -> pa.Table:
     return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def pack(magic: bytes, head: bytes, body: bytes) -> bytes:
+    """State bytes: a magic line naming the layout, then ``head`` (its length first), then
+    ``body`` (never pickle)."""
+    return magic + len(head).to_bytes(4, "big") + head + body
+
+
+def unpack(data: bytes, magic: bytes) -> tuple[bytes, bytes] | None:
+    """(head, body) of ``pack``'s bytes, or None when they are not of this layout."""
+    if not data.startswith(magic):
+        return None
+    k = len(magic)
+    size = int.from_bytes(data[k:k + 4], "big")
+    return data[k + 4:k + 4 + size], data[k + 4 + size:]

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcep.compile.plan import Plan
-from sparkcep.data.ingest import table_from_ipc, table_to_ipc
+from sparkcep.data.ingest import pack, table_from_ipc, table_to_ipc, unpack
 from sparkcep.data.output import measure_types, output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError, QueryError
@@ -59,16 +59,15 @@ class KeyState:
     def to_bytes(self) -> bytes:
         meta = json.dumps([self.base, self.selection.pos, self.selection.covered, self.selection.number,
                            self.released, self.late, self.reported, self.run, self.timer]).encode()
-        return _MAGIC + len(meta).to_bytes(4, "big") + meta + table_to_ipc(self.rows)
+        return pack(_MAGIC, meta, table_to_ipc(self.rows))
 
     @staticmethod
     def from_bytes(data: bytes) -> KeyState:
-        if not data.startswith(_MAGIC):
+        got = unpack(data, _MAGIC)
+        if got is None:
             raise ValueError("not a sparkcep key state")
-        k = len(_MAGIC)
-        size = int.from_bytes(data[k:k + 4], "big")
-        base, pos, covered, number, released, late, reported, run, timer = json.loads(data[k + 4:k + 4 + size])
-        rows = table_from_ipc(data[k + 4 + size:])
+        base, pos, covered, number, released, late, reported, run, timer = json.loads(got[0])
+        rows = table_from_ipc(got[1])
         return KeyState(rows, base, Selection(pos, covered, number), released, late, reported, run, timer)
 
 

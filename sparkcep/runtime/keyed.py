@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 
 from sparkcep.analysis.bound import BNav, nodes
 from sparkcep.compile.plan import Plan
-from sparkcep.data.ingest import table_from_ipc, table_to_ipc
+from sparkcep.data.ingest import pack, table_from_ipc, table_to_ipc, unpack
 from sparkcep.data.output import output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError
@@ -122,16 +122,14 @@ class KeyedState:
 
     def to_bytes(self) -> bytes:
         keys = table_to_ipc(pa.table({f: pa.array(self.keys[f], pa.int64()) for f in FIELDS}))
-        return _MAGIC + len(keys).to_bytes(8, "big") + keys + table_to_ipc(self.rows)
+        return pack(_MAGIC, keys, table_to_ipc(self.rows))
 
     @staticmethod
     def from_bytes(data: bytes) -> KeyedState:
-        if not data.startswith(_MAGIC):
+        got = unpack(data, _MAGIC)
+        if got is None:
             raise ValueError("not a sparkcep bucket state")
-        k = len(_MAGIC)
-        size = int.from_bytes(data[k:k + 8], "big")
-        keys = table_from_ipc(data[k + 8:k + 8 + size])
-        rows = table_from_ipc(data[k + 8 + size:])
+        keys, rows = table_from_ipc(got[0]), table_from_ipc(got[1])
         return KeyedState(rows, {f: keys.column(f).to_numpy().astype(np.int64) for f in FIELDS})
 
     @staticmethod

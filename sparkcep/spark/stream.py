@@ -357,28 +357,27 @@ _PER_KEY_MAGIC = b"SPCEPB1\n"  # the earlier layout: one KeyState blob per key (
 def write_bucket(meta: dict, keys) -> bytes:
     """A bucket's state value: ``meta`` as JSON, then its keys' rows and integers
     (``KeyedState.to_bytes``: Arrow IPC). Never pickle."""
-    head = json.dumps(meta).encode()
-    return _STATE_MAGIC + len(head).to_bytes(4, "big") + head + keys.to_bytes()
+    from sparkcep.data.ingest import pack
+
+    return pack(_STATE_MAGIC, json.dumps(meta).encode(), keys.to_bytes())
 
 
 def read_bucket(blob: bytes, schema: pa.Schema | None = None):
     """(meta, KeyedState) of a bucket's state value; a bucket written in the earlier
     one-blob-per-key layout is migrated (``schema``: the rows' schema, else the first key's)."""
+    from sparkcep.data.ingest import table_from_ipc, unpack
+    from sparkcep.runtime.incremental import KeyState
     from sparkcep.runtime.keyed import KeyedState
 
-    k = len(_STATE_MAGIC)
-    if blob.startswith(_STATE_MAGIC):
-        size = int.from_bytes(blob[k:k + 4], "big")
-        return json.loads(blob[k + 4:k + 4 + size]), KeyedState.from_bytes(blob[k + 4 + size:])
-    if not blob.startswith(_PER_KEY_MAGIC):
+    got = unpack(blob, _STATE_MAGIC)
+    if got is not None:
+        return json.loads(got[0]), KeyedState.from_bytes(got[1])
+    got = unpack(blob, _PER_KEY_MAGIC)
+    if got is None:
         raise SparkCepError("this stream's checkpoint holds state this version of sparkcep cannot read; start the "
                             "query again from a new checkpoint (and replay its input)")
-    from sparkcep.data.ingest import table_from_ipc
-    from sparkcep.runtime.incremental import KeyState
-
-    size = int.from_bytes(blob[k:k + 4], "big")
-    meta = json.loads(blob[k + 4:k + 4 + size])
-    states = [KeyState.from_bytes(b) for b in table_from_ipc(blob[k + 4 + size:]).column("state").to_pylist()]
+    meta = json.loads(got[0])
+    states = [KeyState.from_bytes(b) for b in table_from_ipc(got[1]).column("state").to_pylist()]
     if any(not st.rows.num_rows and st.base for st in states):
         raise SparkCepError("this stream's checkpoint was written by an earlier version of sparkcep whose state this "
                             "one cannot carry over exactly (a key holds no rows); flush it with that version, then "
