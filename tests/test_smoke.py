@@ -1,4 +1,8 @@
+from unittest import mock
+
 import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sparkcep
 
@@ -118,3 +122,29 @@ def test_partition_keys_group_as_group_by():
             rows = t.take(pa.array(parts.order)).select([k.strip() for k in keys.split(",")]).to_pylist()
             norm = [tuple("nan" if isinstance(v, float) and v != v else v for v in r.values()) for r in rows]
             assert all(len(set(norm[lo:hi])) == 1 for lo, hi in parts.bounds), keys
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_rows_in_order_sort_by_key_ranks_as_the_full_sort_does(data):
+    # Input already in ORDER BY order sorts by each key's rank among its distinct values
+    # (one stable sort): the same order and partitions as the full sort by every column.
+    import pyarrow as pa
+
+    from sparkcep.api import compile_query
+    from sparkcep.data import partitions
+
+    n = data.draw(st.integers(0, 30))
+    k = data.draw(st.lists(st.sampled_from(["a", "b", "é", "B", "", None]), min_size=n, max_size=n))
+    table = pa.table({"ts": pa.array(sorted(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))),
+                                     pa.int64()),
+                      "k": pa.array(k).dictionary_encode() if data.draw(st.booleans()) else pa.array(k, pa.string()),
+                      "j": pa.array(data.draw(st.lists(st.sampled_from([1, -1, 0, None]), min_size=n, max_size=n)),
+                                    pa.int64())})
+    head = data.draw(st.sampled_from(["PARTITION BY k ORDER BY ts", "PARTITION BY k, j ORDER BY ts",
+                                      "PARTITION BY j"]))
+    q = compile_query(head + " MEASURES COUNT(*) AS c PATTERN (A) DEFINE A AS true", table).query
+    got = partitions.sort_and_partition(table, q)
+    with mock.patch.object(partitions, "_rankable", lambda t: False):
+        want = partitions.sort_and_partition(table, q)
+    assert got.order.tolist() == want.order.tolist() and got.bounds == want.bounds

@@ -63,6 +63,14 @@ def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
     n = table.num_rows
     if not q.partition_by and (not q.order_by or already_ordered(table, q.order_by)):
         return Partitions(_identity(n), [(0, n)] if n else [], identity=True)
+    if (q.partition_by and n > 1 and all(_rankable(table.column(k.index).type) for k in q.partition_by)
+            and (not q.order_by or already_ordered(table, q.order_by))):
+        # Rows already in ORDER BY order (event streams usually are): a stable sort by each
+        # key's rank among its distinct values keeps that order inside each key.
+        order = _by_key_ranks(table, q.partition_by)
+        starts = np.flatnonzero(_key_changes(table, q.partition_by, order)) + 1
+        bounds = list(zip([0, *starts.tolist()], [*starts.tolist(), n], strict=True))
+        return Partitions(order, bounds)
     helper: list[tuple[str, pa.Array]] = []
     keys: list[tuple[str, str]] = []
     for i, k in enumerate(q.partition_by):
@@ -86,6 +94,32 @@ def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
         starts = np.flatnonzero(_key_changes(table, q.partition_by, order)) + 1
         bounds = list(zip([0, *starts.tolist()], [*starts.tolist(), n], strict=True))
     return Partitions(order, bounds)
+
+
+def _rankable(t: pa.DataType) -> bool:
+    """Key types whose distinct values sort and group alike (no -0.0 beside 0.0, no NaN, no
+    nanoseconds grouped at microseconds): ranks of their distinct values order the rows."""
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_boolean(t))
+
+
+def _by_key_ranks(table: pa.Table, keys: tuple[SortKey, ...]) -> np.ndarray:
+    """Row order by PARTITION BY keys (ascending, NULL last, as _sort_columns orders them),
+    ties in input order: each value's rank among the key's distinct values, one stable sort."""
+    ranks = []
+    for k in keys:
+        col = table.column(k.index)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        distinct = pc.unique(col)
+        rank = np.empty(len(distinct), dtype=np.int64)
+        rank[pc.array_sort_indices(distinct, null_placement="at_end").to_numpy()] = np.arange(len(distinct))
+        codes = pc.index_in(col, value_set=distinct, skip_nulls=False).to_numpy(zero_copy_only=False)
+        ranks.append(rank[codes])
+    return np.lexsort(ranks[::-1]).astype(np.int64)
 
 
 def _key_changes(table: pa.Table, keys: tuple[SortKey, ...], order: np.ndarray) -> np.ndarray:
