@@ -33,6 +33,7 @@ docs: install
 bench: install
 	$(BIN)/pip install --quiet -e '.[dev,bench]'
 	$(BIN)/python -m benchmarks.rip_sequential
+	$(BIN)/python -m benchmarks.keys
 	$(BIN)/python -m benchmarks.numpy_reference
 	$(BIN)/python -m benchmarks.peers --rows 20000
 	$(BIN)/python -m benchmarks.matchregex

@@ -197,13 +197,38 @@ def test_a_bucket_of_the_per_key_layout_is_carried_over():
     rest = matcher.advance(state, table.slice(200), 300)
     outs += [rest.out, matcher.finish(rest.state).out]
     assert _rows(pa.concat_tables(outs)) == _rows(sparkcep.match_recognize(table, query))
-    # A key the earlier layout kept without rows has lost what its next rows need: refused.
+    # Without its event-time column, a key the earlier layout kept without rows is refused.
     from sparkcep.runtime.incremental import KeyState
 
     gone = KeyState(table.schema.empty_table(), base=5)
     with pytest.raises(sparkcep.SparkCepError, match="flush it with that version"):
         read_bucket(_per_key_bucket({"buckets": 2, "latest": 1, "sealed": 1}, pa.table(
             {"k": [0], "state": pa.array([gone.to_bytes()], pa.binary()), "timer": [0]})), table.schema)
+
+
+def test_a_quiet_key_of_the_per_key_layout_keeps_its_match_numbers():
+    # Every row of the key decided and nothing to look back at: the earlier layout kept no
+    # rows for it. Carried over, its next match is number 2 and `^` does not match again.
+    from sparkcep.runtime.incremental import IncrementalMatcher
+    from sparkcep.spark.stream import read_bucket
+
+    query = _HEAD + ("MEASURES MATCH_NUMBER() AS m, FIRST(t) AS s, LAST(t) AS e PATTERN (^ A B | A B C) "
+                     "DEFINE A AS v > 0, B AS v > A.v, C AS v < B.v")
+    table = _table([1, 2, 3, 4, 5, 6, 7], [1, 2, 0, 0, 5, 6, 1], [0] * 7)
+    plan = compile_query(query, table)
+    one = IncrementalMatcher(plan, table.schema)
+    st_ = one.empty_state()
+    one.add(st_, table.slice(0, 4))
+    first = one.advance(st_, 5)  # rows below 5 sealed: a row still to come is at 5 or later
+    assert st_.rows.num_rows == 0 and st_.base == 4 and first.to_pylist() == [{"k": 0, "m": 1, "s": 1, "e": 2}]
+    old = _per_key_bucket({"buckets": 1, "latest": 4_000, "sealed": 5_000},
+                          pa.table({"k": [0], "state": pa.array([st_.to_bytes()], pa.binary()), "timer": [0]}))
+    _, state = read_bucket(old, table.schema, "t")
+    matcher = KeyedMatcher(plan, table.schema)
+    rest = matcher.advance(state, table.slice(4), 100)
+    got = pa.concat_tables([first, rest.out, matcher.finish(rest.state).out])
+    assert got.to_pylist() == sparkcep.match_recognize(table, query).to_pylist() == [
+        {"k": 0, "m": 1, "s": 1, "e": 2}, {"k": 0, "m": 2, "s": 5, "e": 7}]
 
 
 # The batch engine decides all partitions in one kernel call too (runtime.local): each key's

@@ -500,12 +500,14 @@ BENCHMARKS = {
     "rip-sb": "benchmarks.rip_sb",
     "trex": "benchmarks.trex",
     "stream": "benchmarks.stream",
+    "keys": "benchmarks.keys",
 }
 
 
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex, stream, thesis, speculative or rip-sb"),
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex, stream, thesis, speculative, keys "
+                                    "or rip-sb"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:
     """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""

@@ -98,7 +98,7 @@ class EventClock:
 
 # One int64 column each, one row per key (in the order of the keys' rows).
 FIELDS = ("size", "base", "pos", "covered", "number", "released", "timer")
-_MAGIC = b"SPCEPS1\n"
+_MAGIC = b"SPCEPS2\n"  # 2: pack's 4-byte head length
 
 
 @dataclass
@@ -229,7 +229,7 @@ class KeyedMatcher:
             sealed = np.add.reduceat(below.astype(np.int64), lo)
         got = None
         if self.bulk and m:
-            got = self._bulk(table, lo, size, sealed, meta, final)
+            got = self._bulk(table, lo, size, sealed, meta, seal, final)
         if got is None:
             due = (new_rows > 0) | ((meta["timer"] > 0) & (meta["timer"] <= due_ms)) | final
             got = self._each(table, lo, size, sealed, meta, np.flatnonzero(due), seal, final)
@@ -263,7 +263,7 @@ class KeyedMatcher:
         return self.advance(state, self.schema.empty_table(), None, final=True)
 
     # ------------------------------------------------------------------ the bulk path
-    def _bulk(self, table: pa.Table, lo, size, sealed, meta, final: bool):
+    def _bulk(self, table: pa.Table, lo, size, sealed, meta, seal, final: bool):
         """Every key's selection in one kernel call, then its measures: (output, timeouts,
         rows to drop per key), and the keys' selections moved on; None where the data do
         not fit the kernel, or a measure reads rows around its match and the columns could
@@ -282,23 +282,20 @@ class KeyedMatcher:
             return None
         starts, ends, wins, new_pos, new_cov, label_arrays = got
         if kernel.window_error is not None:
+            # As key by key: the keys before measure their matches first (and may fail there).
             err, win, row = kernel.window_error
+            before = wins < win
+            offs, labels, excl = label_arrays
+            if self._measure(table, part, active, lo, sealed, meta, starts[before], ends[before], wins[before],
+                             (offs[:before.sum() + 1], labels, excl)) is None:
+                self._each(table, lo, size, sealed, {f: v.copy() for f, v in meta.items()},
+                           np.unique(active[wins[before]]), seal, final)
             j = int(active[win])
             e = kernel.skip.error(err, row)
             raise DataError(e.message, column=e.column, key=self.key_of(table, int(lo[j]))) from None
-        keys = active[wins]
-        # Each match's number: its key's matches so far, plus its rank among this call's.
-        first_of = np.searchsorted(wins, np.arange(len(active)))
-        numbers = meta["number"][keys] + np.arange(len(wins)) - first_of[wins] + 1
-        w_lo = lo[keys]
-        measured = None
-        if single.columnar:
-            measured = columnar_measures.measure_columns(plan, part, (starts, ends, numbers), single.types,
-                                                         bounds=(w_lo, w_lo + sealed[keys]))
+        measured = self._measure(table, part, active, lo, sealed, meta, starts, ends, wins, label_arrays)
         if measured is None:
-            if not _measures_inside_match(plan):
-                return None
-            measured = self._per_match(table, part, starts, ends, label_arrays, numbers)
+            return None
         out = output_table(plan, table, measured[0], measured[1], single.types)
         counts = np.bincount(wins, minlength=len(active)) if len(active) else np.zeros(0, dtype=np.int64)
         base = meta["base"]
@@ -309,6 +306,24 @@ class KeyedMatcher:
         drop = np.where(pos < limit, np.maximum(np.minimum(local, sealed) - plan.lookbehind, 0), 0)
         meta["timer"] = self._first_waiting(table, lo, sealed, size)
         return out, single.timeout_schema().empty_table(), drop
+
+    def _measure(self, table: pa.Table, part: PartitionData, active, lo, sealed, meta, starts, ends, wins,
+                 label_arrays):
+        """(rows, measures) of the bulk path's matches: as columns, else match by match
+        where the measures read their match's rows only; None otherwise."""
+        plan, single = self.plan, self.single
+        keys = active[wins]
+        # Each match's number: its key's matches so far, plus its rank among this call's.
+        first_of = np.searchsorted(wins, np.arange(len(active)))
+        numbers = meta["number"][keys] + np.arange(len(wins)) - first_of[wins] + 1
+        w_lo = lo[keys]
+        measured = None
+        if single.columnar:
+            measured = columnar_measures.measure_columns(plan, part, (starts, ends, numbers), single.types,
+                                                         bounds=(w_lo, w_lo + sealed[keys]))
+        if measured is None and _measures_inside_match(plan):
+            return self._per_match(table, part, starts, ends, label_arrays, numbers)
+        return measured
 
     def _per_match(self, table: pa.Table, part: PartitionData, starts, ends, label_arrays, numbers):
         """(rows, measure values) of the matches, measured one by one over the whole table:

@@ -330,7 +330,8 @@ class _Finisher:
                 for bucket in batch.column(0).to_pylist():
                     if bucket is None:
                         continue
-                    done = matcher.finish(read_bucket(bucket, arrow_schema)[1])
+                    done = matcher.finish(read_bucket(bucket, arrow_schema,
+                                                      matcher.plan.query.order_by[0].column)[1])
                     table = _output(matcher, done.out, done.timeouts) if self.timeouts else done.out
                     if table.num_rows:
                         yield from table.to_batches()
@@ -362,9 +363,10 @@ def write_bucket(meta: dict, keys) -> bytes:
     return pack(_STATE_MAGIC, json.dumps(meta).encode(), keys.to_bytes())
 
 
-def read_bucket(blob: bytes, schema: pa.Schema | None = None):
+def read_bucket(blob: bytes, schema: pa.Schema | None = None, time_column: str | None = None):
     """(meta, KeyedState) of a bucket's state value; a bucket written in the earlier
-    one-blob-per-key layout is migrated (``schema``: the rows' schema, else the first key's)."""
+    one-blob-per-key layout is migrated (``schema``: the rows' schema, else the first key's;
+    ``time_column``: the event-time column, for keys that held no rows, see _placeholder)."""
     from sparkcep.data.ingest import table_from_ipc, unpack
     from sparkcep.runtime.incremental import KeyState
     from sparkcep.runtime.keyed import KeyedState
@@ -377,15 +379,40 @@ def read_bucket(blob: bytes, schema: pa.Schema | None = None):
         raise SparkCepError("this stream's checkpoint holds state this version of sparkcep cannot read; start the "
                             "query again from a new checkpoint (and replay its input)")
     meta = json.loads(got[0])
-    states = [KeyState.from_bytes(b) for b in table_from_ipc(got[1]).column("state").to_pylist()]
-    if any(not st.rows.num_rows and st.base for st in states):
-        raise SparkCepError("this stream's checkpoint was written by an earlier version of sparkcep whose state this "
-                            "one cannot carry over exactly (a key holds no rows); flush it with that version, then "
-                            "start the stream from a new checkpoint")
+    keys = table_from_ipc(got[1])
+    states = [KeyState.from_bytes(b) for b in keys.column("state").to_pylist()]
     if schema is None:
         schema = next((st.rows.schema for st in states), pa.schema([]))
+    for i, st in enumerate(states):
+        if not st.rows.num_rows and st.base:
+            if time_column is None or not meta["sealed"]:
+                raise SparkCepError("this stream's checkpoint was written by an earlier version of sparkcep whose "
+                                    "state this one cannot carry over here (a key holds no rows); flush it with that "
+                                    "version, then start the stream from a new checkpoint")
+            st.rows, st.base = _placeholder(schema, time_column, keys.slice(i, 1), meta["sealed"]), st.base - 1
     return {"buckets": meta["buckets"], "latest": meta["latest"], "sealed": meta["sealed"]}, \
         KeyedState.of_keys(schema, states)
+
+
+def _placeholder(schema: pa.Schema, time_column: str, key: pa.Table, sealed_ms: int) -> pa.Table:
+    """One row standing for a key the earlier layout kept without rows (every row decided,
+    none to look back at): its PARTITION BY values, an event time just below what the bucket
+    had sealed (so it sorts before any row still to come, and is never waited for), NULL
+    elsewhere. Placed before the key's next start, no match or PREV ever reads it; it keeps
+    the key's match numbers and row count."""
+    from sparkcep.runtime.keyed import EventClock
+
+    t = schema.field(time_column).type
+    at = EventClock(t).value(sealed_ms)
+    if pa.types.is_timestamp(t):
+        import datetime as dt
+
+        at = at - dt.timedelta(microseconds=1)
+    else:
+        at = at - 1
+    cols = [key.column(f.name).cast(f.type) if f.name in key.column_names else
+            pa.array([at], t) if f.name == time_column else pa.nulls(1, f.type) for f in schema]
+    return pa.Table.from_arrays(cols, schema=schema)
 
 
 class _BucketOperator:
@@ -435,7 +462,7 @@ class _BucketOperator:
 
         if not state.exists:
             return {"latest": 0, "sealed": 0}, KeyedState.empty(self.arrow_schema)
-        meta, keys = read_bucket(bytes(state.get[0]), self.arrow_schema)
+        meta, keys = read_bucket(bytes(state.get[0]), self.arrow_schema, self.time_column)
         if meta["buckets"] != self.buckets:
             raise SparkCepError(f"this stream's checkpoint was written with buckets={meta['buckets']}; restart it "
                                 f"with the same number (buckets={self.buckets} now)")
