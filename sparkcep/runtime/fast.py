@@ -473,6 +473,13 @@ class KernelMatcher:
                 for m in found]
 
 
+def numbered_within(windows: np.ndarray, count: int) -> np.ndarray:
+    """1, 2, ... for the matches of each of ``count`` windows (or partitions), given each
+    match's window in ascending order, as select_windows and select_partitions return them."""
+    first = np.searchsorted(windows, np.arange(count))
+    return np.arange(len(windows), dtype=np.int64) - first[windows] + 1
+
+
 def _source(spec: KernelSpec, r: int) -> int:
     """The register a LAG register (code 7) copies, followed back to one that folds a column."""
     while spec.reg_kind[r] >> 6 == LAG:

@@ -35,6 +35,7 @@ from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import Selection, measure_rows
+from sparkcep.runtime.fast import numbered_within
 from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
 from sparkcep.runtime.vm import PartitionData, matches_from_arrays
 
@@ -179,7 +180,6 @@ class KeyedMatcher:
                and (self.single.columnar or _measures_inside_match(plan)))
         self.bulk = can if bulk is None else (bulk and can)
         self.time_index = q.order_by[0].index
-        self.key_query = q  # sorts by PARTITION BY, ORDER BY, arrival
 
     def key_of(self, rows: pa.Table, row: int) -> dict:
         """A row's PARTITION BY values by column name (for messages)."""
@@ -200,7 +200,7 @@ class KeyedMatcher:
         owner = np.concatenate([np.repeat(np.arange(state.count, dtype=np.int64), k["size"]),
                                 np.full(fresh.num_rows, -1, dtype=np.int64)])
         if fresh.num_rows:
-            parts = sort_and_partition(table, self.key_query)
+            parts = sort_and_partition(table, self.plan.query)  # PARTITION BY, ORDER BY, arrival
             table = table.take(pa.array(parts.order))
             owner = owner[parts.order]
             bounds = np.array(parts.bounds, dtype=np.int64).reshape(-1, 2)
@@ -314,8 +314,7 @@ class KeyedMatcher:
         plan, single = self.plan, self.single
         keys = active[wins]
         # Each match's number: its key's matches so far, plus its rank among this call's.
-        first_of = np.searchsorted(wins, np.arange(len(active)))
-        numbers = meta["number"][keys] + np.arange(len(wins)) - first_of[wins] + 1
+        numbers = meta["number"][keys] + numbered_within(wins, len(active))
         w_lo = lo[keys]
         measured = None
         if single.columnar:

@@ -18,7 +18,7 @@ from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import output_rows
-from sparkcep.runtime.fast import KernelMatcher
+from sparkcep.runtime.fast import KernelMatcher, numbered_within
 from sparkcep.runtime.nfab import CompiledNFAb, NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData
 from sparkcep.values import admit
@@ -182,8 +182,7 @@ def _all_at_once(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]
     starts, ends, parts = got
     lo = np.array([b[0] for b in bounds], dtype=np.int64)
     hi = np.array([b[1] for b in bounds], dtype=np.int64)
-    first = np.searchsorted(parts, np.arange(len(bounds)))
-    numbers = np.arange(len(parts), dtype=np.int64) - first[parts] + 1
+    numbers = numbered_within(parts, len(bounds))
     measured = columnar_measures.measure_columns(plan, whole, (starts, ends, numbers), types,
                                                  bounds=(lo[parts], hi[parts]))
     if kernel.window_error is not None:

@@ -481,9 +481,10 @@ class _BucketOperator:
             single.check_times(fresh)
             # Rows below the watermark are late; so are rows below what this bucket has
             # already sealed (see below), should Spark's watermark ever trail it.
-            fresh, late = single.split_late(fresh, clock.value(max(ms, sealed)))
+            watermark = clock.value(max(ms, sealed))
+            fresh, late = single.split_late(fresh, watermark)
             if late.num_rows:
-                self._late(late, clock.value(max(ms, sealed)))
+                self._late(late, watermark)
             if fresh.num_rows:
                 latest = max(latest, clock.millis(pc.max(fresh.column(single.time_index)).as_py()))
             if self.metrics is not None:
