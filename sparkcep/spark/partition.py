@@ -1,58 +1,86 @@
-"""The ``partition`` (MatchRegex) and ``sequential`` strategies: one task per PARTITION BY
-key group (or one task for all rows) runs the local driver on its rows; the result does
-not depend on the number of Spark partitions."""
+"""The ``partition`` (MatchRegex) and ``sequential`` strategies: each PARTITION BY key's rows
+lie in one task (hash partitions of the keys, or one task for all rows), which runs the
+local engine over all its keys at once; the result does not depend on the number of Spark
+partitions."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import cloudpickle
 
 from sparkcep.compile.plan import Plan
+from sparkcep.data.partitions import sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.query import is_segment_plan, run_plan
 from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, arrow_of, max_task_rows, slots
 from sparkcep.spark.wire import errors_to_driver, keyed
 
-_ALL = "__sparkcep_all__"
-
 
 def by_groups(plan: Plan, base, spark_schema, single: bool):
-    from pyspark.sql import functions as F
-
+    """Rows hash-partitioned by the PARTITION BY keys (or all to one task), each Spark
+    partition's rows matched in one call: the local engine takes all its keys in one pass,
+    where one Python call per key group cost Spark a sort and the engine a call per key."""
     payload = cloudpickle.dumps((plan, max_task_rows(base.sparkSession)))
 
-    def task(table: pa.Table) -> pa.Table:
+    def task(batches):
         with errors_to_driver():
-            return _group_task(*cloudpickle.loads(payload), table, spark_schema)
+            yield from _partition_task(*cloudpickle.loads(payload), batches, spark_schema)
 
-    if single or not plan.query.partition_by:
-        grouped = base.withColumn(_ALL, F.lit(0)).groupBy(_ALL)
-
-        def drop_and_run(table: pa.Table) -> pa.Table:
-            return task(table.drop_columns([_ALL]))
-
-        return grouped.applyInArrow(drop_and_run, spark_schema)
     keys = [k.column for k in plan.query.partition_by]
-    # An explicit repartition keeps adaptive execution from merging all groups into one task.
-    return base.repartition(slots(base), *keys).groupBy(*keys).applyInArrow(task, spark_schema)
+    if single or not keys:
+        spread = base.repartition(1)
+    else:
+        # An explicit width keeps adaptive execution from merging all keys into one task.
+        spread = base.repartition(slots(base), *keys)
+    return spread.mapInArrow(task, spark_schema)
 
 
-def _group_task(p: Plan, limit: int, table: pa.Table, spark_schema) -> pa.Table:
-    order = pc.sort_indices(table, sort_keys=[(ROW, "ascending")])
-    t = table.take(order).drop_columns([ROW])
-    if t.num_rows > limit:
-        # Before matching, whose working memory grows with the rows.
-        where = "one key holds" if p.query.partition_by else "the input has"
-        raise keyed(DataError(f"{where} {t.num_rows:,} rows, more than one task's bound of {limit:,} "
-                              f"(Spark setting {MAX_TASK_ROWS_CONF}); this query needs each partition in one "
-                              "task: choose a finer PARTITION BY, or raise the bound if a worker's memory "
-                              "holds them"), p, t, 0)
-    try:
-        out = run_in_task(p, t)
-    except DataError as e:
-        raise keyed(e, p, t, e.row) from None
-    return out.cast(arrow_of(spark_schema))
+def _partition_task(p: Plan, limit: int, batches, spark_schema):
+    batches = list(batches)
+    if not batches or not sum(b.num_rows for b in batches):
+        return
+    table = pa.Table.from_batches(batches)
+    # The shuffle brings rows in no set order: input position first, which breaks ORDER BY ties.
+    row = table.column(ROW).to_numpy()
+    if len(row) > 1 and not (row[1:] > row[:-1]).all():
+        table = table.take(pa.array(np.argsort(row, kind="stable")))
+    t = table.drop_columns([ROW])
+    schema = arrow_of(spark_schema)
+    for part in _within_bound(p, t, limit):
+        try:
+            out = run_in_task(p, part)
+        except DataError as e:
+            raise keyed(e, p, part, e.row) from None
+        yield from out.cast(schema).to_batches()
+
+
+def _within_bound(p: Plan, t: pa.Table, limit: int):
+    """``t`` whole, or cut at key boundaries into parts of at most ``limit`` rows; a key
+    holding more is an error (a matcher's working memory grows with its partition's rows)."""
+    if t.num_rows <= limit:
+        yield t
+        return
+    if not p.query.partition_by:
+        raise keyed(DataError(_too_many("the input has", t.num_rows, limit)), p, t, 0)
+    parts = sort_and_partition(t, p.query)
+    at = 0
+    while at < len(parts.bounds):
+        lo = parts.bounds[at][0]
+        hi = parts.bounds[at][1]
+        if hi - lo > limit:
+            raise keyed(DataError(_too_many("one key holds", hi - lo, limit)), p, t, int(parts.order[lo]))
+        while at + 1 < len(parts.bounds) and parts.bounds[at + 1][1] - lo <= limit:
+            at += 1
+            hi = parts.bounds[at][1]
+        at += 1
+        yield t.take(pa.array(parts.order[lo:hi]))
+
+
+def _too_many(where: str, rows: int, limit: int) -> str:
+    return (f"{where} {rows:,} rows, more than one task's bound of {limit:,} (Spark setting {MAX_TASK_ROWS_CONF}); "
+            "this query needs each partition in one task: choose a finer PARTITION BY, or raise the bound if a "
+            "worker's memory holds them")
 
 
 # A key group this small ends before worker interpreters would be up (a task's groups come

@@ -38,7 +38,24 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
     from pyspark.sql import functions as F
 
     n = None
-    if not plan.query.partition_by:
+    unordered = False
+    if not plan.query.partition_by and run.strategy == "runs":
+        # In one read where the input stands in order and the seams' rows settle every
+        # batch; else input found out of order is sorted, and a batch needing more rows
+        # takes the cached path below.
+        from sparkcep.spark.as_read import Widen, as_read_runs, reads_alike
+
+        if reads_alike(base):
+            try:
+                result = as_read_runs(plan, base, arrow_schema, spark_schema, run)
+            except Unordered:
+                unordered = True
+            except Widen:
+                pass
+            else:
+                run.reason += "; input already in ORDER BY order: not sorted, read once"
+                return result
+    if not plan.query.partition_by and not unordered:
         # Event logs usually stand in ORDER BY order already: the partitions' edge rows are
         # checked on the driver and each first-pass task checks its own rows; only input
         # found out of order is sorted. Cached, so that every job sees the same partitions

@@ -168,5 +168,8 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
     tq = compile_snoop(query, table, **compile_opts)
     result = run_tasks(tq, table, opts, stats, progress,
                        pool_factory=lambda evaluator: SparkTaskPool(spark, payload, slots_))
-    return spark.createDataFrame(result.cast(out_schema) if result.num_rows else out_schema.empty_table())
+    # One chunk per column: PySpark 4.3 loses every row of an Arrow table whose first two
+    # chunks are empty.
+    return spark.createDataFrame(result.cast(out_schema).combine_chunks() if result.num_rows
+                                 else out_schema.empty_table())
 

@@ -215,8 +215,16 @@ def test_whole_partition_queries_have_a_row_bound(spark):
         with pytest.raises(DataError, match="one key holds 30 rows") as e, collect_errors():
             sparkcep.match_recognize(df, f"PARTITION BY k ORDER BY ts {skip}").collect()
         assert e.value.key == {"k": 0, "ts": 0}
+        # One task holding many small keys (all rows in one task here) matches them in parts
+        # of whole keys within the bound.
+        small = spark.createDataFrame(pdf.assign(k=[i // 8 for i in range(40)]))
+        got = sorted(sparkcep.match_recognize(small, f"PARTITION BY k ORDER BY ts {skip}", strategy="sequential")
+                     .toPandas().itertuples(index=False))
     finally:
         spark.conf.unset("spark.sparkcep.maxTaskRows")
+    assert got == sorted(sparkcep.match_recognize(small, f"PARTITION BY k ORDER BY ts {skip}", strategy="sequential")
+                         .toPandas().itertuples(index=False))
+    assert got
     assert sparkcep.match_recognize(df, f"PARTITION BY k ORDER BY ts {skip}").count() > 0
 
 

@@ -1,0 +1,394 @@
+"""The run strategy over input that already stands in ORDER BY order (no PARTITION BY), in
+one read of the input and no cache of it.
+
+Each Spark partition is a batch as it lies. Its task checks its rows' order and runs its
+*body* (its rows but a few at either end, so that every row the body's matches and PREV
+or NEXT read is its own) as a batch task that begins free: the body's summary and its
+output rows as if no match came before. The task also sends its first and last rows and
+its row count. The driver then knows where each partition lies in the whole order, and
+matches the *seams* (the rows at and around the partition edges, the only starts whose
+matches may cross one) itself on those rows. The shared driver loop stitches bodies and
+seams; a body keeps its first-pass rows from where the true selection joins its own.
+A body that cannot is run again from its true entry over the input read again, whose rows
+must be the ones the first read saw (checked by digest; a source that changes between
+reads is an error that says to persist it). A task whose search would leave its window
+(a pattern without MAXLENGTH whose match runs past the seam) takes the cached path
+instead (``Widen``); input found out of order is sorted (``runs.Unordered``); input that a
+second read may give otherwise (a shuffle, a nondeterministic expression) takes the cached
+path from the start (``reads_alike``)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+from pyspark import cloudpickle
+
+from sparkcep.compile.plan import Plan
+from sparkcep.data.ingest import table_from_ipc, table_to_ipc
+from sparkcep.data.partitions import already_ordered
+from sparkcep.errors import DataError
+from sparkcep.parallel.run_batches import Summary, Task, speculation_from
+from sparkcep.runtime.engine import Selection
+from sparkcep.spark.frames import ROW, WIN, arrow_of, unpersist
+from sparkcep.spark.seams import AT, drive, run_batch, summary_from_json
+from sparkcep.spark.wire import collect_arrow, errors_to_driver
+from sparkcep.tasks.calls import calls_once
+
+SUMMARY = "__sparkcep_summary__"
+EDGES = "__sparkcep_edges__"
+# A body's window in its task's own rows: the partition's size is unknown there, so its
+# batch is told the partition runs on (a window never reaches the end it cannot see).
+UNBOUNDED = 1 << 62
+
+
+class Widen(Exception):  # noqa: N818 - a signal to by_sorted_runs, never raised out
+    """A batch needs rows beyond what this path reads (its partition, or a seam's rows)."""
+
+
+@dataclass(frozen=True)
+class Margins:
+    """Rows a partition keeps out of its body: ``before`` at its start (what PREV reads
+    back, at least one so the body never starts the input), ``after`` at its end (the
+    shared part, what NEXT reads ahead, and one more so the body never sees the input's
+    end); its first and last ``edge`` rows travel to the driver for the seams."""
+
+    shared: int
+    before: int
+    after: int
+
+    @classmethod
+    def of(cls, plan: Plan, shared: int) -> Margins:
+        return cls(shared, max(plan.lookbehind, 1), shared + plan.lookahead + 1)
+
+    @property
+    def edge(self) -> int:
+        return self.before + self.after
+
+    def body(self, m: int) -> tuple[int, int] | None:
+        """The body's own rows [lo, hi) of a partition of ``m`` rows, or None."""
+        lo, hi = self.before, m - self.after
+        return (lo, hi) if lo < hi else None
+
+    def task(self, m: int) -> Task:
+        lo, hi = self.body(m)
+        return Task(0, lo, hi, lo, self.shared, lo + self.shared + 1, UNBOUNDED)
+
+
+def digest(table: pa.Table) -> str:
+    """A digest of the rows' values: of one record batch, as Spark may cut a partition's
+    rows into batches differently from one read to the next."""
+    return hashlib.blake2b(table_to_ipc(table.combine_chunks()), digest_size=16).hexdigest()
+
+
+def reads_alike(df) -> bool:
+    """Whether reading ``df`` twice gives the same partitions: no shuffle (a shuffle's
+    output order, and a range partitioning's sampled bounds, may change between reads)
+    and no nondeterministic expression but the input position sparkcep adds)."""
+    qe = (df.drop(ROW) if ROW in df.columns else df)._jdf.queryExecution()
+    return bool(qe.optimizedPlan().deterministic()) and "Exchange" not in qe.executedPlan().toString()
+
+
+def as_read_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
+    """The run strategy over ``base`` as it lies (see the module's text); raises
+    runs.Unordered or Widen where the caller must sort or cache instead."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+    from sparkcep.parallel.run_batches import default_shared
+
+    names = [f.name for f in arrow_schema]
+    margins = Margins.of(plan, max(default_shared(plan, run.batch) if run.shared is None else run.shared, 1))
+    schema = StructType([StructField(f.name, f.dataType, True) for f in spark_schema.fields]
+                        + [StructField(AT, LongType()), StructField(WIN, LongType()),
+                           StructField(SUMMARY, StringType()), StructField(EDGES, BinaryType())])
+    payload = cloudpickle.dumps((plan, names, margins, arrow_of(schema)))
+
+    def task(batches):
+        with errors_to_driver():
+            yield from _first_task(cloudpickle.loads(payload), batches)
+
+    first = base.mapInArrow(task, schema).persist()
+    try:
+        meta = collect_arrow(first.where(F.col(SUMMARY).isNotNull()).select(WIN, SUMMARY, EDGES))
+        backend = AsReadBackend(plan, base, first, names, margins, spark_schema, meta)
+    except BaseException:
+        unpersist(first)
+        raise
+    run.rows, run.partitions = backend.n, 1 if backend.n else 0
+    if not backend.n:
+        unpersist(first)
+        return base.sparkSession.createDataFrame([], spark_schema)
+    return drive(plan, backend, [backend.n], run, first, {0: backend.layout})
+
+
+def _rows_of(batches, names: list[str]) -> tuple[int, pa.Table] | None:
+    """A task's rows and the partition's name: its first row's input position (unique,
+    rising with the partitions, and data: a task's index in Spark may be shifted, as
+    inside a union)."""
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return None
+    table = pa.Table.from_batches(batches)
+    return table.column(ROW)[0].as_py(), table.select(names)
+
+
+def _first_task(payload, batches):
+    from sparkcep.spark.runs import UNORDERED
+
+    p, names, margins, schema = payload
+    got = _rows_of(batches, names)
+    if got is None:
+        return
+    pid, table = got
+    m = table.num_rows
+    info = {"count": m, "digest": digest(table)}
+    outputs = pa.schema(list(schema)[:-4])
+    if not already_ordered(table, p.query.order_by):
+        info["summary"] = UNORDERED
+    elif margins.body(m) is not None:
+        t = margins.task(m)
+        w = t.window(p)
+        with calls_once(p):
+            text, out = run_batch(p, table.slice(w.start, w.end - w.start), names, w, t, None, UNBOUNDED, None,
+                                  outputs)
+        info["summary"], info["speculated"] = text, out is not None
+        if out is not None and out.num_rows:
+            k = out.num_rows
+            yield from (out.append_column(WIN, pa.array([pid] * k, pa.int64()))
+                        .append_column(SUMMARY, pa.nulls(k, pa.string()))
+                        .append_column(EDGES, pa.nulls(k, pa.binary())).cast(schema).to_batches())
+    if m <= 2 * margins.edge:
+        edges = [table]
+    else:
+        edges = [table.slice(0, margins.edge), table.slice(m - margins.edge)]
+    row = {f.name: pa.nulls(1, f.type) for f in schema}
+    row.update({WIN: pa.array([pid], pa.int64()), SUMMARY: pa.array([json.dumps(info)]),
+                EDGES: pa.array([table_to_ipc(pa.concat_tables(edges))], pa.binary())})
+    yield from pa.table(row).cast(schema).to_batches()
+
+
+@dataclass(frozen=True)
+class Part:
+    """A non-empty Spark partition of the input: its name (its first row's input
+    position), its first row in the whole order, its rows and digest, and its body's batch
+    in the layout (None: the partition is all seam)."""
+
+    pid: int
+    start: int
+    n: int
+    digest: str
+    body: int | None = None
+
+
+def _shift(s: Summary, task: Task, by: int) -> Summary:
+    """A first-pass body summary, in its partition's rows, moved ``by`` rows into the
+    whole order as ``task``."""
+    def at(x: int) -> int:
+        return x + by if x >= 0 else x
+
+    error = None if s.error is None else (s.error[0] + by, s.error[1])
+    return Summary(task, tuple((a + by, r + by, at(last)) for a, r, last in s.chain), s.count_after,
+                   at(s.last_after), s.exit + by, None if s.stall is None else s.stall + by, error)
+
+
+class AsReadBackend:
+    """Batch tasks of the as-read path (run_batches.Backend): seams run on the driver over
+    the edge rows, bodies come from the first pass or run again in Spark."""
+
+    def __init__(self, plan: Plan, base, first, names: list[str], margins: Margins, spark_schema, meta: pa.Table):
+        from sparkcep.spark.runs import UNORDERED, Unordered
+
+        self.plan, self.base, self.first, self.names = plan, base, first, names
+        self.margins, self.spark_schema = margins, spark_schema
+        self.held: list = []
+        self.kept = 0  # bodies that keep their first-pass rows
+        self.again = 0  # bodies run again in Spark (summaries and rows)
+        rows = sorted(zip(meta.column(WIN).to_pylist(), meta.column(SUMMARY).to_pylist(),
+                          meta.column(EDGES).to_pylist(), strict=True))
+        infos = [(pid, json.loads(text), table_from_ipc(edges)) for pid, text, edges in rows]
+        if any(info.get("summary") == UNORDERED for _, info, _ in infos):
+            raise Unordered
+        # Rows the driver holds, as (first row in the whole order, rows): the edges.
+        self.pieces: list[tuple[int, pa.Table]] = []
+        self.parts: list[Part] = []
+        self.layout: list[tuple[int, int]] = []
+        self.firsts: dict[int, Summary] = {}  # body batch -> its first-pass summary (whole order)
+        self.speculated: set[int] = set()  # body batches that emitted their first-pass rows
+        self.n = sum(info["count"] for _, info, _ in infos)
+        at = 0  # the whole order's rows so far
+        seam = 0  # where the current seam's own rows begin
+        for pid, info, edges in infos:
+            m = info["count"]
+            if self.pieces and not already_ordered(
+                    pa.concat_tables([self.pieces[-1][1].slice(self.pieces[-1][1].num_rows - 1),
+                                      edges.slice(0, 1).cast(self.pieces[-1][1].schema)]), plan.query.order_by):
+                raise Unordered
+            if edges.num_rows == m:
+                self.pieces.append((at, edges))
+            else:
+                self.pieces += [(at, edges.slice(0, margins.edge)), (at + m - margins.edge, edges.slice(margins.edge))]
+            body = margins.body(m)
+            index = None
+            if body is not None:
+                lo, hi = at + body[0], at + body[1]
+                if seam < lo:
+                    self.layout.append((seam, lo))
+                index = len(self.layout)
+                self.layout.append((lo, hi))
+                seam = hi
+            self.parts.append(Part(pid, at, m, info["digest"], index))
+            at += m
+            if index is not None:
+                local = summary_from_json(margins.task(m), info["summary"])
+                self.firsts[index] = _shift(local, self._task(index), self.parts[-1].start)
+                if info.get("speculated"):
+                    self.speculated.add(index)
+        if seam < at:
+            self.layout.append((seam, at))
+        self.body_of = {p.body: p for p in self.parts if p.body is not None}
+
+    def _task(self, b: int) -> Task:
+        """The first-pass task of batch ``b``, as run_partitions makes it."""
+        lo, hi = self.layout[b]
+        s = self.margins.shared
+        return Task(b, lo, hi, lo, s, lo + s + 1, self.n, 0)
+
+    def _rows(self, lo: int, hi: int) -> pa.Table:
+        """The whole order's rows [lo, hi) from the edges the driver holds."""
+        got, at = [], lo
+        for start, t in self.pieces:
+            end = start + t.num_rows
+            if end <= at or start >= hi:
+                continue
+            if start > at:
+                break
+            got.append(t.slice(at - start, min(hi, end) - at))
+            at = min(hi, end)
+        if at < hi:
+            raise Widen
+        return pa.concat_tables([g.cast(got[0].schema) for g in got])
+
+    def _seam(self, t: Task, entry: Selection | None, out_arrow=None):
+        w = t.window(self.plan)
+        with calls_once(self.plan):
+            return run_batch(self.plan, self._rows(w.start, w.end), self.names, w, t, entry, self.n, out_arrow)
+
+    def _local(self, t: Task) -> tuple[Part, Task]:
+        """A body task in its partition's own rows; Widen if its window leaves them."""
+        part = self.body_of[t.batch]
+        by = part.start
+        local = replace(t, lo=t.lo - by, hi=t.hi - by, entry=t.entry - by, zone_end=t.zone_end - by, n=UNBOUNDED)
+        w = local.window(self.plan)
+        if w.start < 0 or w.end >= part.n or w.match_end >= part.n:
+            raise Widen
+        return part, local
+
+    def summaries(self, tasks: list[Task]) -> list[Summary]:
+        out, again = [], []
+        for t in tasks:
+            if t.batch not in self.body_of:
+                text, _ = self._seam(t, None)
+                out.append(summary_from_json(t, text))
+            elif t == self._task(t.batch):
+                out.append(self.firsts[t.batch])
+            else:
+                again.append(t)
+        if again:
+            got = collect_arrow(self._again([(t, None) for t in again], None))
+            by_batch = {t.batch: t for t in again}
+            for b, text in zip(got.column(WIN).to_pylist(), got.column(SUMMARY).to_pylist(), strict=True):
+                part, local = self._local(by_batch[b])
+                out.append(_shift(summary_from_json(local, text), by_batch[b], part.start))
+        return out
+
+    def outputs(self, tasks: list[tuple[Task, Selection]]):
+        out_arrow = arrow_of(self.spark_schema)
+        seams, again, kept = [], [], {}
+        for t, e in tasks:
+            if t.batch not in self.body_of:
+                seams.append(self._seam(t, e, out_arrow)[1])
+            elif t.batch in self.speculated and (at := speculation_from(self.plan, self.firsts[t.batch], t, e)):
+                kept[t.batch] = at
+            else:
+                again.append((t, e))
+        self.kept = len(kept)
+        spark = self.base.sparkSession
+        frames = []
+        if seams:
+            # One chunk per column: PySpark 4.3 loses every row of an Arrow table whose
+            # first two chunks are empty (as seams without matches give).
+            frames.append(spark.createDataFrame(pa.concat_tables(seams).combine_chunks(), self.spark_schema))
+        if kept:
+            frames.append(self._kept(kept))
+        if again:
+            frames.append(self._again(again, out_arrow))
+        if not frames:
+            return spark.createDataFrame([], self.spark_schema)
+        return functools.reduce(lambda a, b: a.unionByName(b), frames)
+
+    def _kept(self, kept: dict[int, tuple[int, int]]):
+        """The first pass's rows of the bodies that keep them, from the row where the true
+        selection joins (as runs.SortedBackend._kept, in each partition's own rows)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        table = self.base.sparkSession.createDataFrame(
+            [(self.body_of[b].pid, at - self.body_of[b].start, offset) for b, (at, offset) in kept.items()],
+            StructType([StructField("__sparkcep_b__", LongType()), StructField("__sparkcep_from__", LongType()),
+                        StructField("__sparkcep_offset__", LongType())]))
+        rows = (self.first.where(F.col(SUMMARY).isNull())
+                .join(F.broadcast(table), F.col(WIN) == F.col("__sparkcep_b__"))
+                .where(F.col(AT) >= F.col("__sparkcep_from__")))
+        numbered = {self.plan.measures[j].name for j in self.plan.match_number_measures}
+        shift = F.col("__sparkcep_offset__")
+        return rows.select(*[(F.col(n) + shift).cast(self.spark_schema[n].dataType).alias(n) if n in numbered
+                             else F.col(n) for n in self.spark_schema.names])
+
+    def _again(self, tasks: list[tuple[Task, Selection | None]], out_arrow: pa.Schema | None):
+        """Bodies run again in Spark from their entries (summaries, or output rows with
+        ``out_arrow``) over the input read again."""
+        from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+        self.again += len(tasks)
+        by_pid: dict[int, tuple[str, list]] = {}
+        for t, e in tasks:
+            part, local = self._local(t)
+            entry = None if e is None else Selection(e.pos - part.start, e.covered - part.start, e.number)
+            by_pid.setdefault(part.pid, (part.digest, []))[1].append((t.batch, local, entry))
+        schema = (self.spark_schema if out_arrow is not None
+                  else StructType([StructField(WIN, LongType()), StructField(SUMMARY, StringType())]))
+        payload = cloudpickle.dumps((self.plan, self.names, by_pid, out_arrow))
+
+        def task(batches):
+            with errors_to_driver():
+                yield from _again_task(cloudpickle.loads(payload), batches)
+
+        # Every partition's rows reach Python again, as the first pass's did: a filter on
+        # spark_partition_id() is evaluated on the driver for a local relation, where all
+        # rows are partition 0, so each task skips what it does not run instead.
+        return self.base.mapInArrow(task, schema)
+
+
+def _again_task(payload, batches):
+    p, names, by_pid, out_arrow = payload
+    got = _rows_of(batches, names)
+    if got is None or got[0] not in by_pid:
+        return
+    pid, table = got
+    want, tasks = by_pid[pid]
+    if digest(table) != want:
+        raise DataError("the input gave other rows when read again, as a source that is not deterministic does; "
+                        "persist the DataFrame (df.persist()) before matching, or use strategy='partition' or "
+                        "'sequential'")
+    with calls_once(p):
+        for b, t, entry in tasks:
+            w = t.window(p)
+            text, out = run_batch(p, table.slice(w.start, w.end - w.start), names, w, t, entry, UNBOUNDED, out_arrow)
+            if out_arrow is not None:
+                yield from out.to_batches()
+            else:
+                yield pa.RecordBatch.from_pydict({WIN: [b], SUMMARY: [text]})
