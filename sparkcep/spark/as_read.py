@@ -9,13 +9,13 @@ its row count. The driver then knows where each partition lies in the whole orde
 matches the *seams* (the rows at and around the partition edges, the only starts whose
 matches may cross one) itself on those rows. The shared driver loop stitches bodies and
 seams; a body keeps its first-pass rows from where the true selection joins its own.
-A body that cannot is run again from its true entry over the input read again, whose rows
-must be the ones the first read saw (checked by digest; a source that changes between
-reads is an error that says to persist it). A task whose search would leave its window
-(a pattern without MAXLENGTH whose match runs past the seam) takes the cached path
-instead (``Widen``); input found out of order is sorted (``runs.Unordered``); input that a
-second read may give otherwise (a shuffle, a nondeterministic expression) takes the cached
-path from the start (``reads_alike``)."""
+A body that cannot is run again from its true entry over the input read again, at once,
+whose partitions must be the ones the first read saw (checked by digest: a source that
+changed or split otherwise takes the cached path, ``Widen``), as does a task whose search
+would leave its window (a pattern without MAXLENGTH whose match runs past the seam). Input
+found out of order is sorted (``runs.Unordered``); input that a second read may give
+otherwise (a shuffle, a nondeterministic expression) takes the cached path from the start
+(``reads_alike``)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from pyspark import cloudpickle
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import table_from_ipc, table_to_ipc
 from sparkcep.data.partitions import already_ordered
-from sparkcep.errors import DataError
 from sparkcep.parallel.run_batches import Summary, Task, speculation_from
 from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import ROW, WIN, arrow_of, unpersist
@@ -298,11 +297,10 @@ class AsReadBackend:
             else:
                 again.append(t)
         if again:
-            got = collect_arrow(self._again([(t, None) for t in again], None))
-            by_batch = {t.batch: t for t in again}
-            for b, text in zip(got.column(WIN).to_pylist(), got.column(SUMMARY).to_pylist(), strict=True):
-                part, local = self._local(by_batch[b])
-                out.append(_shift(summary_from_json(local, text), by_batch[b], part.start))
+            texts, _ = self._again([(t, None) for t in again], None)
+            for t in again:
+                part, local = self._local(t)
+                out.append(_shift(summary_from_json(local, texts[t.batch]), t, part.start))
         return out
 
     def outputs(self, tasks: list[tuple[Task, Selection]]):
@@ -325,7 +323,7 @@ class AsReadBackend:
         if kept:
             frames.append(self._kept(kept))
         if again:
-            frames.append(self._again(again, out_arrow))
+            frames.append(self._again(again, out_arrow)[1])
         if not frames:
             return spark.createDataFrame([], self.spark_schema)
         return functools.reduce(lambda a, b: a.unionByName(b), frames)
@@ -349,8 +347,12 @@ class AsReadBackend:
                              else F.col(n) for n in self.spark_schema.names])
 
     def _again(self, tasks: list[tuple[Task, Selection | None]], out_arrow: pa.Schema | None):
-        """Bodies run again in Spark from their entries (summaries, or output rows with
-        ``out_arrow``) over the input read again."""
+        """Bodies run again in Spark from their entries over the input read again, at once
+        and cached: (their summaries as {batch: text}, or None, and the DataFrame of their
+        output rows with ``out_arrow``). Each task of that read reports its partition's
+        digest; a partition missing or holding other rows than the first read's (a source
+        that changed, or one split otherwise this time) is Widen: the cached path."""
+        from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 
         self.again += len(tasks)
@@ -359,9 +361,9 @@ class AsReadBackend:
             part, local = self._local(t)
             entry = None if e is None else Selection(e.pos - part.start, e.covered - part.start, e.number)
             by_pid.setdefault(part.pid, (part.digest, []))[1].append((t.batch, local, entry))
-        schema = (self.spark_schema if out_arrow is not None
-                  else StructType([StructField(WIN, LongType()), StructField(SUMMARY, StringType())]))
-        payload = cloudpickle.dumps((self.plan, self.names, by_pid, out_arrow))
+        fields = [] if out_arrow is None else [StructField(f.name, f.dataType, True) for f in self.spark_schema.fields]
+        schema = StructType(fields + [StructField(WIN, LongType()), StructField(SUMMARY, StringType())])
+        payload = cloudpickle.dumps((self.plan, self.names, by_pid, out_arrow, arrow_of(schema)))
 
         def task(batches):
             with errors_to_driver():
@@ -370,25 +372,50 @@ class AsReadBackend:
         # Every partition's rows reach Python again, as the first pass's did: a filter on
         # spark_partition_id() is evaluated on the driver for a local relation, where all
         # rows are partition 0, so each task skips what it does not run instead.
-        return self.base.mapInArrow(task, schema)
+        rows = self.base.mapInArrow(task, schema).persist()
+        self.held.append(rows)
+        got = collect_arrow(rows.where(F.col(SUMMARY).isNotNull()).select(WIN, SUMMARY))
+        texts = {}
+        seen = {}
+        for b, text in zip(got.column(WIN).to_pylist(), got.column(SUMMARY).to_pylist(), strict=True):
+            info = json.loads(text)
+            if "digest" in info:
+                seen[b] = info["digest"]
+            else:
+                texts[b] = text
+        if seen != {pid: want for pid, (want, _) in by_pid.items()}:
+            raise Widen
+        if out_arrow is None:
+            return texts, None
+        return None, rows.where(F.col(SUMMARY).isNull()).select(*self.spark_schema.names)
 
 
 def _again_task(payload, batches):
-    p, names, by_pid, out_arrow = payload
+    p, names, by_pid, out_arrow, schema = payload
     got = _rows_of(batches, names)
     if got is None or got[0] not in by_pid:
         return
     pid, table = got
     want, tasks = by_pid[pid]
-    if digest(table) != want:
-        raise DataError("the input gave other rows when read again, as a source that is not deterministic does; "
-                        "persist the DataFrame (df.persist()) before matching, or use strategy='partition' or "
-                        "'sequential'")
-    with calls_once(p):
-        for b, t, entry in tasks:
-            w = t.window(p)
-            text, out = run_batch(p, table.slice(w.start, w.end - w.start), names, w, t, entry, UNBOUNDED, out_arrow)
-            if out_arrow is not None:
-                yield from out.to_batches()
-            else:
-                yield pa.RecordBatch.from_pydict({WIN: [b], SUMMARY: [text]})
+    seen = digest(table)
+    if seen == want:
+        with calls_once(p):
+            for b, t, entry in tasks:
+                w = t.window(p)
+                text, out = run_batch(p, table.slice(w.start, w.end - w.start), names, w, t, entry, UNBOUNDED,
+                                      out_arrow)
+                if out_arrow is not None:
+                    k = out.num_rows
+                    out = out.append_column(WIN, pa.array([b] * k, pa.int64())).append_column(
+                        SUMMARY, pa.nulls(k, pa.string()))
+                    yield from out.cast(schema).to_batches()
+                else:
+                    yield from _marker(schema, b, text)
+    yield from _marker(schema, pid, json.dumps({"digest": seen}))
+
+
+def _marker(schema: pa.Schema, win: int, text: str):
+    """A row with only WIN and SUMMARY: a summary, or a partition's digest."""
+    row = {f.name: pa.nulls(1, f.type) for f in schema}
+    row.update({WIN: pa.array([win], pa.int64()), SUMMARY: pa.array([text])})
+    yield from pa.table(row).cast(schema).to_batches()

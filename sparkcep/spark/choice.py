@@ -87,14 +87,21 @@ def choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
         else:
             run.strategy, run.reason = "partition", why
         return
+    if not q.partition_by:
+        # Whether the rows fit in one batch: a read that stops after batch + 1 rows, not a
+        # count of them all (the run strategy needs no count).
+        n = base.limit(batch + 1).count()
+        if n <= batch:
+            run.rows = n
+            run.strategy, run.reason = "sequential", f"{n} rows fit in one batch of {batch}"
+        else:
+            run.strategy, run.reason = "runs", f"no PARTITION BY, more than {batch} rows"
+        return
     n = base.count()
     run.rows = n
     parallelism = base.sparkSession.sparkContext.defaultParallelism
     if n <= batch:
         run.strategy, run.reason = "sequential", f"{n} rows fit in one batch of {batch}"
-        return
-    if not q.partition_by:
-        run.strategy, run.reason = "runs", f"no PARTITION BY, {n} rows"
         return
     sizes = base.groupBy(*[k.column for k in q.partition_by]).count()
     stats = sizes.agg(F.count("*").alias("keys"), F.max("count").alias("largest")).collect()[0]

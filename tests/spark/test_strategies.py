@@ -122,6 +122,10 @@ def test_auto_picks_and_explains(spark, stream):
     df = spark.createDataFrame(stream)
     text = sparkcep.explain(df, rip.query("Q7"), batch=500)
     assert "strategy: runs" in text and "program:" in text
+    # Without PARTITION BY, auto reads at most batch + 1 rows to see whether they fit in one batch.
+    n = len(stream)
+    assert "strategy: sequential" in sparkcep.explain(df, rip.query("Q7"), batch=n)
+    assert "strategy: runs" in sparkcep.explain(df, rip.query("Q7"), batch=n - 1)
     keyed = spark.createDataFrame(stock_trades(2000, symbols=50, seed=2))
     assert "strategy: partition" in sparkcep.explain(keyed, rip.query("Q7", partition_by="symbol"), batch=500)
 
