@@ -33,11 +33,10 @@ from sparkcep.data.partitions import already_ordered
 from sparkcep.parallel.run_batches import Summary, Task, speculation_from
 from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import ROW, WIN, arrow_of, unpersist
-from sparkcep.spark.seams import AT, drive, run_batch, summary_from_json
+from sparkcep.spark.seams import AT, SUMMARY, drive, kept_rows, run_batch, summary_from_json
 from sparkcep.spark.wire import collect_arrow, errors_to_driver
 from sparkcep.tasks.calls import calls_once
 
-SUMMARY = "__sparkcep_summary__"
 EDGES = "__sparkcep_edges__"
 # A body's window in its task's own rows: the partition's size is unknown there, so its
 # batch is told the partition runs on (a window never reaches the end it cannot see).
@@ -329,22 +328,10 @@ class AsReadBackend:
         return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
     def _kept(self, kept: dict[int, tuple[int, int]]):
-        """The first pass's rows of the bodies that keep them, from the row where the true
-        selection joins (as runs.SortedBackend._kept, in each partition's own rows)."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import LongType, StructField, StructType
-
-        table = self.base.sparkSession.createDataFrame(
-            [(self.body_of[b].pid, at - self.body_of[b].start, offset) for b, (at, offset) in kept.items()],
-            StructType([StructField("__sparkcep_b__", LongType()), StructField("__sparkcep_from__", LongType()),
-                        StructField("__sparkcep_offset__", LongType())]))
-        rows = (self.first.where(F.col(SUMMARY).isNull())
-                .join(F.broadcast(table), F.col(WIN) == F.col("__sparkcep_b__"))
-                .where(F.col(AT) >= F.col("__sparkcep_from__")))
-        numbered = {self.plan.measures[j].name for j in self.plan.match_number_measures}
-        shift = F.col("__sparkcep_offset__")
-        return rows.select(*[(F.col(n) + shift).cast(self.spark_schema[n].dataType).alias(n) if n in numbered
-                             else F.col(n) for n in self.spark_schema.names])
+        """The first pass's rows of the bodies that keep them (batch -> (row, match-number
+        offset)), in each partition's own rows."""
+        return kept_rows(self.plan, self.first, [(self.body_of[b].pid, at - self.body_of[b].start, offset)
+                                                 for b, (at, offset) in kept.items()], self.spark_schema)
 
     def _again(self, tasks: list[tuple[Task, Selection | None]], out_arrow: pa.Schema | None):
         """Bodies run again in Spark from their entries over the input read again, at once

@@ -23,12 +23,11 @@ from sparkcep.data.partitions import already_ordered
 from sparkcep.parallel.run_batches import Summary, Task, speculation_from
 from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import GIDX, POS, WIN, arrow_of, sort_columns, unpersist
-from sparkcep.spark.seams import AT, drive, run_batch, summary_from_json
+from sparkcep.spark.seams import AT, SUMMARY, drive, kept_rows, run_batch, summary_from_json
 from sparkcep.spark.windows import Part, WindowBackend
 from sparkcep.spark.wire import collect_arrow, errors_to_driver
 from sparkcep.tasks.calls import calls_once
 
-SUMMARY = "__sparkcep_summary__"
 SPECULATED = "__sparkcep_speculated__"
 
 
@@ -327,23 +326,10 @@ class SortedBackend:
         return functools.reduce(lambda a, b: a.unionByName(b), parts)
 
     def _kept(self, kept: dict[int, tuple[int, int]]):
-        """The cached first-pass rows of the batches that keep them, from the row where the
-        true selection joins (piece -> (row, match-number offset), a broadcast join on
-        piece); MATCH_NUMBER() measures moved on by the offset."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.types import LongType, StructField, StructType
-
-        table = self.ordered.sparkSession.createDataFrame(
-            [(b, at, offset) for b, (at, offset) in kept.items()],
-            StructType([StructField("__sparkcep_b__", LongType()), StructField("__sparkcep_from__", LongType()),
-                        StructField("__sparkcep_offset__", LongType())]))
-        rows = (self.spec.where(F.col(SUMMARY).isNull())
-                .join(F.broadcast(table), F.col(WIN) == F.col("__sparkcep_b__"))
-                .where(F.col(AT) >= F.col("__sparkcep_from__")))
-        numbered = {self.plan.measures[j].name for j in self.plan.match_number_measures}
-        shift = F.col("__sparkcep_offset__")
-        return rows.select(*[(F.col(n) + shift).cast(self.spark_schema[n].dataType).alias(n) if n in numbered
-                             else F.col(n) for n in self.spark_schema.names])
+        """The cached first-pass rows of the batches that keep them (piece -> (row,
+        match-number offset))."""
+        return kept_rows(self.plan, self.spec, [(b, at, offset) for b, (at, offset) in kept.items()],
+                         self.spark_schema)
 
     def _of(self, tasks: list[Task]):
         """The rows of the partitions these tasks run in (neighbouring partitions' row ids

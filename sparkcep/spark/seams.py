@@ -27,10 +27,11 @@ from sparkcep.parallel.run_batches import (
     window_data,
 )
 from sparkcep.runtime.engine import Selection
-from sparkcep.spark.frames import unpersist
+from sparkcep.spark.frames import WIN, unpersist
 from sparkcep.spark.wire import keyed
 
 AT = "__sparkcep_at__"  # an output row's position in its partition (first-pass rows)
+SUMMARY = "__sparkcep_summary__"  # a batch task's summary (JSON) beside output rows
 
 
 def drive(plan: Plan, backend, sizes: list[int], run, cached, bounds: dict | None = None):
@@ -55,6 +56,26 @@ def drive(plan: Plan, backend, sizes: list[int], run, cached, bounds: dict | Non
 def _release(frames: list) -> None:
     for df in frames:
         unpersist(df)
+
+
+def kept_rows(plan: Plan, first, kept: list[tuple[int, int, int]], spark_schema):
+    """The cached first-pass output rows (``first``: output rows with AT and WIN, summary
+    rows with SUMMARY) of the batches that keep them, from the row where the true selection
+    joins: ``kept`` holds (WIN value, first AT kept, match-number offset); a broadcast join
+    on WIN, MATCH_NUMBER() measures moved on by the offset."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    table = first.sparkSession.createDataFrame(
+        kept, StructType([StructField("__sparkcep_b__", LongType()), StructField("__sparkcep_from__", LongType()),
+                          StructField("__sparkcep_offset__", LongType())]))
+    rows = (first.where(F.col(SUMMARY).isNull())
+            .join(F.broadcast(table), F.col(WIN) == F.col("__sparkcep_b__"))
+            .where(F.col(AT) >= F.col("__sparkcep_from__")))
+    numbered = {plan.measures[j].name for j in plan.match_number_measures}
+    shift = F.col("__sparkcep_offset__")
+    return rows.select(*[(F.col(n) + shift).cast(spark_schema[n].dataType).alias(n) if n in numbered
+                         else F.col(n) for n in spark_schema.names])
 
 
 def run_batch(p: Plan, t: pa.Table, names: list[str], w: Window, task: Task, entry: Selection | None, n: int,
