@@ -11,12 +11,26 @@ from sparkcep.errors import (
     SparkCepError,
     guarded,
 )
-from sparkcep.functions import register_aggregate, register_function, unregister_function
+from sparkcep.functions import register_aggregate, unregister_function
+from sparkcep.functions import register_function as _register_function
 
 if TYPE_CHECKING:  # loaded on first use (below): a worker process imports sparkcep without the engine
     from sparkcep.api import explain, match_recognize, sase, snoop
 
 _API = frozenset({"explain", "match_recognize", "sase", "snoop"})
+
+
+def register_function(name, fn, returns="any", *, deterministic=True, null_on_null=True, cost="cheap") -> None:
+    _register_function(name, fn, returns, deterministic=deterministic, null_on_null=null_on_null, cost=cost)
+    if cost == "expensive":
+        # Its queries run on worker processes: the interpreter they fork from starts now,
+        # while the caller prepares its data (sparkcep.tasks.workers.prestart).
+        from sparkcep.tasks.workers import prestart
+
+        prestart()
+
+
+register_function.__doc__ = _register_function.__doc__
 
 
 @guarded

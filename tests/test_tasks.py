@@ -523,3 +523,43 @@ def test_kept_workers_that_ended_between_queries_are_started_afresh_and_a_fork_d
         assert workers_mod._idle
     finally:
         sparkcep.unregister_function("lt")
+
+
+def _parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="workers fork from a template only where pidfds exist")
+def test_clean_workers_fork_from_the_template_registering_an_expensive_function_starts(tmp_path, monkeypatch):
+    # Registering an expensive function starts the template; a query's clean workers are its
+    # children, find modules added to the import path since, and the answer is the sequential
+    # engine's. A template that has ended is started again.
+    from sparkcep.tasks import workers as workers_mod
+
+    workers_mod.end_kept_workers()
+    workers_mod.end_template()
+    (tmp_path / "late_module.py").write_text("def lt(a, b):\n    return a < b\n")
+    sparkcep.register_function("lt", lambda a, b: a < b, "boolean", cost="expensive")
+    try:
+        template = workers_mod._template
+        assert template is not None and template.popen.poll() is None
+        monkeypatch.syspath_prepend(str(tmp_path))  # after the template started
+        import late_module
+
+        sparkcep.register_function("lt", late_module.lt, "boolean", cost="expensive")
+        assert workers_mod._template is template  # one template for every registration
+        table = pa.table({"t": list("ABABAB"), "x": [1, 2, 3, 4, 0, 9]})
+        query = "SELECT * FROM SEQ(A; B) WHERE lt(A.x, B.x) RETURN A.x AS a, B.x AS b"
+        expected = sparkcep.snoop(table, query, type_column="t", strategy="sequential").to_pylist()
+        assert expected
+        for _ in range(2):
+            assert sparkcep.snoop(table, query, type_column="t", strategy="tasks", workers=2).to_pylist() == expected
+            kept = list(workers_mod._idle)
+            assert kept and all(_parent(w.process.pid) == workers_mod._template.popen.pid for w in kept)
+            workers_mod.end_kept_workers()
+            workers_mod._template.popen.kill()  # the next query's workers start another template
+            workers_mod._template.popen.wait()
+    finally:
+        sparkcep.unregister_function("lt")
+        workers_mod.end_kept_workers()

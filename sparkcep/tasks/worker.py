@@ -1,9 +1,14 @@
-"""A clean task worker: ``python -m sparkcep.tasks.worker FD``.
+"""A clean task worker: ``python -m sparkcep.tasks.worker FD``, or the template clean workers
+fork from: ``python -m sparkcep.tasks.worker --template FD``.
 
-It serves one query at a time over the socket ``FD``: a ("load", payload) message brings
-the cloudpickled (registered functions, evaluator); chunks of tasks follow until a None
-hands the worker back to the pool, which may load the next query. The end of the socket
-ends the process.
+A worker serves one query at a time over the socket ``FD``: a ("load", payload, import
+path) message brings the cloudpickled (registered functions, evaluator); chunks of tasks
+follow until a None hands the worker back to the pool, which may load the next query. The
+end of the socket ends the process.
+
+The template imports what a query needs (sparkcep, numpy, pyarrow, cloudpickle; nothing of
+the user's), then forks a worker for each socket it is sent over ``FD`` and answers its pid.
+It ends at the end of ``FD``; its workers end at the end of their own sockets.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ def main(fd: int) -> None:
         if msg is None:  # handed back without a query (its load had failed)
             continue
         try:
+            for path in msg[2]:
+                if path not in sys.path:
+                    sys.path.append(path)
             registered, evaluator, folder = cloudpickle.loads(msg[1])
             functions.install_user_functions(registered)
             if folder is not None:
@@ -47,5 +55,47 @@ def main(fd: int) -> None:
             return
 
 
+def template(fd: int) -> None:
+    import signal
+    import socket
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # What loading a query imports, so that a worker forked from here has it already.
+    import cloudpickle  # noqa: F401
+    import numpy  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    import sparkcep.tasks.evaluate  # noqa: F401
+    import sparkcep.tasks.speculate  # noqa: F401
+    from sparkcep import functions  # noqa: F401
+
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # ended workers are reaped at once
+    ctl = socket.socket(fileno=fd)
+    try:
+        ctl.sendall(b"R")
+        while True:
+            msg, fds, _, _ = socket.recv_fds(ctl, 1, 1)
+            if not msg or not fds:
+                return
+            pid = os.fork()
+            if pid == 0:
+                ctl.close()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                code = 0
+                try:
+                    main(fds[0])
+                except BaseException:  # noqa: BLE001 - a worker's end is its own
+                    code = 1
+                finally:
+                    os._exit(code)
+            os.close(fds[0])
+            ctl.sendall(pid.to_bytes(8, "big"))
+    except OSError:  # the coordinator has gone
+        return
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    if sys.argv[1] == "--template":
+        template(int(sys.argv[2]))
+    else:
+        main(int(sys.argv[1]))
