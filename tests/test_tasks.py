@@ -563,3 +563,62 @@ def test_clean_workers_fork_from_the_template_registering_an_expensive_function_
     finally:
         sparkcep.unregister_function("lt")
         workers_mod.end_kept_workers()
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="workers fork from a template only where pidfds exist")
+def test_the_template_starts_only_where_queries_run_and_a_failed_fork_spawns_on_a_fresh_socket(monkeypatch):
+    import pathlib as pathlib_
+
+    from sparkcep.tasks import workers as workers_mod
+
+    workers_mod.end_kept_workers()
+    workers_mod.end_template()
+    # Inside a task worker (a module registering functions is imported there too): no template.
+    monkeypatch.setenv(workers_mod.IN_WORKER, "1")
+    workers_mod.prestart()
+    assert workers_mod._template is None
+    monkeypatch.delenv(workers_mod.IN_WORKER)
+    # An import path holding a Path (the import system skips such entries) is no error.
+    monkeypatch.setattr(sys, "path", [*sys.path, pathlib_.Path("/nowhere")])
+    sparkcep.register_function("lt", lambda a, b: a < b, "boolean", cost="expensive")
+    try:
+        assert workers_mod._template is not None
+        # A template that cannot give a worker: each worker starts its own interpreter, on a
+        # socket no forked worker holds.
+        monkeypatch.setattr(workers_mod._Template, "fork", lambda self, fd: None)
+        table = pa.table({"t": list("ABABAB"), "x": [1, 2, 3, 4, 0, 9]})
+        query = "SELECT * FROM SEQ(A; B) WHERE lt(A.x, B.x) RETURN A.x AS a, B.x AS b"
+        expected = sparkcep.snoop(table, query, type_column="t", strategy="sequential").to_pylist()
+        assert sparkcep.snoop(table, query, type_column="t", strategy="tasks", workers=2).to_pylist() == expected
+        kept = list(workers_mod._idle)
+        assert kept and all(_parent(w.process.pid) == os.getpid() for w in kept)
+    finally:
+        sparkcep.unregister_function("lt")
+        workers_mod.end_kept_workers()
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="pidfds exist on Linux only")
+def test_a_forked_worker_is_watched_through_a_pidfd_above_1024():
+    import resource
+
+    from sparkcep.tasks.workers import _Forked
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip("this machine allows fewer than 1 200 open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        fd = os.pidfd_open(child.pid)
+        high = os.dup2(fd, 1100)
+        os.close(fd)
+        w = _Forked(child.pid, high)
+        assert w.is_alive()
+        w.kill()
+        w.join(5)
+        assert not w.is_alive()
+        w.close()
+    finally:
+        child.kill()
+        child.wait()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -37,9 +37,9 @@ def main(fd: int) -> None:
         if msg is None:  # handed back without a query (its load had failed)
             continue
         try:
-            for path in msg[2]:
-                if path not in sys.path:
-                    sys.path.append(path)
+            # The coordinator's import path first, in its order (a path it put in front
+            # since this interpreter started wins over site-packages, as there).
+            sys.path[:] = msg[2] + [p for p in sys.path if p not in msg[2]]
             registered, evaluator, folder = cloudpickle.loads(msg[1])
             functions.install_user_functions(registered)
             if folder is not None:
@@ -58,8 +58,12 @@ def main(fd: int) -> None:
 def template(fd: int) -> None:
     import signal
     import socket
+    import warnings
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Forking with library threads up (OpenBLAS's, jemalloc's) is safe here: both handle a
+    # fork, and nothing of the user's runs before it; Python 3.12+ would warn.
+    warnings.filterwarnings("ignore", category=DeprecationWarning, message=".*fork.*")
     # What loading a query imports, so that a worker forked from here has it already.
     import cloudpickle  # noqa: F401
     import numpy  # noqa: F401
@@ -87,9 +91,21 @@ def template(fd: int) -> None:
                 except BaseException:  # noqa: BLE001 - a worker's end is its own
                     code = 1
                 finally:
+                    for stream in (sys.stdout, sys.stderr):  # what a function printed
+                        try:
+                            stream.flush()
+                        except Exception:  # noqa: BLE001, S110 - a closed stream has nothing to give
+                            pass
                     os._exit(code)
             os.close(fds[0])
-            ctl.sendall(pid.to_bytes(8, "big"))
+            try:
+                # Opened here, before the worker could end and be reaped (SIGCHLD ignored).
+                pidfd = [os.pidfd_open(pid)]
+            except OSError:  # it ended at once
+                pidfd = []
+            socket.send_fds(ctl, [b"p"], pidfd)
+            for fd_ in pidfd:
+                os.close(fd_)
     except OSError:  # the coordinator has gone
         return
 

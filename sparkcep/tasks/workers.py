@@ -147,8 +147,9 @@ class _Spawned:
 
 class _Template:
     """The clean interpreter clean workers fork from (sparkcep/tasks/worker.py, --template):
-    asked over its socket with a worker's socket, it forks a worker serving it and answers
-    its pid. It ends at the end of its socket (this process's)."""
+    sent a worker's socket, it forks a worker serving it and answers with a pidfd of it
+    (opened there, before the worker could end and its pid be reused). It ends at the end
+    of its socket (this process's)."""
 
     def __init__(self):
         parent, child = socket.socketpair()
@@ -160,43 +161,69 @@ class _Template:
             child.close()
         self.ctl = parent
         self.up = False
+        self.broken = False
         self.lock = threading.Lock()
 
+    def alive(self) -> bool:
+        return not self.broken and self.popen.poll() is None
+
     def fork(self, fd: int) -> int | None:
-        """The pid of a new worker serving socket ``fd`` (waits for the template to be up),
-        or None when the template has gone."""
+        """A pidfd of a new worker serving socket ``fd`` (waits for the template to be up),
+        or None: the template has gone, or the worker ended at once. Whatever happens, a
+        caller never gives ``fd`` to another process: a worker may be reading it."""
         with self.lock:
+            if self.broken:
+                return None
             try:
                 if not self.up:
                     if self.ctl.recv(1) != b"R":
-                        return None
+                        raise OSError("the template ended")
                     self.up = True
                 socket.send_fds(self.ctl, [b"f"], [fd])
-                got = b""
-                while len(got) < 8:
-                    part = self.ctl.recv(8 - len(got))
-                    if not part:
-                        return None
-                    got += part
-                return int.from_bytes(got, "big")
+                msg, fds, _, _ = socket.recv_fds(self.ctl, 1, 1)
+                if not msg:
+                    raise OSError("the template ended")
+                return fds[0] if fds else None
             except OSError:
+                self._break()
                 return None
+            except BaseException:  # Ctrl-C
+                self._break()
+                raise
+
+    def _break(self) -> None:
+        # An answer half read would be the next request's: this template serves no more.
+        self.broken = True
+        self.ctl.close()
 
     def end(self) -> None:
+        self.broken = True
         self.ctl.close()
         try:
             self.popen.wait(2)
         except subprocess.TimeoutExpired:
             self.popen.kill()
+            self.popen.wait()
 
 
 _template: _Template | None = None
 _template_lock = threading.Lock()
+_FORKS: bool | None = None  # whether pidfds work here (probed once)
 
 
 def _forks() -> bool:
-    # A worker forked by the template is not this process's child: a pidfd watches it.
-    return hasattr(os, "fork") and hasattr(os, "pidfd_open") and hasattr(socket, "send_fds")
+    """Whether workers can fork from a template: one is not this process's child, so a
+    pidfd watches it; the kernel (5.3+) and its sandbox must allow them."""
+    global _FORKS
+    if _FORKS is None:
+        _FORKS = False
+        if hasattr(os, "fork") and hasattr(os, "pidfd_open") and hasattr(socket, "send_fds"):
+            try:
+                os.close(os.pidfd_open(os.getpid()))
+                _FORKS = True
+            except OSError:
+                pass
+    return _FORKS
 
 
 def _the_template() -> _Template | None:
@@ -205,7 +232,7 @@ def _the_template() -> _Template | None:
     if not _forks():
         return None
     with _template_lock:
-        if _template is None or _template.popen.poll() is not None:
+        if _template is None or not _template.alive():
             _template = _Template()
         return _template
 
@@ -213,12 +240,20 @@ def _the_template() -> _Template | None:
 def prestart() -> None:
     """Start the template now, without waiting for it (an expensive function was just
     registered): the first query's workers then fork from it instead of each starting an
-    interpreter. One core: no workers would run, so nothing starts."""
-    if (os.cpu_count() or 1) > 1:
-        try:
-            _the_template()
-        except OSError:  # no process could start: the first pool starts its workers itself
-            pass
+    interpreter. Not on one core (no workers would run), nor inside a worker or a Spark
+    task (a module registering functions is imported there too). Best effort: where it
+    cannot start, the first pool starts its workers itself, and says why if it cannot."""
+    if (os.cpu_count() or 1) < 2 or os.environ.get(IN_WORKER) or _in_spark_task():
+        return
+    try:
+        _the_template()
+    except Exception:  # noqa: BLE001, S110 - see above: the pool tries again and reports
+        pass
+
+
+def _in_spark_task() -> bool:
+    pyspark = sys.modules.get("pyspark")
+    return pyspark is not None and pyspark.TaskContext.get() is not None
 
 
 def end_template() -> None:
@@ -230,19 +265,31 @@ def end_template() -> None:
         t.end()
 
 
+# Set in task workers and the template: functions registered there start no template.
+IN_WORKER = "SPARKCEP_TASK_WORKER"
+
+
 def _environment() -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    path = os.pathsep.join(os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike)) and os.fspath(p))
+    return dict(os.environ, PYTHONPATH=path, **{IN_WORKER: "1"})
+
+
+def _readable(fd: int, timeout: float | None) -> bool:
+    # poll, not select: a process with more than 1 024 files open has pidfds above it.
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(None if timeout is None else int(timeout * 1000)))
 
 
 class _Forked:
-    """A worker forked by the template, watched through a pidfd (the interface of _Spawned)."""
+    """A worker forked by the template, watched through its pidfd (the interface of _Spawned)."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, pidfd: int):
         self.pid = pid
-        self.sentinel: int | None = os.pidfd_open(pid)
+        self.sentinel: int | None = pidfd
 
     def is_alive(self) -> bool:
-        return self.sentinel is not None and not select.select([self.sentinel], [], [], 0)[0]
+        return self.sentinel is not None and not _readable(self.sentinel, 0)
 
     def kill(self) -> None:
         if self.is_alive():
@@ -253,7 +300,7 @@ class _Forked:
 
     def join(self, timeout: float | None = None) -> None:
         if self.sentinel is not None:
-            select.select([self.sentinel], [], [], timeout)
+            _readable(self.sentinel, timeout)
 
     def close(self) -> None:
         if self.sentinel is not None:
@@ -261,19 +308,42 @@ class _Forked:
             self.sentinel = None
 
 
-def _clean_process(fd: int):
-    """A clean worker serving socket ``fd``: forked by the template, else its own interpreter."""
+def _pid_of(pidfd: int) -> int | None:
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+                    return pid if pid > 0 else None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _clean_process():
+    """(a clean worker process, the socket to it): forked by the template, else its own
+    interpreter. A socket a forked worker may hold is never given to another process."""
     try:
         template = _the_template()
-    except OSError:
+    except Exception:  # noqa: BLE001 - no template: the worker starts its own interpreter
         template = None
-    pid = template.fork(fd) if template is not None else None
-    if pid is not None:
+    if template is not None:
+        parent, child = socket.socketpair()
         try:
-            return _Forked(pid)
-        except OSError:  # it ended at once
-            pass
-    return _Spawned(fd)
+            pidfd = template.fork(child.fileno())
+        finally:
+            child.close()
+        pid = _pid_of(pidfd) if pidfd is not None else None
+        if pid is not None:
+            return _Forked(pid, pidfd), parent
+        if pidfd is not None:
+            os.close(pidfd)
+        parent.close()  # a worker that may hold the other end reads its end and exits
+    parent, child = socket.socketpair()
+    try:
+        return _Spawned(child.fileno()), parent
+    finally:
+        child.close()
 
 
 class _Worker:
@@ -281,11 +351,7 @@ class _Worker:
         """A forked worker with ``evaluator`` (``ctx``: a fork context), or with ``ctx`` None
         a clean one waiting for a query (``load``; ``evaluator`` unused)."""
         if ctx is None:
-            parent, child = socket.socketpair()
-            try:
-                self.process = _clean_process(child.fileno())
-            finally:
-                child.close()
+            self.process, parent = _clean_process()
             self.conn = Connection(parent.detach())
         else:
             self.conn, child = ctx.Pipe()
