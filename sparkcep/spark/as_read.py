@@ -33,7 +33,15 @@ from sparkcep.data.partitions import already_ordered
 from sparkcep.parallel.run_batches import Summary, Task, speculation_from
 from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import ROW, WIN, arrow_of, unpersist
-from sparkcep.spark.seams import AT, SUMMARY, drive, kept_rows, run_batch, summary_from_json
+from sparkcep.spark.seams import (
+    AT,
+    SUMMARY,
+    drive,
+    kept_rows,
+    run_batch,
+    side_row,
+    summary_from_json,
+)
 from sparkcep.spark.wire import collect_arrow, errors_to_driver
 from sparkcep.tasks.calls import calls_once
 
@@ -163,10 +171,8 @@ def _first_task(payload, batches):
         edges = [table]
     else:
         edges = [table.slice(0, margins.edge), table.slice(m - margins.edge)]
-    row = {f.name: pa.nulls(1, f.type) for f in schema}
-    row.update({WIN: pa.array([pid], pa.int64()), SUMMARY: pa.array([json.dumps(info)]),
-                EDGES: pa.array([table_to_ipc(pa.concat_tables(edges))], pa.binary())})
-    yield from pa.table(row).cast(schema).to_batches()
+    yield from side_row(schema, {WIN: pa.array([pid], pa.int64()), SUMMARY: pa.array([json.dumps(info)]),
+                                 EDGES: pa.array([table_to_ipc(pa.concat_tables(edges))], pa.binary())})
 
 
 @dataclass(frozen=True)
@@ -403,6 +409,4 @@ def _again_task(payload, batches):
 
 def _marker(schema: pa.Schema, win: int, text: str):
     """A row with only WIN and SUMMARY: a summary, or a partition's digest."""
-    row = {f.name: pa.nulls(1, f.type) for f in schema}
-    row.update({WIN: pa.array([win], pa.int64()), SUMMARY: pa.array([text])})
-    yield from pa.table(row).cast(schema).to_batches()
+    yield from side_row(schema, {WIN: pa.array([win], pa.int64()), SUMMARY: pa.array([text])})

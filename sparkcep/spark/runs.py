@@ -23,7 +23,15 @@ from sparkcep.data.partitions import already_ordered
 from sparkcep.parallel.run_batches import Summary, Task, speculation_from
 from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import GIDX, POS, WIN, arrow_of, sort_columns, unpersist
-from sparkcep.spark.seams import AT, SUMMARY, drive, kept_rows, run_batch, summary_from_json
+from sparkcep.spark.seams import (
+    AT,
+    SUMMARY,
+    drive,
+    kept_rows,
+    run_batch,
+    side_row,
+    summary_from_json,
+)
 from sparkcep.spark.windows import Part, WindowBackend
 from sparkcep.spark.wire import collect_arrow, errors_to_driver
 from sparkcep.tasks.calls import calls_once
@@ -448,6 +456,5 @@ def _batch_rows(p, rows, tasks, first, before, names, out_arrow, outputs, spec):
 
 def _summary_row(batch: int, text: str, speculated: bool, spec: pa.Schema):
     """A first-pass task's summary row: no output values, its summary text."""
-    row = {f.name: pa.nulls(1, f.type) for f in spec}
-    row.update({WIN: pa.array([batch], pa.int64()), SUMMARY: pa.array([text]), SPECULATED: pa.array([speculated])})
-    yield from pa.table(row).cast(spec).to_batches()
+    yield from side_row(spec, {WIN: pa.array([batch], pa.int64()), SUMMARY: pa.array([text]),
+                               SPECULATED: pa.array([speculated])})

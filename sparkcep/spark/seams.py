@@ -58,6 +58,14 @@ def _release(frames: list) -> None:
         unpersist(df)
 
 
+def side_row(schema: pa.Schema, values: dict[str, pa.Array]) -> list[pa.RecordBatch]:
+    """One row of ``schema`` holding only ``values`` (a summary or a marker among a task's
+    output rows, which hold none of them)."""
+    row = {f.name: pa.nulls(1, f.type) for f in schema}
+    row.update(values)
+    return pa.table(row).cast(schema).to_batches()
+
+
 def kept_rows(plan: Plan, first, kept: list[tuple[int, int, int]], spark_schema):
     """The cached first-pass output rows (``first``: output rows with AT and WIN, summary
     rows with SUMMARY) of the batches that keep them, from the row where the true selection
