@@ -378,3 +378,35 @@ def test_compiled_functions_call_only_their_own_files_functions():
             if isinstance(value, CPUDispatcher) and value.py_func.__module__ != module.__name__:
                 found.append(f"{module.__name__}.{attr} from {value.py_func.__module__}")
     assert not found, found
+
+
+_LONG = pa.table({"ts": list(range(300)), "price": [i % 7 for i in range(300)]})
+
+
+@pytest.mark.parametrize("clause, mode", [
+    # a match of ~300 rows: more history nodes than a search's first arena holds
+    ("ONE ROW PER MATCH PATTERN (A B* C) DEFINE B AS ts > A.ts, C AS price = 6", "sql"),
+    ("ALL ROWS PER MATCH PATTERN (A B* C) DEFINE B AS ts > A.ts, C AS price = 6", "sql"),
+    # each row splits the threads by B's running count: more than the first thread lists hold
+    ("ONE ROW PER MATCH PATTERN (A (B | C)* D) DEFINE B AS COUNT(B.*) >= 1, C AS price >= 0, D AS price = 6",
+     "sql"),
+    ("ONE ROW PER MATCH PATTERN (A B* C) DEFINE B AS ts > A.ts, C AS price = 6 AND COUNT(*) > 280", "matchregex"),
+    # more matches from one start than the first room for accepted matches
+    ("ONE ROW PER MATCH ALL MATCHES PATTERN (A B*) DEFINE B AS ts > A.ts AND ts < 70", "sql"),
+])
+def test_search_buffers_grow_mid_partition(clause, mode):
+    """A search that outgrows its buffers starts again on larger ones (kernel.GROW): the
+    answer is unchanged, on every path that searches (whole partitions, run batches)."""
+    text = f"ORDER BY ts MEASURES FIRST(ts) AS t0, LAST(ts) AS t1, COUNT(*) AS n {clause}"
+    plan = compile_query(text, _LONG, mode)
+    kernel = KernelMatcher.for_plan(plan)
+    assert kernel is not None and kernel.automaton() is None  # the thread-list search
+    expected = run_plan(plan, _LONG, ReferenceMatcher).to_pylist()
+    assert expected
+    assert run_plan(plan, _LONG, use_kernel=True).to_pylist() == expected
+
+    def runs(plan, part, row_ids):
+        backend = LocalBackend(plan, part.cols, plan.query.order_by[0].index, part.n, lambda r: row_ids[r])
+        return run_partition(plan, part.n, backend, 2, None, lambda r: row_ids[r])
+
+    assert run_plan(plan, _LONG, partition_runner=runs).to_pylist() == expected

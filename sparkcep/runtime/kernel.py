@@ -25,7 +25,11 @@ UNRESOLVED = -2
 NO_MATCH = -1
 
 
-@njit(cache=True, _nrt=False)
+# inline='always' (numba's own inlining) for the per-row and per-operand code: _value,
+# _takes, _closure_into and _step become one function with the search. A call with these
+# argument lists cost more than the work it called: inlined, a thread step went from about
+# 130 ns to 30 ns (MatchRegex finance4).
+@njit(cache=True, _nrt=False, inline='always')
 def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
     """(value, ok) of one operand for the row being labelled at ``pos``."""
     if kind == 0:
@@ -90,30 +94,15 @@ def _grow(arr, need):
     return out
 
 
-@njit(cache=True)
-def _closure(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history=False):
+# Functions that never allocate run without reference counting (_nrt=False): the arrays they
+# are handed stay alive in their caller, and the counting was most of the kernel's time.
+@njit(cache=True, _nrt=False, inline='always')
+def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history, pend_col=-1):
     """Append to dest[count:] the threads ``t`` (history ``h``) becomes at row ``pos`` at the
     places the program's precomputed closure lists for its pc (``cl``: closure_table), in
     preference order, skipping any already there (finished threads compare by instruction
-    only). Returns the arrays (grown if needed) and the new count. ``u`` is a scratch row (no
-    allocation per step). ``by_history`` (ALL MATCHES): threads with different histories are
-    never duplicates."""
-    need = count + cl[1][t[0]] - cl[0][t[0]]
-    if need > dest.shape[0]:
-        d2 = np.empty((max(need, dest.shape[0] * 2), dest.shape[1]), dtype=np.int64)
-        d2[:count] = dest[:count]
-        dh2 = np.empty(d2.shape[0], dtype=np.int64)
-        dh2[:count] = dest_h[:count]
-        dest, dest_h = d2, dh2
-    count = _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history)
-    return dest, dest_h, count
-
-
-# Functions that never allocate run without reference counting (_nrt=False): the arrays they
-# are handed stay alive in their caller, and the counting was most of the kernel's time.
-@njit(cache=True, _nrt=False)
-def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history, pend_col=-1):
-    """_closure's work, into room its caller made."""
+    only), into room the caller made; returns the new count. ``u`` is a scratch row.
+    ``by_history`` (ALL MATCHES): threads with different histories are never duplicates."""
     cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept, negates = cl
     W = t.shape[0]
     pc = t[0]
@@ -203,19 +192,41 @@ def closure_table(program):
             arr(slots), arr(is_accept, np.bool_), arr(negates))
 
 
+GROW = -3  # _search: a buffer is too small (need[] says how large); grow them and search again
+
+
 @njit(cache=True)
 def _work(n_regs, n_slots, stats):
-    """Thread lists, allocated once per partition and reused, and
-    ``stats`` (stats[0]: the most threads alive at once; [1]: thread steps; [2]: searches)."""
-    W = 2 + n_regs + n_slots  # thread row: pc, excl, regs..., slots...
-    cap = 64
-    # scratch rows: 0 the closure's current thread, 1 an advancing thread, 2 the first thread
-    return (np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64),
-            np.empty((cap, W), dtype=np.int64), np.empty(cap, dtype=np.int64), stats,
-            np.empty((3, W), dtype=np.int64), np.empty(max(n_regs, 1), dtype=np.int64))
+    """A search's buffers, allocated once per call and reused by every search; ``stats``
+    (stats[0]: the most threads alive at once; [1]: thread steps; [2]: searches)."""
+    return _sized(2 + n_regs + n_slots, max(n_regs, 1), 64, 256, 16, stats)  # row: pc, excl, regs, slots
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True)
+def _sized(W, n_regs, threads, hist, acc, stats):
+    """(cur, cur_h, nxt, nxt_h, stats, scratch rows, registers, history label, excluded,
+    parent, ALL MATCHES' accepted ends and nodes). Scratch rows: 0 the closure's current
+    thread, 1 an advancing thread, 2 the first thread."""
+    return (np.empty((threads, W), dtype=np.int64), np.empty(threads, dtype=np.int64),
+            np.empty((threads, W), dtype=np.int64), np.empty(threads, dtype=np.int64), stats,
+            np.empty((3, W), dtype=np.int64), np.empty(n_regs, dtype=np.int64), np.empty(hist, dtype=np.int64),
+            np.empty(hist, dtype=np.int64), np.empty(hist, dtype=np.int64), np.empty(acc, dtype=np.int64),
+            np.empty(acc, dtype=np.int64))
+
+
+@njit(cache=True)
+def _grown(bufs, need):
+    """Fresh buffers at least as large as ``need`` asks (threads, history nodes, accepted
+    matches), doubling what is short: a search that said GROW starts again, so nothing is
+    copied."""
+    cur, hist, acc = bufs[0], bufs[7], bufs[10]
+    threads = max(need[0], 2 * cur.shape[0]) if need[0] > cur.shape[0] else cur.shape[0]
+    nodes = max(need[1], 2 * hist.shape[0]) if need[1] > hist.shape[0] else hist.shape[0]
+    ends = max(need[2], 2 * acc.shape[0]) if need[2] > acc.shape[0] else acc.shape[0]
+    return _sized(cur.shape[1], bufs[6].shape[0], threads, nodes, ends, bufs[4])
+
+
+@njit(cache=True, _nrt=False, inline='always')
 def _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
            n_regs, regs):
     """Whether thread ``i`` may label row ``pos`` with ``label``; fills ``regs`` with its
@@ -283,94 +294,117 @@ def _extend(start, pos, maxlength, limit, complete, use_within, order0, within):
     return 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _finished(nxt, nxt_h, nn, acc_end, acc_h):
-    """ALL MATCHES: the finished threads (MARK) of the last step, in preference order, as
-    (count, ends, history nodes)."""
+    """ALL MATCHES: the finished threads (MARK) of the last step, in preference order, into
+    acc_end and acc_h (room for ``nn``); returns their count."""
     count = 0
     for i in range(nn):
         if nxt[i, 0] == MARK:
-            if count >= acc_end.shape[0]:
-                acc_end = _grow(acc_end, count + 1)
-                acc_h = _grow(acc_h, count + 1)
             acc_end[count] = nxt[i, 1]
             acc_h[count] = nxt_h[i]
             count += 1
-    return count, acc_end, acc_h
+    return count
 
 
-@njit(cache=True)
-def _search(start, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float,
-            cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
-            n_regs, n_slots, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
+# The search and the loops over starts that call it never allocate, so no reference is
+# counted per start: that cost more than the search itself where most starts fail at once.
+@njit(cache=True, _nrt=False)
+def _search(start, how, limit, prog, bufs, need):
     """From ``start``: how 0, the preferred match; 1, the most preferred of those that end
     first (matchregex); 2, every match (ALL MATCHES), each label assignment once, most
-    preferred first. Returns (end or count, history node, the arena, the work buffers,
-    acc_end, acc_h): for 0/1 the end is NO_MATCH or UNRESOLVED when there is none; for 2 the
-    matches are (acc_end[i], acc_h[i]), i < count. The arrays may grow and are returned.
+    preferred first. ``prog``: the partition's program and columns (_program); ``bufs``:
+    _work's buffers; rows from ``limit`` on are not taken. Returns (end or count, history
+    node): for 0/1 the end is NO_MATCH or UNRESOLVED when there is none; for 2 the matches
+    are bufs' accepted (end, node) pairs below the count. GROW: a buffer is too small, need[]
+    says how large (threads, nodes, matches).
 
     ALL MATCHES follows runtime.vm: threads differ by history (identical label paths share
     one node), and a finished match keeps its place in the thread list (as MARK), so the
     order of the matches is preference order."""
+    (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base, maxlength,
+     use_within, order0, within, n_regs, n_slots) = prog
+    cur, cur_h, nxt, nxt_h, stats, scratch, regs, hist_label, hist_excl, hist_parent, acc_end, acc_h = bufs
     every = how == 2
-    cur, cur_h, nxt, nxt_h, stats, scratch, regs = work
+    widest = _widest(cl)  # the most threads one thread's closure can add
+    if widest > cur.shape[0]:
+        need[0] = widest
+        return GROW, -1
     n_hist = 0
     init = scratch[2]
     init[:] = -1
     init[0] = 0
     init[1] = 0
-    cur, cur_h, ncur = _closure(init, -1, start, cur, cur_h, 0, cl, n, complete, base, n_regs, scratch[0], every)
+    ncur = _closure_into(init, -1, start, cur, cur_h, 0, cl, n, complete, base, n_regs, scratch[0], every)
     if ncur > stats[0]:
         stats[0] = ncur
     pos = start
     best_end = NO_MATCH
     best_h = -1
     stats[2] += 1
-    widest = _widest(cl)  # the most threads one thread's closure can add
     while True:
         stats[1] += ncur
         if how == 1:
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
-                    return pos, cur_h[i], hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
+                    return pos, cur_h[i]
         extend = _extend(start, pos, maxlength, limit, complete, use_within, order0, within)
-        # Room for this row's step, made here so that the step itself never allocates: a
-        # history node per thread, and each thread's closure.
+        # Room for this row's step, so that the step itself never allocates: a history node
+        # per thread, and each thread's closure.
         if n_hist + ncur > hist_label.shape[0]:
-            hist_label = _grow(hist_label, n_hist + ncur)
-            hist_excl = _grow(hist_excl, n_hist + ncur)
-            hist_parent = _grow(hist_parent, n_hist + ncur)
+            need[1] = n_hist + ncur
+            return GROW, -1
         if ncur * widest > nxt.shape[0]:
-            nxt = np.empty((max(ncur * widest, 2 * nxt.shape[0]), nxt.shape[1]), dtype=np.int64)
-            nxt_h = np.empty(nxt.shape[0], dtype=np.int64)
+            need[0] = ncur * widest
+            return GROW, -1
         nn, n_hist, live, accepted, h_acc, unresolved = _step(
             cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_kind,
             dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
             hist_parent, n_hist)
         if unresolved:
-            return UNRESOLVED, -1, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
+            return UNRESOLVED, -1
         if accepted:
             best_end = pos
             best_h = h_acc
         if not live:
             if every:
-                best_end, acc_end, acc_h = _finished(nxt, nxt_h, nn, acc_end, acc_h)
-            return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h
-        # swap
-        tmp = cur
-        cur = nxt
-        nxt = tmp
-        tmph = cur_h
-        cur_h = nxt_h
-        nxt_h = tmph
+                if nn > acc_end.shape[0]:
+                    need[2] = nn
+                    return GROW, -1
+                return _finished(nxt, nxt_h, nn, acc_end, acc_h), -1
+            return best_end, best_h
+        cur, nxt = nxt, cur
+        cur_h, nxt_h = nxt_h, cur_h
         ncur = nn
         if ncur > stats[0]:
             stats[0] = ncur
         pos += 1
-    return best_end, best_h, hist_label, hist_excl, hist_parent, (cur, cur_h, nxt, nxt_h, stats, scratch, regs), acc_end, acc_h  # pragma: no cover
+    return best_end, best_h  # pragma: no cover
 
 
 @njit(cache=True, _nrt=False)
+def _next_match(pos, stop, limit, first_ok, prog, bufs, need):
+    """The first start in [pos, stop) with a (preferred) match: (start, end, history node);
+    (stop, NO_MATCH, -1) when there is none. An UNRESOLVED or GROW search stops the walk at
+    its start."""
+    while pos < stop:
+        if first_ok[pos]:
+            e, h = _search(pos, 0, limit, prog, bufs, need)
+            if e >= 0 or e == UNRESOLVED or e == GROW:
+                return pos, e, h
+        pos += 1
+    return stop, NO_MATCH, -1
+
+
+@njit(cache=True)
+def _program(op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base,
+             maxlength, use_within, order0, within, n_regs, n_slots):
+    """The fixed arguments of every search over one partition, as _search reads them."""
+    return (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base, maxlength,
+            use_within, order0, within, n_regs, n_slots)
+
+
+@njit(cache=True, _nrt=False, inline='always')
 def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_kind,
           dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
           hist_parent, n_hist):
@@ -493,15 +527,6 @@ def _resume(skip_mode, skip_member, labels, offs, nm, s, e):
 
 
 @njit(cache=True)
-def _buffers():
-    """A search's growable buffers: match labels and exclusions, the history arena (label,
-    excluded, parent), and ALL MATCHES' accepted ends and nodes."""
-    return (np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64), np.empty(256, dtype=np.int64),
-            np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64), np.empty(1, dtype=np.int64),
-            np.empty(1, dtype=np.int64))
-
-
-@njit(cache=True)
 def _after_match(skip_mode, skip_member, labels, offs, nm, s, e, covered):
     """(next start, last covered row, error code) after match nm - 1, [s, e), was recorded:
     an empty match moves one row on; any other, AFTER MATCH SKIP (_resume)."""
@@ -514,122 +539,146 @@ def _after_match(skip_mode, skip_member, labels, offs, nm, s, e, covered):
 
 
 @njit(cache=True)
-def _select_all(prog, n, want_unmatched, first_ok, out, arena, work):
-    """ALL MATCHES: every match from every row, recorded into ``out``."""
-    starts, ends, offs, labels, excl, unmatched, nm = out
-    hist_label, hist_excl, hist_parent, acc_end, acc_h = arena
+def _matches():
+    """Growable arrays of recorded matches: starts, ends, label offsets, labels, excluded."""
+    return (np.empty(16, dtype=np.int64), np.empty(16, dtype=np.int64), np.zeros(17, dtype=np.int64),
+            np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64))
+
+
+@njit(cache=True)
+def _select_all(prog, n, want_unmatched, first_ok, stats):
+    """select() for ALL MATCHES: every match from every row."""
+    bufs = _work(prog[17], prog[18], stats)
+    need = np.zeros(3, dtype=np.int64)
+    starts, ends, offs, labels, excl = _matches()
+    unmatched = np.zeros(n, dtype=np.bool_)
+    nm = 0
     covered = -1
-    for pos in range(n):
+    pos = 0
+    while pos < n:
         k = 0
         if first_ok[pos]:
-            k, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
-                prog, pos, 2, n, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+            k, _ = _search(pos, 2, n, prog, bufs, need)
+            if k == GROW:
+                bufs = _grown(bufs, need)
+                continue
         for j in range(k):
-            starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos,
-                                                           acc_end[j], acc_h[j], hist_label, hist_excl,
-                                                           hist_parent)
-            if acc_end[j] - 1 > covered:
-                covered = acc_end[j] - 1
+            end = bufs[10][j]
+            starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos, end,
+                                                           bufs[11][j], bufs[7], bufs[8], bufs[9])
+            if end - 1 > covered:
+                covered = end - 1
         if k == 0 and want_unmatched and pos > covered:
             unmatched[pos] = True
+        pos += 1
     return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
 
 
 @njit(cache=True)
-def _earliest(prog, pos, n, first_ok, arena, work):
+def _searched(start, how, limit, prog, bufs, need):
+    """_search, growing the buffers until it fits: (end, node, buffers)."""
+    while True:
+        e, h = _search(start, how, limit, prog, bufs, need)
+        if e != GROW:
+            return e, h, bufs
+        bufs = _grown(bufs, need)
+
+
+@njit(cache=True)
+def _earliest(prog, pos, n, first_ok, bufs, need):
     """matchregex: among matches from pos on that start before the best end so far, the
-    earliest-ending one (the longest of those): (start, end, history node, arena, work), or
+    earliest-ending one (the longest of those): (start, end, history node, buffers), or
     start -1. A later start wins only with an earlier end, so its search stops at the best
     end so far (no thread needs to look past it); the chosen start is searched again at the
     end, as later searches reused the history arena."""
-    hist_label, hist_excl, hist_parent, acc_end, acc_h = arena
     best_s = -1
     best_e = -1
     s = pos
     while s < n and (best_s < 0 or s <= best_e - 1):
         if first_ok[s]:
             limit = n if best_s < 0 else best_e - 1
-            e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
-                prog, s, 1, limit, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+            e, h = _search(s, 1, limit, prog, bufs, need)
+            if e == GROW:
+                bufs = _grown(bufs, need)
+                continue
             if e >= 0 and (best_s < 0 or e - 1 < best_e - 1):
                 best_s, best_e = s, e
         s += 1
     h = -1
     if best_s >= 0:
-        best_e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
-            prog, best_s, 1, n, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
-    return best_s, best_e, h, (hist_label, hist_excl, hist_parent, acc_end, acc_h), work
+        best_e, h, bufs = _searched(best_s, 1, n, prog, bufs, need)
+    return best_s, best_e, h, bufs
 
 
-@njit(cache=True)
-def _search_with(prog, start, how, limit, hist_label, hist_excl, hist_parent, work, acc_end, acc_h):
-    """_search with the partition's fixed arguments packed in ``prog``; rows from ``limit``
-    on are not taken (the partition is complete)."""
-    (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
-     order0, within, n_regs, n_slots) = prog
-    return _search(start, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
-                   limit, True, 0, maxlength, use_within, order0, within, n_regs, n_slots,
-                   hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
-
-
-@njit(cache=True)
 def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, masks, reg_member,
            reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
            n_regs, n_slots, first_ok, stats):
     """The whole partition's selected matches, in order: (starts, ends, label offsets,
     labels, excluded, unmatched rows, error code, error row). Error codes: 1 skip target
     absent from the match, 2 skip to the match's own first row. ``first_ok[row]`` is False
-    where no match can start (no variable that can come first matches the row)."""
-    prog = (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
-            order0, within, n_regs, n_slots)
-    starts = np.empty(16, dtype=np.int64)
-    ends = np.empty(16, dtype=np.int64)
-    offs = np.zeros(17, dtype=np.int64)
-    labels = np.empty(64, dtype=np.int64)
-    excl = np.empty(64, dtype=np.int64)
+    where no match can start (no variable that can come first matches the row).
+
+    Each kind of selection is its own compiled function, whose search is specialised on
+    its constant kind (a third of the time of a search that tests it per row), and
+    compiled only when a query first needs it."""
+    prog = (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, True, 0, maxlength,
+            use_within, order0, within, n_regs, n_slots)
+    if skip_mode == 4:  # ALL MATCHES: every match from every row
+        return _select_all(prog, n, want_unmatched, first_ok, stats)
+    if matchregex:
+        return _select_earliest(prog, n, want_unmatched, first_ok, stats)
+    return _select_preferred(skip_mode, skip_member, prog, n, want_unmatched, first_ok, stats)
+
+
+@njit(cache=True)
+def _select_preferred(skip_mode, skip_member, prog, n, want_unmatched, first_ok, stats):
+    """select() for SQL's preferred match from the leftmost start, AFTER MATCH SKIP after each."""
+    bufs = _work(prog[17], prog[18], stats)
+    need = np.zeros(3, dtype=np.int64)
+    starts, ends, offs, labels, excl = _matches()
     unmatched = np.zeros(n, dtype=np.bool_)
     nm = 0
-    arena = (np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64),
-             np.empty(16, dtype=np.int64), np.empty(16, dtype=np.int64))
-    work = _work(n_regs, n_slots, stats)
-    if skip_mode == 4:  # ALL MATCHES: every match from every row
-        return _select_all(prog, n, want_unmatched, first_ok, (starts, ends, offs, labels, excl, unmatched, nm),
-                           arena, work)
     covered = -1
     pos = 0
     while pos < n:
-        if matchregex:
-            s, e, h, arena, work = _earliest(prog, pos, n, first_ok, arena, work)
-            if s < 0:
-                if want_unmatched:
-                    unmatched[pos:] = True
-                break
-            if want_unmatched:
-                unmatched[pos:s] = True
-        else:
-            if not first_ok[pos]:
-                if want_unmatched and pos > covered:
-                    unmatched[pos] = True
-                pos += 1
-                continue
-            hist_label, hist_excl, hist_parent, acc_end, acc_h = arena
-            e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search_with(
-                prog, pos, 0, n, hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
-            arena = (hist_label, hist_excl, hist_parent, acc_end, acc_h)
-            if e < 0:
-                if want_unmatched and pos > covered:
-                    unmatched[pos] = True
-                pos += 1
-                continue
-            s = pos
-        starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, s, e, h,
-                                                       arena[0], arena[1], arena[2])
-        if matchregex:
-            pos = e if e > s else s + 1
+        s, e, h = _next_match(pos, n, n, first_ok, prog, bufs, need)
+        if want_unmatched:
+            # the starts passed over found no match: unmatched unless inside an earlier match
+            unmatched[max(pos, covered + 1):s] = True
+        if e == GROW:
+            bufs = _grown(bufs, need)
+            pos = s
             continue
+        if e < 0:
+            break
+        starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, s, e, h,
+                                                       bufs[7], bufs[8], bufs[9])
         pos, covered, err = _after_match(skip_mode, skip_member, labels, offs, nm, s, e, covered)
         if err:
             return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, err, s
+    return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
+
+
+@njit(cache=True)
+def _select_earliest(prog, n, want_unmatched, first_ok, stats):
+    """select() for matchregex: the earliest-ending match (_earliest), then on from its end."""
+    bufs = _work(prog[17], prog[18], stats)
+    need = np.zeros(3, dtype=np.int64)
+    starts, ends, offs, labels, excl = _matches()
+    unmatched = np.zeros(n, dtype=np.bool_)
+    nm = 0
+    pos = 0
+    while pos < n:
+        s, e, h, bufs = _earliest(prog, pos, n, first_ok, bufs, need)
+        if s < 0:
+            if want_unmatched:
+                unmatched[pos:] = True
+            break
+        if want_unmatched:
+            unmatched[pos:s] = True
+        starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, s, e, h,
+                                                       bufs[7], bufs[8], bufs[9])
+        pos = e if e > s else s + 1
     return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
 
 
@@ -643,28 +692,22 @@ def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks
     rows. Returns
     (starts, ends, label offsets, labels, excluded, next start, covered, error code, error
     row). For the SQL selection without unmatched rows: not ALL MATCHES, not matchregex."""
-    starts = np.empty(16, dtype=np.int64)
-    ends = np.empty(16, dtype=np.int64)
-    offs = np.zeros(17, dtype=np.int64)
-    labels, excl, hist_label, hist_excl, hist_parent, acc_end, acc_h = _buffers()
-    work = _work(n_regs, n_slots, stats)
+    prog = _program(op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base,
+                    maxlength, use_within, order0, within, n_regs, n_slots)
+    bufs = _work(n_regs, n_slots, stats)
+    need = np.zeros(3, dtype=np.int64)
+    starts, ends, offs, labels, excl = _matches()
     nm = 0
     stop = min(stop, limit)
     while pos < stop:
-        if not first_ok[pos]:
-            pos += 1
+        pos, e, h = _next_match(pos, stop, limit, first_ok, prog, bufs, need)
+        if e == GROW:
+            bufs = _grown(bufs, need)
             continue
-        e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-            pos, 0, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, limit, complete,
-            base, maxlength, use_within, order0, within, n_regs, n_slots, hist_label, hist_excl, hist_parent, work,
-            acc_end, acc_h)
-        if e == UNRESOLVED:
+        if e < 0:  # UNRESOLVED: that start waits for more rows; NO_MATCH: pos is stop
             break
-        if e < 0:
-            pos += 1
-            continue
         starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos, e, h,
-                                                       hist_label, hist_excl, hist_parent)
+                                                       bufs[7], bufs[8], bufs[9])
         nxt, covered, err = _after_match(skip_mode, skip_member, labels, offs, nm, pos, e, covered)
         if err:
             return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, pos, covered, err, pos
@@ -736,9 +779,13 @@ def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_k
                cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
                first_ok, stats):
     """Per start row in [first, last): end (NO_MATCH / UNRESOLVED) and label offsets."""
-    return _found_at(np.arange(first, last), 1 if want_earliest else 0, op_, a_, cl, masks, reg_member, reg_kind,
-                     dyn_int, dyn_float, cols, valid, n, limit, complete, base, maxlength, use_within, order0, within,
-                     n_regs, n_slots, first_ok, stats)
+    starts = np.arange(first, last)
+    if want_earliest:  # each kind a constant: the search is specialised on it
+        return _found_at(starts, 1, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
+                         limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots, first_ok,
+                         stats)
+    return _found_at(starts, 0, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, limit,
+                     complete, base, maxlength, use_within, order0, within, n_regs, n_slots, first_ok, stats)
 
 
 @njit(cache=True)
@@ -759,26 +806,26 @@ def _found_at(starts, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dy
     m = starts.shape[0]
     ends = np.empty(m, dtype=np.int64)
     offs = np.zeros(m + 1, dtype=np.int64)
-    # acc_end, acc_h unused: no ALL MATCHES here
-    labels, excl, hist_label, hist_excl, hist_parent, acc_end, acc_h = _buffers()
-    work = _work(n_regs, n_slots, stats)
+    labels = np.empty(64, dtype=np.int64)
+    excl = np.empty(64, dtype=np.int64)
+    prog = _program(op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base,
+                    maxlength, use_within, order0, within, n_regs, n_slots)
+    bufs = _work(n_regs, n_slots, stats)
+    need = np.zeros(3, dtype=np.int64)
     for i in range(m):
         s = starts[i]
         if s < limit and not first_ok[s]:
             ends[i] = NO_MATCH
             offs[i + 1] = offs[i]
             continue
-        e, h, hist_label, hist_excl, hist_parent, work, acc_end, acc_h = _search(
-            s, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
-            limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
-            hist_label, hist_excl, hist_parent, work, acc_end, acc_h)
+        e, h, bufs = _searched(s, how, limit, prog, bufs, need)
         ends[i] = e
         length = e - s if e >= 0 else 0
         if offs[i] + length >= labels.shape[0]:
             labels = _grow(labels, offs[i] + length + 1)
             excl = _grow(excl, offs[i] + length + 1)
         if e >= 0:
-            _read_labels(h, hist_label, hist_excl, hist_parent, labels, excl, offs[i])
+            _read_labels(h, bufs[7], bufs[8], bufs[9], labels, excl, offs[i])
         offs[i + 1] = offs[i] + length
     return ends, offs, labels, excl
 
@@ -988,7 +1035,9 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
                 if best_end == NO_MATCH:
                     return 0, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), arena
                 return 1, np.full(1, best_end, dtype=np.int64), np.full(1, best_h, dtype=np.int64), arena
-            count, ends, hs = _finished(nxt, nxt_h, nn, np.empty(nn, dtype=np.int64), np.empty(nn, dtype=np.int64))
+            ends = np.empty(nn, dtype=np.int64)
+            hs = np.empty(nn, dtype=np.int64)
+            count = _finished(nxt, nxt_h, nn, ends, hs)
             return count, ends[:count], hs[:count], arena
         cur, nxt, cur_h, nxt_h = nxt, cur, nxt_h, cur_h
         ncur = nn
