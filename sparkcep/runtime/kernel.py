@@ -326,11 +326,12 @@ def _search(start, how, limit, prog, bufs, need):
      use_within, order0, within, n_regs, n_slots) = prog
     cur, cur_h, nxt, nxt_h, stats, scratch, regs, hist_label, hist_excl, hist_parent, acc_end, acc_h = bufs
     every = how == 2
+    steps0 = stats[1]
+    stats[2] += 1
     widest = _widest(cl)  # the most threads one thread's closure can add
     if widest > cur.shape[0]:
-        need[0] = widest
-        return GROW, -1
-    n_hist = 0
+        return _regrow(stats, steps0, need, 0, widest)
+    n_hist = np.int64(0)  # not a literal (see _select_all)
     init = scratch[2]
     init[:] = -1
     init[0] = 0
@@ -341,7 +342,6 @@ def _search(start, how, limit, prog, bufs, need):
     pos = start
     best_end = NO_MATCH
     best_h = -1
-    stats[2] += 1
     while True:
         stats[1] += ncur
         if how == 1:
@@ -352,11 +352,9 @@ def _search(start, how, limit, prog, bufs, need):
         # Room for this row's step, so that the step itself never allocates: a history node
         # per thread, and each thread's closure.
         if n_hist + ncur > hist_label.shape[0]:
-            need[1] = n_hist + ncur
-            return GROW, -1
+            return _regrow(stats, steps0, need, 1, n_hist + ncur)
         if ncur * widest > nxt.shape[0]:
-            need[0] = ncur * widest
-            return GROW, -1
+            return _regrow(stats, steps0, need, 0, ncur * widest)
         nn, n_hist, live, accepted, h_acc, unresolved = _step(
             cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_kind,
             dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
@@ -369,8 +367,7 @@ def _search(start, how, limit, prog, bufs, need):
         if not live:
             if every:
                 if nn > acc_end.shape[0]:
-                    need[2] = nn
-                    return GROW, -1
+                    return _regrow(stats, steps0, need, 2, nn)
                 return _finished(nxt, nxt_h, nn, acc_end, acc_h), -1
             return best_end, best_h
         cur, nxt = nxt, cur
@@ -380,6 +377,16 @@ def _search(start, how, limit, prog, bufs, need):
             stats[0] = ncur
         pos += 1
     return best_end, best_h  # pragma: no cover
+
+
+@njit(cache=True, _nrt=False, inline='always')
+def _regrow(stats, steps0, need, k, size):
+    """GROW, asking for ``size`` of buffer ``k`` (threads, nodes, matches); the search runs
+    again, so its steps and its count are taken back from stats."""
+    stats[1] = steps0
+    stats[2] -= 1
+    need[k] = size
+    return GROW, -1
 
 
 @njit(cache=True, _nrt=False)
@@ -546,15 +553,19 @@ def _matches():
 
 
 @njit(cache=True)
+def _begin(prog, n, stats):
+    """A whole partition's selection before its first search: (search buffers, need, the
+    recorded matches' arrays (_matches), unmatched rows)."""
+    return _work(prog[17], prog[18], stats), np.zeros(3, dtype=np.int64), _matches(), np.zeros(n, dtype=np.bool_)
+
+
+@njit(cache=True)
 def _select_all(prog, n, want_unmatched, first_ok, stats):
     """select() for ALL MATCHES: every match from every row."""
-    bufs = _work(prog[17], prog[18], stats)
-    need = np.zeros(3, dtype=np.int64)
-    starts, ends, offs, labels, excl = _matches()
-    unmatched = np.zeros(n, dtype=np.bool_)
+    bufs, need, (starts, ends, offs, labels, excl), unmatched = _begin(prog, n, stats)
     nm = 0
     covered = -1
-    pos = 0
+    pos = np.int64(0)  # not the literal 0: a literal start would compile the search once more
     while pos < n:
         k = 0
         if first_ok[pos]:
@@ -633,13 +644,10 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
 @njit(cache=True)
 def _select_preferred(skip_mode, skip_member, prog, n, want_unmatched, first_ok, stats):
     """select() for SQL's preferred match from the leftmost start, AFTER MATCH SKIP after each."""
-    bufs = _work(prog[17], prog[18], stats)
-    need = np.zeros(3, dtype=np.int64)
-    starts, ends, offs, labels, excl = _matches()
-    unmatched = np.zeros(n, dtype=np.bool_)
+    bufs, need, (starts, ends, offs, labels, excl), unmatched = _begin(prog, n, stats)
     nm = 0
     covered = -1
-    pos = 0
+    pos = np.int64(0)  # not the literal 0: a literal start would compile the search once more
     while pos < n:
         s, e, h = _next_match(pos, n, n, first_ok, prog, bufs, need)
         if want_unmatched:
@@ -662,12 +670,9 @@ def _select_preferred(skip_mode, skip_member, prog, n, want_unmatched, first_ok,
 @njit(cache=True)
 def _select_earliest(prog, n, want_unmatched, first_ok, stats):
     """select() for matchregex: the earliest-ending match (_earliest), then on from its end."""
-    bufs = _work(prog[17], prog[18], stats)
-    need = np.zeros(3, dtype=np.int64)
-    starts, ends, offs, labels, excl = _matches()
-    unmatched = np.zeros(n, dtype=np.bool_)
+    bufs, need, (starts, ends, offs, labels, excl), unmatched = _begin(prog, n, stats)
     nm = 0
-    pos = 0
+    pos = np.int64(0)  # not the literal 0: a literal start would compile the search once more
     while pos < n:
         s, e, h, bufs = _earliest(prog, pos, n, first_ok, bufs, need)
         if s < 0:
