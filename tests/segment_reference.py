@@ -164,7 +164,12 @@ def _sum(values: list) -> Any:
     if not vals:
         return None
     if all(isinstance(v, int) for v in vals):  # bool is an int
-        return sum(int(v) for v in vals)
+        total = sum(int(v) for v in vals)
+        if not -(2**63) <= total < 2**63:
+            # a BIGINT sum beyond 64 bits is the engine's DataError wherever it is evaluated,
+            # a DEFINE condition's candidate segment included (getting-started: limits)
+            raise OverflowError("bigint overflow in sum")
+        return total
     total = 0.0
     for v in vals:
         total += seconds(v)
