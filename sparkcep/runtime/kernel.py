@@ -643,29 +643,40 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
 
 
 @njit(cache=True)
-def _select_preferred(skip_mode, skip_member, prog, n, want_unmatched, first_ok, stats):
-    """select() for SQL's preferred match from the leftmost start, AFTER MATCH SKIP after each."""
-    bufs, need, (starts, ends, offs, labels, excl), unmatched = _begin(prog, n, stats)
+def _preferred(pos, covered, stop, limit, skip_mode, skip_member, prog, first_ok, bufs, need, unmatched):
+    """SQL's preferred match from each leftmost start in [pos, stop), AFTER MATCH SKIP after
+    each, until a start's answer needs rows not seen yet (UNRESOLVED). ``unmatched`` (empty
+    where not wanted): the starts passed over are marked unless inside a match. Returns
+    (starts, ends, label offsets, labels, excluded, next start, covered, error code)."""
+    starts, ends, offs, labels, excl = _matches()
     nm = 0
-    covered = -1
-    pos = np.int64(0)  # not the literal 0: a literal start would compile the search once more
-    while pos < n:
-        s, e, h = _next_match(pos, n, n, first_ok, prog, bufs, need)
-        if want_unmatched:
-            # the starts passed over found no match: unmatched unless inside an earlier match
+    while pos < stop:
+        s, e, h = _next_match(pos, stop, limit, first_ok, prog, bufs, need)
+        if unmatched.shape[0]:
             unmatched[max(pos, covered + 1):s] = True
+        pos = s
         if e == GROW:
             bufs = _grown(bufs, need)
-            pos = s
             continue
-        if e < 0:
+        if e < 0:  # UNRESOLVED: that start waits for more rows; NO_MATCH: pos is stop
             break
         starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, s, e, h,
                                                        bufs[7], bufs[8], bufs[9])
         pos, covered, err = _after_match(skip_mode, skip_member, labels, offs, nm, s, e, covered)
         if err:
-            return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, err, s
-    return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
+            return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, s, covered, err
+    return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, pos, covered, 0
+
+
+@njit(cache=True)
+def _select_preferred(skip_mode, skip_member, prog, n, want_unmatched, first_ok, stats):
+    """select() for SQL's preferred match over a whole partition."""
+    bufs, need, _, unmatched = _begin(prog, n, stats)
+    # int64 counters, not literals: a literal start would compile the search once more
+    starts, ends, offs, labels, excl, pos, _, err = _preferred(
+        np.int64(0), np.int64(-1), n, n, skip_mode, skip_member, prog, first_ok, bufs, need,
+        unmatched if want_unmatched else np.zeros(0, dtype=np.bool_))
+    return starts, ends, offs, labels, excl, unmatched, err, pos if err else -1
 
 
 @njit(cache=True)
@@ -700,25 +711,10 @@ def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks
     row). For the SQL selection without unmatched rows: not ALL MATCHES, not matchregex."""
     prog = _program(op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base,
                     maxlength, use_within, order0, within, n_regs, n_slots)
-    bufs = _work(n_regs, n_slots, stats)
-    need = np.zeros(3, dtype=np.int64)
-    starts, ends, offs, labels, excl = _matches()
-    nm = 0
-    stop = min(stop, limit)
-    while pos < stop:
-        pos, e, h = _next_match(pos, stop, limit, first_ok, prog, bufs, need)
-        if e == GROW:
-            bufs = _grown(bufs, need)
-            continue
-        if e < 0:  # UNRESOLVED: that start waits for more rows; NO_MATCH: pos is stop
-            break
-        starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos, e, h,
-                                                       bufs[7], bufs[8], bufs[9])
-        nxt, covered, err = _after_match(skip_mode, skip_member, labels, offs, nm, pos, e, covered)
-        if err:
-            return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, pos, covered, err, pos
-        pos = nxt
-    return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, pos, covered, 0, -1
+    starts, ends, offs, labels, excl, pos, covered, err = _preferred(
+        pos, covered, min(stop, limit), limit, skip_mode, skip_member, prog, first_ok, _work(n_regs, n_slots, stats),
+        np.zeros(3, dtype=np.int64), np.zeros(0, dtype=np.bool_))
+    return starts, ends, offs, labels, excl, pos, covered, err, pos if err else -1
 
 
 @njit(cache=True)
