@@ -197,8 +197,7 @@ class _Template:
         self.ctl.close()
 
     def end(self) -> None:
-        self.broken = True
-        self.ctl.close()
+        self._break()
         try:
             self.popen.wait(2)
         except subprocess.TimeoutExpired:
@@ -269,9 +268,13 @@ def end_template() -> None:
 IN_WORKER = "SPARKCEP_TASK_WORKER"
 
 
+def _import_path() -> list[str]:
+    """This process's import path as strings (sys.path may hold Path objects, even others)."""
+    return [os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike)) and os.fspath(p)]
+
+
 def _environment() -> dict[str, str]:
-    path = os.pathsep.join(os.fspath(p) for p in sys.path if isinstance(p, (str, os.PathLike)) and os.fspath(p))
-    return dict(os.environ, PYTHONPATH=path, **{IN_WORKER: "1"})
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(_import_path()), **{IN_WORKER: "1"})
 
 
 def _readable(fd: int, timeout: float | None) -> bool:
@@ -370,7 +373,7 @@ class _Worker:
         self.unanswered_load = True
         # With this process's import path: a worker forked from a template started earlier
         # finds modules added to it since.
-        self.conn.send(("load", payload, [p for p in sys.path if p]))
+        self.conn.send(("load", payload, _import_path()))
 
     def loaded(self) -> None:
         """Wait for ``load``'s answer: raises OSError/EOFError if the worker died, SparkCepError
