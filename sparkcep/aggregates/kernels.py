@@ -16,9 +16,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
+from sparkcep.jit import njit
 from sparkcep.values import FunctionError, fits_bigint
 
 Values = tuple[np.ndarray, np.ndarray]  # (data, valid)
@@ -231,7 +231,7 @@ class Regression:
         return np.where(valid, r2, 0.0), valid
 
 
-@numba.njit(cache=True)
+@njit
 def _r2_direct(x, y, both, starts, ends, signed):
     """R² of each segment from its own rows (two passes, no shared prefix sums)."""
     m = len(starts)
@@ -324,7 +324,7 @@ def _changes_between(p: np.ndarray, first_ok: np.ndarray, ends: np.ndarray) -> n
 
 
 # ---------------------------------------------------------------- Mann-Kendall
-@numba.njit(cache=True)
+@njit
 def _mk_s(x: np.ndarray, valid: np.ndarray, starts: np.ndarray, ends: np.ndarray):
     m = len(starts)
     s_out = np.zeros(m, dtype=np.int64)

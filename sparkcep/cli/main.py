@@ -522,6 +522,21 @@ def bench(
     raise typer.Exit(subprocess.call(cmd))
 
 
+@app.command()
+def warm() -> None:
+    """Compile every kind of matching kernel into numba's cache now, so that no first query
+    pauses to compile (run it once after installing: in a container image, or on each node
+    of a cluster)."""
+    from sparkcep.cli import warm as kernels
+
+    total, t0 = len(kernels.kinds()), time.perf_counter()
+    with err.status("compiling…") as status:
+        for i, (kind, seconds, matcher) in enumerate(kernels.warm(), 1):
+            console.print(f"[{i:2d}/{total}] {kind.name} ({matcher}): {seconds:.1f} s")
+            status.update(f"compiling… ({i} of {total} kinds ready)")
+    console.print(f"every kind is in numba's cache ({time.perf_counter() - t0:.0f} s)")
+
+
 def main() -> None:  # pragma: no cover - console entry point
     app(prog_name="sparkcep")
 

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from sparkcep.analysis.bound import AnalyzedQuery, SortKey
+from sparkcep.jit import njit
 from sparkcep.values import as_read, numpy_values, python_values
 
 ROW_ID = "__sparkcep_row__"
@@ -184,7 +184,7 @@ def already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
     return True
 
 
-@njit(cache=True)
+@njit
 def _ordered_pass(a, descending):
     """0: strictly increasing (decreasing), 1: with equal neighbours, 2: neither (or NaN)."""
     ties = False

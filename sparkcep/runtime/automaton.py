@@ -25,10 +25,10 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
 
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import ACCEPT
+from sparkcep.jit import njit
 
 MAX_STATES = 4096  # beyond this the thread-list kernel runs the pattern
 MAX_CELLS = 1 << 16  # transitions (states x classes the data hold) built in Python, at most
@@ -170,7 +170,7 @@ class Automaton:
         return starts, ends, int(pos), int(covered)
 
 
-@njit(cache=True)
+@njit
 def _row_codes(masks, n):
     codes = np.zeros(n, dtype=np.int64)
     for lab in range(masks.shape[0]):
@@ -182,7 +182,7 @@ def _row_codes(masks, n):
     return codes
 
 
-@njit(cache=True)
+@njit
 def _scan(table, accepting, live, start, cls, pos, covered, limit, complete, maxlength, use_within, order0, within,
           past_last):
     """The selection's matches from start ``pos`` on (``covered``: the last row inside a match
@@ -229,7 +229,7 @@ def _scan(table, accepting, live, start, cls, pos, covered, limit, complete, max
     return starts[:k], ends[:k], s, covered
 
 
-@njit(cache=True)
+@njit
 def _scan_partitions(table, accepting, live, start, cls, los, his, maxlength, use_within, order0, within,
                      past_last):
     """_scan over each whole partition [los[k], his[k]) of one table: (starts, ends,

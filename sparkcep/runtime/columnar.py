@@ -12,12 +12,12 @@ the Python fold's exact answer (a sum beyond BIGINT, an average of a sum beyond 
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pyarrow as pa
 
 from sparkcep.analysis.bound import AggregateSpec, BAgg, BColumn, BMatchNumber, BNav
 from sparkcep.compile.plan import Plan
+from sparkcep.jit import njit
 from sparkcep.types import Type
 from sparkcep.values import numpy_values, timestamp_micros
 
@@ -138,7 +138,7 @@ def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple
     return sums.astype(np.float64) / np.maximum(_count(valid, starts, ends), 1), has
 
 
-@numba.njit(cache=True)
+@njit
 def _count(valid, starts, ends):
     out = np.zeros(len(starts), dtype=np.int64)
     for i in range(len(starts)):
@@ -150,7 +150,7 @@ def _count(valid, starts, ends):
     return out
 
 
-@numba.njit(cache=True)
+@njit
 def _fold(data, valid, starts, ends, code):
     """Each match's non-NULL rows folded in row order as compile.aggregates folds them:
     code 0 SUM (from the first value), 1 AVG's sum (from 0: 0 + -0.0 is 0.0), 2 MIN, 3 MAX

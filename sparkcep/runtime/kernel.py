@@ -15,11 +15,11 @@ last section) are NFA^b's runs for the event selection strategies, on the same c
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from sparkcep.compile.program import (
     ACCEPT,
 )
+from sparkcep.jit import njit
 
 UNRESOLVED = -2
 NO_MATCH = -1
@@ -29,7 +29,7 @@ NO_MATCH = -1
 # _takes, _closure_into and _step become one function with the search. A call with these
 # argument lists cost more than the work it called: inlined, a thread step went from about
 # 130 ns to 30 ns (MatchRegex finance4).
-@njit(cache=True, _nrt=False, inline='always')
+@njit(_nrt=False, inline='always')
 def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
     """(value, ok) of one operand for the row being labelled at ``pos``."""
     if kind == 0:
@@ -62,7 +62,7 @@ def _value(kind, col, reg, phys, lit, scale, pos, start, regs, cols, valid, n):
     return cols[col, r] * scale + lit, True
 
 
-@njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def _less(a, b):
     """a < b in SQL's order: NaN above every number (functions.library.sql_less)."""
     if a != a or b != b:
@@ -70,7 +70,7 @@ def _less(a, b):
     return a < b
 
 
-@njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def _compare(op, a, b):
     if op == 0:
         return a < b
@@ -85,7 +85,7 @@ def _compare(op, a, b):
     return a != b
 
 
-@njit(cache=True)
+@njit
 def _grow(arr, need):
     if need <= arr.shape[0]:
         return arr
@@ -96,7 +96,7 @@ def _grow(arr, need):
 
 # Functions that never allocate run without reference counting (_nrt=False): the arrays they
 # are handed stay alive in their caller, and the counting was most of the kernel's time.
-@njit(cache=True, _nrt=False, inline='always')
+@njit(_nrt=False, inline='always')
 def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history, pend_col=-1):
     """Append to dest[count:] the threads ``t`` (history ``h``) becomes at row ``pos`` at the
     places the program's precomputed closure lists for its pc (``cl``: closure_table), in
@@ -151,7 +151,7 @@ def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs,
     return count
 
 
-@njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def _widest(cl):
     """The most places one pc's closure lists (at least 1)."""
     widest = 1
@@ -195,14 +195,14 @@ def closure_table(program):
 GROW = -3  # _search: a buffer is too small (need[] says how large); grow them and search again
 
 
-@njit(cache=True)
+@njit
 def _work(n_regs, n_slots, stats):
     """A search's buffers, allocated once per call and reused by every search; ``stats``
     (stats[0]: the most threads alive at once; [1]: thread steps; [2]: searches)."""
     return _sized(2 + n_regs + n_slots, max(n_regs, 1), 64, 256, 16, stats)  # row: pc, excl, regs, slots
 
 
-@njit(cache=True)
+@njit
 def _sized(W, n_regs, threads, hist, acc, stats):
     """(cur, cur_h, nxt, nxt_h, stats, scratch rows, registers, history label, excluded,
     parent, ALL MATCHES' accepted ends and nodes). Scratch rows: 0 the closure's current
@@ -214,7 +214,7 @@ def _sized(W, n_regs, threads, hist, acc, stats):
             np.empty(acc, dtype=np.int64))
 
 
-@njit(cache=True)
+@njit
 def _grown(bufs, need):
     """Fresh buffers at least as large as ``need`` asks (threads, history nodes, accepted
     matches), doubling what is short: a search that said GROW starts again, so nothing is
@@ -226,7 +226,7 @@ def _grown(bufs, need):
     return _sized(cur.shape[1], bufs[6].shape[0], threads, nodes, ends, bufs[4])
 
 
-@njit(cache=True, _nrt=False, inline='always')
+@njit(_nrt=False, inline='always')
 def _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
            n_regs, regs):
     """Whether thread ``i`` may label row ``pos`` with ``label``; fills ``regs`` with its
@@ -281,7 +281,7 @@ def _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_
     return True
 
 
-@njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def _extend(start, pos, maxlength, limit, complete, use_within, order0, within):
     """May a match from ``start`` take row ``pos``: 1 yes, 0 no, -1 not known yet (the row is
     past the window of a partition that goes on)."""
@@ -294,7 +294,7 @@ def _extend(start, pos, maxlength, limit, complete, use_within, order0, within):
     return 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def _finished(nxt, nxt_h, nn, acc_end, acc_h):
     """ALL MATCHES: the finished threads (MARK) of the last step, in preference order, into
     acc_end and acc_h (room for ``nn``); returns their count."""
@@ -309,7 +309,7 @@ def _finished(nxt, nxt_h, nn, acc_end, acc_h):
 
 # The search and the loops over starts that call it never allocate, so no reference is
 # counted per start: that cost more than the search itself where most starts fail at once.
-@njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def _search(start, how, limit, prog, bufs, need):
     """From ``start``: how 0, the preferred match; 1, the most preferred of those that end
     first (matchregex); 2, every match (ALL MATCHES), each label assignment once, most
@@ -379,7 +379,7 @@ def _search(start, how, limit, prog, bufs, need):
     return best_end, best_h  # pragma: no cover
 
 
-@njit(cache=True, _nrt=False, inline='always')
+@njit(_nrt=False, inline='always')
 def _regrow(stats, steps0, need, k, size):
     """GROW, asking for ``size`` of buffer ``k`` (threads, nodes, matches); the search runs
     again, so its steps and its count are taken back from stats."""
@@ -389,7 +389,7 @@ def _regrow(stats, steps0, need, k, size):
     return GROW, -1
 
 
-@njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def _next_match(pos, stop, limit, first_ok, prog, bufs, need):
     """The first start in [pos, stop) with a (preferred) match: (start, end, history node);
     (stop, NO_MATCH, -1) when there is none. An UNRESOLVED or GROW search stops the walk at
@@ -403,7 +403,7 @@ def _next_match(pos, stop, limit, first_ok, prog, bufs, need):
     return stop, NO_MATCH, -1
 
 
-@njit(cache=True)
+@njit
 def _program(op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base,
              maxlength, use_within, order0, within, n_regs, n_slots):
     """The fixed arguments of every search over one partition, as _search reads them."""
@@ -411,7 +411,7 @@ def _program(op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols,
             use_within, order0, within, n_regs, n_slots)
 
 
-@njit(cache=True, _nrt=False, inline='always')
+@njit(_nrt=False, inline='always')
 def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_kind,
           dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
           hist_parent, n_hist):
@@ -456,7 +456,7 @@ def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, 
     return nn, n_hist, live, False, -1, False
 
 
-@njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def history_node(label, flag, parent, every, step_first, n_hist, hist_label, hist_excl, hist_parent):
     """(node, node count) for a thread that labelled this row ``label`` after node ``parent``,
     in the room the caller made; ALL MATCHES (``every``): identical label paths of this step
@@ -471,7 +471,7 @@ def history_node(label, flag, parent, every, step_first, n_hist, hist_label, his
     return n_hist, n_hist + 1
 
 
-@njit(cache=True)
+@njit
 def _read_labels(h, hist_label, hist_excl, hist_parent, out_l, out_e, at):
     """Write the labels of history node ``h`` (oldest first) at out[at:]; returns count."""
     k = 0
@@ -489,7 +489,7 @@ def _read_labels(h, hist_label, hist_excl, hist_parent, out_l, out_e, at):
     return k
 
 
-@njit(cache=True)
+@njit
 def _record(starts, ends, offs, labels, excl, nm, s, e, h, hist_label, hist_excl, hist_parent):
     """Append the match (s, e) with the labels of history node ``h``; arrays grow as needed."""
     if nm >= starts.shape[0]:
@@ -511,7 +511,7 @@ def _record(starts, ends, offs, labels, excl, nm, s, e, h, hist_label, hist_excl
 MARK = -2  # ALL MATCHES: a thread-list entry that is a finished match (column 1: its end)
 
 
-@njit(cache=True)
+@njit
 def _resume(skip_mode, skip_member, labels, offs, nm, s, e):
     """(next start row, error code) after the non-empty match [s, e) just recorded as match
     nm - 1: compile.skip.SkipStrategy's rule (codes 0 past last row, 1 next row, 2/3 to the
@@ -533,7 +533,7 @@ def _resume(skip_mode, skip_member, labels, offs, nm, s, e):
     return target, 0
 
 
-@njit(cache=True)
+@njit
 def _after_match(skip_mode, skip_member, labels, offs, nm, s, e, covered):
     """(next start, last covered row, error code) after match nm - 1, [s, e), was recorded:
     an empty match moves one row on; any other, AFTER MATCH SKIP (_resume)."""
@@ -545,21 +545,21 @@ def _after_match(skip_mode, skip_member, labels, offs, nm, s, e, covered):
     return pos, covered, err
 
 
-@njit(cache=True)
+@njit
 def _matches():
     """Growable arrays of recorded matches: starts, ends, label offsets, labels, excluded."""
     return (np.empty(16, dtype=np.int64), np.empty(16, dtype=np.int64), np.zeros(17, dtype=np.int64),
             np.empty(64, dtype=np.int64), np.empty(64, dtype=np.int64))
 
 
-@njit(cache=True)
+@njit
 def _begin(prog, n, stats):
     """A whole partition's selection before its first search: (search buffers, need, the
     recorded matches' arrays (_matches), unmatched rows)."""
     return _work(prog[17], prog[18], stats), np.zeros(3, dtype=np.int64), _matches(), np.zeros(n, dtype=np.bool_)
 
 
-@njit(cache=True)
+@njit
 def _select_all(prog, n, want_unmatched, first_ok, stats):
     """select() for ALL MATCHES: every match from every row."""
     bufs, need, (starts, ends, offs, labels, excl), unmatched = _begin(prog, n, stats)
@@ -585,7 +585,7 @@ def _select_all(prog, n, want_unmatched, first_ok, stats):
     return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
 
 
-@njit(cache=True)
+@njit
 def _searched(start, how, limit, prog, bufs, need):
     """_search, growing the buffers until it fits: (end, node, buffers)."""
     while True:
@@ -595,7 +595,7 @@ def _searched(start, how, limit, prog, bufs, need):
         bufs = _grown(bufs, need)
 
 
-@njit(cache=True)
+@njit
 def _earliest(prog, pos, n, first_ok, bufs, need):
     """matchregex: among matches from pos on that start before the best end so far, the
     earliest-ending one (the longest of those): (start, end, history node, buffers), or
@@ -642,7 +642,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
     return _select_preferred(skip_mode, skip_member, prog, n, want_unmatched, first_ok, stats)
 
 
-@njit(cache=True)
+@njit
 def _preferred(pos, covered, stop, limit, skip_mode, skip_member, prog, first_ok, bufs, need, unmatched):
     """SQL's preferred match from each leftmost start in [pos, stop), AFTER MATCH SKIP after
     each, until a start's answer needs rows not seen yet (UNRESOLVED). ``unmatched`` (empty
@@ -668,7 +668,7 @@ def _preferred(pos, covered, stop, limit, skip_mode, skip_member, prog, first_ok
     return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, pos, covered, 0
 
 
-@njit(cache=True)
+@njit
 def _select_preferred(skip_mode, skip_member, prog, n, want_unmatched, first_ok, stats):
     """select() for SQL's preferred match over a whole partition."""
     bufs, need, _, unmatched = _begin(prog, n, stats)
@@ -679,7 +679,7 @@ def _select_preferred(skip_mode, skip_member, prog, n, want_unmatched, first_ok,
     return starts, ends, offs, labels, excl, unmatched, err, pos if err else -1
 
 
-@njit(cache=True)
+@njit
 def _select_earliest(prog, n, want_unmatched, first_ok, stats):
     """select() for matchregex: the earliest-ending match (_earliest), then on from its end."""
     bufs, need, (starts, ends, offs, labels, excl), unmatched = _begin(prog, n, stats)
@@ -699,7 +699,7 @@ def _select_earliest(prog, n, want_unmatched, first_ok, stats):
     return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, 0, -1
 
 
-@njit(cache=True)
+@njit
 def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks, reg_member, reg_kind, dyn_int,
                   dyn_float, cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs,
                   n_slots, first_ok, stats):
@@ -717,7 +717,7 @@ def select_window(pos, covered, stop, skip_mode, skip_member, op_, a_, cl, masks
     return starts, ends, offs, labels, excl, pos, covered, err, pos if err else -1
 
 
-@njit(cache=True)
+@njit
 def select_windows(los, ns, limits, bases, poss, covereds, complete, skip_mode, skip_member, op_, a_, cl, masks,
                    reg_member, reg_kind, dyn_int, dyn_float, cols, valid, maxlength, use_within, order0, within,
                    n_regs, n_slots, first_ok, stats):
@@ -776,7 +776,7 @@ def select_windows(los, ns, limits, bases, poss, covereds, complete, skip_mode, 
     return starts[:nm], ends[:nm], wins[:nm], offs[:nm + 1], labels, excl, pos_out, cov_out, err, err_win, err_row
 
 
-@njit(cache=True)
+@njit
 def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float,
                cols, valid, n, limit, complete, base, maxlength, use_within, order0, within, n_regs, n_slots,
                first_ok, stats):
@@ -790,7 +790,7 @@ def candidates(first, last, want_earliest, op_, a_, cl, masks, reg_member, reg_k
                      complete, base, maxlength, use_within, order0, within, n_regs, n_slots, first_ok, stats)
 
 
-@njit(cache=True)
+@njit
 def labels_at(starts, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, limit,
               complete, base, maxlength, use_within, order0, within, n_regs, n_slots, stats):
     """The preferred match from each of ``starts`` (rows a selection already chose, as the
@@ -800,7 +800,7 @@ def labels_at(starts, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_flo
                      np.ones(n, dtype=np.bool_), stats)
 
 
-@njit(cache=True)
+@njit
 def _found_at(starts, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, limit,
               complete, base, maxlength, use_within, order0, within, n_regs, n_slots, first_ok, stats):
     """What _search finds from each of ``starts`` (how 0: the preferred match, 1: the
@@ -832,7 +832,7 @@ def _found_at(starts, how, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dy
     return ends, offs, labels, excl
 
 
-@njit(cache=True)
+@njit
 def nonoverlapping(hits, delta):
     """The starts a fixed-length pattern's selection keeps: walking the candidate starts in
     order, each one at or after the resume row of the last kept one (kept + ``delta``)."""
@@ -873,7 +873,7 @@ PARTITION, STRICT, NEXT, ANY = 0, 1, 2, 3
 STRATEGY = {"PARTITION": PARTITION, "STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
 
 
-@njit(cache=True)
+@njit
 def _append(run, h, dest, dest_h, count, n_key, by_history):
     """Append run ``run`` (history ``h``) to dest[count:] unless an equal one is there: equal
     in the first ``n_key`` columns and the last one (FRESH), and in history ``by_history``."""
@@ -895,7 +895,7 @@ def _append(run, h, dest, dest_h, count, n_key, by_history):
     return count + 1
 
 
-@njit(cache=True)
+@njit
 def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, masks, reg_member, reg_kind, dyn_int,
                      dyn_float, cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs, arena,
                      stats):
@@ -1046,7 +1046,7 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
         pos += 1
 
 
-@njit(cache=True)
+@njit
 def _negations_hold(items, k, last, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
                     n_regs, regs, pend_col):
     """No row the run skipped since its last selected row ``last`` satisfies a variable
@@ -1063,7 +1063,7 @@ def _negations_hold(items, k, last, pos, start, masks, reg_member, reg_kind, dyn
     return True
 
 
-@njit(cache=True)
+@njit
 def read_back(hs, hist_label, hist_excl, hist_row, hist_parent):
     """Labels, exclusion flags and rows of the matches ending at history nodes ``hs``, oldest
     row first, match i at offs[i]:offs[i + 1]."""
@@ -1090,7 +1090,7 @@ def read_back(hs, hist_label, hist_excl, hist_row, hist_parent):
     return offs, labels, excl, rows
 
 
-@njit(cache=True)
+@njit
 def selection_all(starts, selection, negated, adjacent, op_, a_, cl, masks, reg_member, reg_kind, dyn_int,
                   dyn_float, cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs, stats):
     """ALL MATCHES from each of ``starts``: (start of each match, ends, label offsets, labels,

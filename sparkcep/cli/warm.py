@@ -1,0 +1,81 @@
+"""``sparkcep warm``: compile every kind of compiled kernel into numba's cache ahead of the
+first query (a fresh installation, a container image, a cluster node's bootstrap).
+
+Each kind is a small query over a few thousand trades that reaches one compiled entry: the
+thread-list kernel's three selections (SQL's preferred match, matchregex's earliest end,
+ALL MATCHES), the automaton of row classes, the column scan, the partitions' one-call paths,
+the labels of ALL ROWS PER MATCH, register aggregates, the compiled NFA^b, and segment
+aggregates. Spark's tasks and a stream's buckets run the same compiled code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of query and the compiled code it reaches."""
+
+    name: str
+    matcher: str  # the engine that runs it (run_plan's stats["matcher"])
+    clause: str
+    mode: str = "sql"
+    data: str = "plain"  # "plain": trades of one symbol; "keyed": of three; "trades": matchregex's stream
+
+
+_SKIP = "AFTER MATCH SKIP PAST LAST ROW"
+
+
+def kinds() -> list[Kind]:
+    from sparkcep.workloads import matchregex, rip
+
+    return [
+        Kind("SQL, thread-list kernel", "kernel", rip.query("Q4", maxlength=50)),
+        Kind("ALL ROWS PER MATCH", "kernel", rip.query("Q4", maxlength=50, skip="ALL ROWS PER MATCH")),
+        Kind("ALL MATCHES", "kernel", rip.query("Q4", skip="ALL MATCHES", maxlength=50)),
+        Kind("SKIP TO NEXT ROW", "kernel", rip.query("Q7", skip="AFTER MATCH SKIP TO NEXT ROW")),
+        Kind("static pattern, automaton", "automaton", rip.query("Q2", maxlength=50)),
+        Kind("static pattern, ALL MATCHES", "kernel", rip.query("Q2", skip="ALL MATCHES", maxlength=50)),
+        Kind("static pattern, ALL ROWS PER MATCH", "automaton", rip.query("Q2", maxlength=50, skip="ALL ROWS PER MATCH")),
+        Kind("fixed-length pattern, column scan", "column scan", rip.query("Q11", measures="AVG(price) AS mean, COUNT(price) AS n")),
+        Kind("PARTITION BY, kernel", "kernel", rip.query("Q7", partition_by="symbol"), data="keyed"),
+        Kind("PARTITION BY, automaton", "automaton", rip.query("Q2", maxlength=50, partition_by="symbol"), data="keyed"),
+        Kind("PARTITION BY, column scan", "column scan", rip.query("Q11", partition_by="symbol"), data="keyed"),
+        Kind("matchregex: earliest end, aggregates and intervals", "kernel", matchregex.query("finance5"), mode="matchregex",
+             data="trades"),
+        Kind("EVENT SELECTION, skip till next match", "NFAb kernel",
+             "PARTITION BY symbol ORDER BY tradeId MEASURES COUNT(B.*) AS n ALL MATCHES "
+             "EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A B+) WITHIN 50 "
+             "DEFINE A AS price < 70, B AS price > LAST(price, 1)", data="keyed"),
+        Kind("EVENT SELECTION, preferred match", "NFAb kernel",
+             "PARTITION BY symbol ORDER BY tradeId MEASURES COUNT(B.*) AS n " + _SKIP + " "
+             "EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A B+ C) WITHIN 30 "
+             "DEFINE A AS price < 70, B AS price > A.price, C AS price > 130", data="keyed"),
+        Kind("negation", "NFAb kernel",
+             "ORDER BY tradeId MEASURES A.tradeId AS a, C.tradeId AS c " + _SKIP + " "
+             "EVENT SELECTION SKIP TILL NEXT MATCH PATTERN (A !B C) WITHIN 20 "
+             "DEFINE A AS price < 70, B AS price > 120, C AS price > 100"),
+        Kind("segments, time-series aggregates", "segments",
+             "ORDER BY tradeId MEASURES FIRST(tradeId) AS a, LAST(tradeId) AS b "
+             "PATTERN (UP & W) DEFINE SEGMENT W AS window(tradeId, 5, 8), "
+             "SEGMENT UP AS linear_reg_r2_signed(UP.tradeId, UP.price) >= 0.5 AND mann_kendall_test(price) >= 1"),
+    ]
+
+
+def warm() -> Iterator[tuple[Kind, float, str]]:
+    """Run every kind once (compiling what numba's cache lacks); yields each kind, its
+    seconds and the engine that ran it."""
+    from sparkcep.api import run_local
+    from sparkcep.workloads.stock import stock_trades, trade_stream
+
+    data = {"plain": stock_trades(3000, symbols=1, seed=3), "keyed": stock_trades(3000, symbols=3, seed=3),
+            "trades": trade_stream(3000, symbols=3, seed=3)}
+    for kind in kinds():
+        t0 = time.perf_counter()
+        stats: dict = {}
+        run_local(data[kind.data], kind.clause, mode=kind.mode, stats=stats)
+        yield kind, time.perf_counter() - t0, stats.get("matcher", "")
+

@@ -1,0 +1,53 @@
+"""numba for sparkcep's kernels: every compiled function is cached on disk, and the first
+compile in a process says so on stderr.
+
+numba compiles a kernel the first time a query needs it and keeps the machine code in its
+cache (beside the module, or in the user's cache folder when that is read-only). A fresh
+installation therefore pauses for tens of seconds on its first query of each kind; without
+a word, that pause looks like a hang. ``sparkcep warm`` compiles them all ahead.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import numba
+from numba.core import event
+
+NOTICE = ("sparkcep: compiling its matching kernels for this installation (once: later runs read them "
+          "from numba's cache; `sparkcep warm` compiles every kind ahead)")
+
+_lock = threading.Lock()
+_noticed = False
+
+
+class _FirstCompile(event.Listener):
+    """Prints NOTICE when numba first compiles one of sparkcep's functions here (a cache
+    hit raises no compile event)."""
+
+    def on_start(self, ev: event.Event) -> None:
+        global _noticed
+        if _noticed:
+            return
+        dispatcher = (ev.data or {}).get("dispatcher")
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+        if not module.startswith("sparkcep."):
+            return  # the user's own numba code
+        with _lock:
+            if _noticed:
+                return
+            _noticed = True
+        print(NOTICE, file=sys.stderr, flush=True)
+
+    def on_end(self, ev: event.Event) -> None:
+        pass
+
+
+event.register("numba:compile", _FirstCompile())
+
+
+def njit(*args, **options):
+    """numba.njit with the disk cache on (sparkcep's kernels always use it)."""
+    options.setdefault("cache", True)
+    return numba.njit(*args, **options)
