@@ -471,6 +471,21 @@ _NULLABLE = {
 }
 
 
+def _plain_pandas(table: pa.Table):
+    """``table.to_pandas()``; a table of numbers and booleans without NULLs (what most
+    MEASURES give) is built from its arrays, which costs a quarter of pyarrow's conversion
+    on a small result (its metadata and block manager are a fixed ~0.15 ms a call)."""
+    import pandas as pd
+
+    names = table.column_names
+    if names and len(set(names)) == len(names) and all(
+            c.null_count == 0 and (pa.types.is_integer(c.type) or pa.types.is_floating(c.type)
+                                   or pa.types.is_boolean(c.type)) for c in table.columns):
+        # (a dict keeps the columns' order; columns= would cost pyarrow's time again)
+        return pd.DataFrame({name: col.to_numpy() for name, col in zip(names, table.columns, strict=True)})
+    return table.to_pandas()
+
+
 def to_pandas(table: pa.Table, source: Any = None):
     """The result as pandas. Where ``source`` (the input DataFrame) used pandas' nullable or
     extension dtypes, they are kept: an output column copied from an input column gets that
@@ -481,7 +496,7 @@ def to_pandas(table: pa.Table, source: Any = None):
     dtypes = dict(source.dtypes.items()) if isinstance(source, pd.DataFrame) else {}
     extension = {name for name, d in dtypes.items() if not isinstance(d, np.dtype)}
     if not extension - {n for n, d in dtypes.items() if isinstance(d, (pd.CategoricalDtype, pd.DatetimeTZDtype))}:
-        return table.to_pandas()
+        return _plain_pandas(table)
     columns = {}
     for name, col in zip(table.column_names, table.columns, strict=True):
         want = dtypes.get(name)

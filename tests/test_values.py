@@ -334,3 +334,32 @@ def test_decimals_of_untyped_values_compute_exactly_or_as_doubles():
     assert out["f"] == float(decimal.Decimal(big)) * 1.5
     assert out["p"] == decimal.Decimal("1" + "0" * 29 + "1.01")  # 33 digits: exact, not Python's 28
     assert out["n"] == decimal.Decimal("-" + big) and out["t"] is None  # Python's own minus would round
+
+
+_SMALL_OUTPUTS = [
+    pa.table({"n": pa.array([1, 2], pa.int64()), "x": pa.array([0.5, -1.0]), "b": [True, False]}),
+    pa.table({f"c{i}": pa.array([0, 1, 2], t) for i, t in enumerate(
+        [pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64(), pa.float16(),
+         pa.float32()])}),
+    pa.table({"n": pa.array([], pa.int64()), "x": pa.array([], pa.float64())}),  # no match
+    pa.Table.from_batches([], pa.schema([("n", pa.int64())])),  # no chunk at all
+    pa.Table.from_batches([pa.record_batch({"n": [1]}), pa.record_batch({"n": [2, 3]})]),  # two chunks
+    pa.table({"n": pa.array([1, None], pa.int64())}),  # NULL: pyarrow's float64 with NaN
+    pa.table({"s": ["a", "b"], "n": [1, 2]}),
+    pa.table({"t": pa.array([1, 2], pa.timestamp("us", "UTC")), "n": [1, 2]}),
+    pa.table([pa.array([1]), pa.array([2])], names=["n", "n"]),  # a repeated name
+]
+
+
+@pytest.mark.parametrize("table", _SMALL_OUTPUTS, ids=range(len(_SMALL_OUTPUTS)))
+def test_results_as_pandas_equal_pyarrows_conversion(table):
+    from sparkcep.values import to_pandas
+
+    pd.testing.assert_frame_equal(to_pandas(table, pd.DataFrame({"x": [1]})), table.to_pandas(), check_exact=True)
+
+
+def test_a_result_without_columns_keeps_its_rows():
+    from sparkcep.values import to_pandas
+
+    table = pa.table({"n": [1, 2, 3]}).drop_columns(["n"])
+    assert len(to_pandas(table)) == len(table.to_pandas()) == 3
