@@ -1,10 +1,12 @@
 """numba for sparkcep's kernels: every compiled function is cached on disk, and the first
 compile in a process says so on stderr.
 
-numba compiles a kernel the first time a query needs it and keeps the machine code in its
-cache (beside the module, or in the user's cache folder when that is read-only). A fresh
-installation therefore pauses for tens of seconds on its first query of each kind; without
-a word, that pause looks like a hang. ``sparkcep warm`` compiles them all ahead.
+numba compiles a kernel the first time a query needs it, once per kind of query and types
+of columns, and keeps the machine code in its cache (beside the module, or in the user's
+cache folder when that is read-only; keyed by the machine's CPU). A fresh installation
+therefore pauses for seconds to tens of seconds on its first query of each kind; without a
+word, that pause looks like a hang. Each process says it once (a Spark worker too).
+``sparkcep warm`` compiles the common kinds ahead.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import threading
 import numba
 from numba.core import event
 
-NOTICE = ("sparkcep: compiling its matching kernels for this installation (once: later runs read them "
-          "from numba's cache; `sparkcep warm` compiles every kind ahead)")
+NOTICE = ("sparkcep: compiling matching kernels (numba keeps them in its cache for later runs; "
+          "`sparkcep warm` compiles the common kinds ahead)")
 
 _lock = threading.Lock()
 _noticed = False
@@ -38,7 +40,10 @@ class _FirstCompile(event.Listener):
             if _noticed:
                 return
             _noticed = True
-        print(NOTICE, file=sys.stderr, flush=True)
+        try:
+            print(NOTICE, file=sys.stderr, flush=True)
+        except (OSError, ValueError, AttributeError):
+            pass  # no stderr (closed, a broken pipe, None): the compile goes on without a word
 
     def on_end(self, ev: event.Event) -> None:
         pass

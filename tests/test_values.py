@@ -351,11 +351,17 @@ _SMALL_OUTPUTS = [
 ]
 
 
-@pytest.mark.parametrize("table", _SMALL_OUTPUTS, ids=range(len(_SMALL_OUTPUTS)))
-def test_results_as_pandas_equal_pyarrows_conversion(table):
-    from sparkcep.values import to_pandas
+_FROM_ARRAYS = [True, True, True, True, False, False, False, False, False]  # which take the fast path
 
-    pd.testing.assert_frame_equal(to_pandas(table, pd.DataFrame({"x": [1]})), table.to_pandas(), check_exact=True)
+
+@pytest.mark.parametrize("table, fast", list(zip(_SMALL_OUTPUTS, _FROM_ARRAYS, strict=True)),
+                         ids=range(len(_SMALL_OUTPUTS)))
+def test_results_as_pandas_equal_pyarrows_conversion(table, fast):
+    from sparkcep.values import _from_arrays, to_pandas
+
+    assert _from_arrays(table) == fast
+    pd.testing.assert_frame_equal(to_pandas(table, pd.DataFrame({"x": [1]})), table.to_pandas(), check_exact=True,
+                                  check_index_type=True, check_column_type=True)
 
 
 def test_a_result_without_columns_keeps_its_rows():

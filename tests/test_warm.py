@@ -62,6 +62,6 @@ def test_the_warm_command(args):
     if args == ["warm"]:
         for kind in kernels.kinds():
             assert kind.name in r.output
-        assert "every kind is in numba's cache" in r.output
+        assert f"{len(kernels.kinds())} kinds are in numba's cache" in r.output
     else:
-        assert "Compile every kind" in r.output
+        assert "Compile the common kinds" in r.output

@@ -524,9 +524,10 @@ def bench(
 
 @app.command()
 def warm() -> None:
-    """Compile every kind of matching kernel into numba's cache now, so that no first query
-    pauses to compile (run it once after installing: in a container image, or on each node
-    of a cluster)."""
+    """Compile the common kinds of matching kernel into numba's cache now, so that a first
+    query does not pause to compile them (run it once after installing, on each node of a
+    cluster, as the user that runs the queries: numba's cache is per CPU and per user where
+    the package folder is read-only)."""
     from sparkcep.cli import warm as kernels
 
     total, t0 = len(kernels.kinds()), time.perf_counter()
@@ -534,7 +535,7 @@ def warm() -> None:
         for i, (kind, seconds, matcher) in enumerate(kernels.warm(), 1):
             console.print(f"[{i:2d}/{total}] {kind.name} ({matcher}): {seconds:.1f} s")
             status.update(f"compiling… ({i} of {total} kinds ready)")
-    console.print(f"every kind is in numba's cache ({time.perf_counter() - t0:.0f} s)")
+    console.print(f"{total} kinds are in numba's cache ({time.perf_counter() - t0:.0f} s)")
 
 
 def main() -> None:  # pragma: no cover - console entry point
