@@ -65,3 +65,16 @@ def test_the_warm_command(args):
         assert f"{len(kernels.kinds())} kinds are in numba's cache" in r.output
     else:
         assert "Compile the common kinds" in r.output
+
+
+def test_a_failing_warm_is_one_clear_line(monkeypatch):
+    def broken():
+        raise RuntimeError("numba could not write its cache")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(kernels, "warm", broken)
+    r = CliRunner().invoke(app, ["warm"])
+    assert r.exit_code == 2
+    said = " ".join(r.output.split())  # rich wraps lines at the terminal's width
+    assert said.startswith("error:") and "numba could not write its cache" in said and "sparkcep warm" in said
+    assert "Traceback" not in r.output

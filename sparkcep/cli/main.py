@@ -531,10 +531,13 @@ def warm() -> None:
     from sparkcep.cli import warm as kernels
 
     total, t0 = len(kernels.kinds()), time.perf_counter()
-    with err.status("compiling…") as status:
-        for i, (kind, seconds, matcher) in enumerate(kernels.warm(), 1):
-            console.print(f"[{i:2d}/{total}] {kind.name} ({matcher}): {seconds:.1f} s")
-            status.update(f"compiling… ({i} of {total} kinds ready)")
+    try:
+        with err.status("compiling…") as status:
+            for i, (kind, seconds, matcher) in enumerate(kernels.warm(), 1):
+                console.print(f"[{i:2d}/{total}] {kind.name} ({matcher}): {seconds:.1f} s")
+                status.update(f"compiling… ({i} of {total} kinds ready)")
+    except Exception as e:  # noqa: BLE001 - one clear line, never a traceback
+        _fail(str(as_sparkcep_error(e, "sparkcep warm")))
     console.print(f"{total} kinds are in numba's cache ({time.perf_counter() - t0:.0f} s)")
 
 
