@@ -4,6 +4,8 @@ every example exercises it."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -84,8 +86,8 @@ def kernel_conditions(draw, var: str, names: list[str]):
 
 
 @st.composite
-def kernel_queries(draw):
-    pattern = draw(patterns())
+def kernel_queries(draw, pattern_of=None):
+    pattern = draw(pattern_of if pattern_of is not None else patterns())
     names = used_vars(pattern) or ["A"]
     if not used_vars(pattern):
         pattern += " A"
@@ -122,6 +124,12 @@ def _run(fn):
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(kernel_queries(), tables(), st.integers(1, 4))
 def test_kernel_equals_reference(query, table, batch):
+    _check_kernel(query, table, batch)
+
+
+def _check_kernel(query, table, batch):
+    """The kernel's answer is the reference matcher's, over whole partitions and in run
+    batches of ``batch`` rows."""
     text, mode = query
     try:
         plan = compile_query(text, table, mode)
@@ -410,3 +418,85 @@ def test_search_buffers_grow_mid_partition(clause, mode):
         return run_partition(plan, part.n, backend, 2, None, lambda r: row_ids[r])
 
     assert run_plan(plan, _LONG, partition_runner=runs).to_pylist() == expected
+
+
+# Loops whose rows a search may read gliding (kernel._glide): the place of the loop's own
+# thread in the closure after its MATCH, per variable; a loop that crosses anything on the way
+# back (another variable's row, an exclusion, an empty-iteration check) never glides.
+GLIDE_CASES = [
+    ("A B* C", {"B": 0}),
+    ("A B+ C", {"B": 0}),
+    ("A B*? C", {"B": 1}),
+    ("A (B | C)* D", {"B": 0, "C": 1}),
+    ("A (B C)* D", {}),
+    ("A {- B* -} C", {}),
+    ("A (B?)* C", {}),
+]
+
+
+@pytest.mark.parametrize("pattern, glides", GLIDE_CASES)
+def test_which_loops_glide(pattern, glides):
+    from sparkcep.runtime.kernel import closure_table
+
+    plan = compile_query(f"ORDER BY ts MEASURES COUNT(*) AS n PATTERN ({pattern}) DEFINE B AS price > 0", _ROWS)
+    glide = closure_table(plan.program)[12]
+    got = {plan.labels[ins.a]: int(glide[pc]) for pc, ins in enumerate(plan.program.instructions) if glide[pc] >= 0}
+    assert got == glides
+
+
+def test_a_long_loop_glides_to_the_reference_answer():
+    """MatchRegex finance4's shape: GAP* runs while the price stays at or under HI's."""
+    price = [5, 3, 4, 2, 5, 9, 1, 2, 2, 1, 3, None, 8, 7, 7, 6, 9, 2, 1, 0] * 6
+    table = pa.table({"ts": list(range(len(price))), "price": pa.array(price, pa.int64())})
+    for mode in ("sql", "matchregex"):
+        text = ("ORDER BY ts MEASURES FIRST(ts) AS t0, LAST(ts) AS t1, MAX(HI.price) AS hi PATTERN (HI GAP* LO) "
+                "DEFINE GAP AS price <= HI.price, LO AS price > HI.price * 1.5")
+        plan = compile_query(text, table, mode)
+        stats: dict = {}
+        got = run_plan(plan, table, use_kernel=True, stats=stats).to_pylist()
+        assert got == run_plan(plan, table, ReferenceMatcher).to_pylist()
+        assert got and stats["matcher"] == "kernel" and stats["glided_rows"] > 20, stats
+
+
+def test_a_glide_where_no_thread_takes_the_row_keeps_the_match_found_before():
+    """A C matched at row 1, B went on alone at row 2, and nothing takes row 3: the glide
+    ends the search there, and the match from before it stands."""
+    price = [0, 5, 2, 0, 7, 0, 5, 2, 0]
+    table = pa.table({"ts": list(range(len(price))), "price": price})
+    text = ("ORDER BY ts MEASURES FIRST(ts) AS t0, LAST(ts) AS t1 PATTERN (A B* C) "
+            "DEFINE A AS price = 0, B AS price > A.price, C AS price > A.price AND price > 3")
+    plan = compile_query(text, table)
+    stats: dict = {}
+    got = run_plan(plan, table, use_kernel=True, stats=stats).to_pylist()
+    assert got == run_plan(plan, table, ReferenceMatcher).to_pylist()
+    assert got[0] == {"t0": 0, "t1": 1} and stats["matcher"] == "kernel" and stats["glides"] > 0
+
+
+LOOPS = st.sampled_from(["A B* C", "A B+ C", "A B*? C", "A B+? C", "A (B | C)* D", "A B* C* D", "B* C", "A B* B C",
+                         "(A B*)+ C", "A B+ C+?", "A B* C | A D"])
+
+
+@st.composite
+def walks(draw):
+    """A price walking by small steps (long runs up, down and flat), NULLs here and there."""
+    n = draw(st.integers(1, 60))
+    steps = draw(st.lists(st.one_of(st.sampled_from([-1, 0, 0, 1, 2]), st.none()), min_size=n, max_size=n))
+    price, p = [], 3
+    for s in steps:
+        p += s or 0
+        price.append(None if s is None else p)
+    base = dt.datetime(2024, 1, 1)
+    return pa.table({
+        "ts": list(range(n)),
+        "k": [i * 3 // n for i in range(n)],
+        "price": pa.array(price, pa.int64()),
+        "x": pa.array([None if v is None else v * 0.5 for v in price], pa.float64()),
+        "t": pa.array([base + dt.timedelta(seconds=i // 2) for i in range(n)], pa.timestamp("us")),
+    })
+
+
+@settings(max_examples=examples(600, scaled=True), deadline=None, suppress_health_check=list(HealthCheck))
+@given(kernel_queries(LOOPS), walks(), st.integers(1, 4))
+def test_gliding_loops_equal_the_reference(query, table, batch):
+    """Loops over long runs, where searches glide: the whole partition and run batches."""
+    _check_kernel(query, table, batch)

@@ -44,8 +44,9 @@ class KernelMatcher:
         self.maxlength = plan.query.maxlength if plan.query.maxlength is not None else -1
         q = plan.query
         # stats[0]: the most partial matches (threads) alive at once, over every search so far
-        # [1]: thread steps (a live partial match reading a row), [2]: searches (start rows)
-        self.stats = np.zeros(3, dtype=np.int64)
+        # [1]: thread steps (a live partial match reading a row), [2]: searches (start rows),
+        # [3]: rows loops took gliding (kernel._glide), [4]: glides begun
+        self.stats = np.zeros(5, dtype=np.int64)
         self.scanned = False  # a fixed-length pattern ran as a column scan, no threads at all
         self.ran = False  # some partition's data fit the kernel (else the Python matcher ran them all)
         # Static patterns (no cross-row condition) run as a deterministic automaton over row
@@ -278,6 +279,14 @@ class KernelMatcher:
     @property
     def peak_threads(self) -> int:
         return int(self.stats[0])
+
+    @property
+    def glided_rows(self) -> int:
+        return int(self.stats[3])
+
+    @property
+    def glides(self) -> int:
+        return int(self.stats[4])
 
     def select_spans(self, part: PartitionData, input_row=lambda r: r):
         """(starts, ends, match numbers) as arrays for ONE ROW PER MATCH measure columns

@@ -18,6 +18,7 @@ import numpy as np
 
 from sparkcep.compile.program import (
     ACCEPT,
+    MATCH,
 )
 from sparkcep.jit import njit
 
@@ -103,7 +104,7 @@ def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs,
     preference order, skipping any already there (finished threads compare by instruction
     only), into room the caller made; returns the new count. ``u`` is a scratch row.
     ``by_history`` (ALL MATCHES): threads with different histories are never duplicates."""
-    cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept, negates = cl
+    cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept, negates, _ = cl
     W = t.shape[0]
     pc = t[0]
     for k in range(cl_lo[pc], cl_hi[pc]):
@@ -164,7 +165,9 @@ def closure_table(program):
     """The program's precomputed closures (compile.program.Place) as flat arrays for the
     kernel: per pc the range [lo, hi) of its places; per place its target, flags (1: ^,
     2: $), exclusion change, entered and checked loop slots (ranges into one slot list) and
-    whether the target is ACCEPT, and the labels negated on the way (a bit each, SASE's !X)."""
+    whether the target is ACCEPT, and the labels negated on the way (a bit each, SASE's !X);
+    last, per pc, where a thread may glide (_glide): for a MATCH whose own closure comes back
+    to it and asks nothing on the way, its place in that closure, else -1."""
     size = len(program.instructions) + 1
     lo = np.zeros(size, dtype=np.int64)
     hi = np.zeros(size, dtype=np.int64)
@@ -185,11 +188,27 @@ def closure_table(program):
             is_accept.append(program.instructions[p.pc].op == ACCEPT)
             negates.append(sum(1 << lab for lab in p.negates))
         hi[pc] = len(target)
+    glide = np.full(size, -1, dtype=np.int64)
+    for pc, ins in enumerate(program.instructions):
+        places = program.closures[pc + 1] if ins.op == MATCH and pc + 1 < len(program.closures) else None
+        if places and _glides(program, pc, places):
+            glide[pc] = [p.pc for p in places].index(pc)
 
     def arr(xs, dtype=np.int64):
         return np.array(xs, dtype=dtype) if xs else np.zeros(0, dtype=dtype)
     return (lo, hi, arr(target), arr(flags), arr(excl), arr(ent_lo), arr(ent_hi), arr(chk_lo), arr(chk_hi),
-            arr(slots), arr(is_accept, np.bool_), arr(negates))
+            arr(slots), arr(is_accept, np.bool_), arr(negates), glide)
+
+
+def _glides(program, pc, places) -> bool:
+    """Whether the loop of MATCH ``pc`` keeps its threads' shape from row to row: its closure
+    comes back to ``pc``, goes to distinct MATCH instructions only, and changes nothing on
+    the way (no anchor, exclusion, loop slot or negation). A thread that takes the row there
+    then becomes the same places again, with only its registers and history moved on."""
+    targets = [p.pc for p in places]
+    return (pc in targets and len(set(targets)) == len(targets)
+            and all(program.instructions[p.pc].op == MATCH and not (p.at_start or p.at_end or p.excl or p.enters
+                                                                    or p.checks or p.negates) for p in places))
 
 
 GROW = -3  # _search: a buffer is too small (need[] says how large); grow them and search again
@@ -198,7 +217,8 @@ GROW = -3  # _search: a buffer is too small (need[] says how large); grow them a
 @njit
 def _work(n_regs, n_slots, stats):
     """A search's buffers, allocated once per call and reused by every search; ``stats``
-    (stats[0]: the most threads alive at once; [1]: thread steps; [2]: searches)."""
+    (stats[0]: the most threads alive at once; [1]: thread steps; [2]: searches; [3]: rows
+    glided; [4]: glides begun)."""
     return _sized(2 + n_regs + n_slots, max(n_regs, 1), 64, 256, 16, stats)  # row: pc, excl, regs, slots
 
 
@@ -329,6 +349,11 @@ def _search(start, how, limit, prog, bufs, need):
     steps0 = stats[1]
     stats[2] += 1
     widest = _widest(cl)  # the most threads one thread's closure can add
+    gliding = False  # some loop may glide (_glide)
+    for x in range(cl[12].shape[0]):
+        if cl[12][x] >= 0:
+            gliding = True
+            break
     if widest > cur.shape[0]:
         return _regrow(stats, steps0, need, 0, widest)
     n_hist = np.int64(0)  # not a literal (see _select_all)
@@ -348,6 +373,16 @@ def _search(start, how, limit, prog, bufs, need):
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
                     return pos, cur_h[i]
+        # Gliding pays where loops run long; where they run a row or so (RIP Q3: 0.4 rows per
+        # glide) its checks cost more than they save, so after 64 glides it stops unless they
+        # average a row each.
+        if gliding and not every and (stats[4] < 64 or stats[3] >= stats[4]):
+            pos, n_hist, dead = _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member,
+                                       reg_kind, dyn_int, dyn_float, cols, valid, n, complete, maxlength,
+                                       use_within, order0, within, n_regs, regs, scratch, hist_label, hist_excl,
+                                       hist_parent, n_hist, stats)
+            if dead:  # what _step would find: no thread takes the row
+                return best_end, best_h
         extend = _extend(start, pos, maxlength, limit, complete, use_within, order0, within)
         # Room for this row's step, so that the step itself never allocates: a history node
         # per thread, and each thread's closure.
@@ -377,6 +412,70 @@ def _search(start, how, limit, prog, bufs, need):
             stats[0] = ncur
         pos += 1
     return best_end, best_h  # pragma: no cover
+
+
+@njit(_nrt=False, inline='always')
+def _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float,
+           cols, valid, n, complete, maxlength, use_within, order0, within, n_regs, regs, scratch, hist_label,
+           hist_excl, hist_parent, n_hist, stats):
+    """Rows a loop takes without a branch, read in one tight loop: (next row, node count,
+    whether no thread takes that row: the search ends there).
+
+    Where the threads are one thread's places after its loop's MATCH (closure_table's last
+    array: a greedy ``GAP*`` is [GAP, LO]), a row that only the loop's thread takes leaves
+    them the same places, with that thread's registers and a history node more. So rows are
+    read here, with no thread list built, until one where the loop's thread fails, another
+    thread takes the row, or the window ends; the step at that row is _step's, as before.
+    MatchRegex finance4's ``GAP*`` runs are long: this is most of its search."""
+    glide = cl[12]
+    j = -1
+    for k in range(ncur):
+        if glide[cur[k, 0]] >= 0:
+            j = k
+            break
+    if j < 0 or glide[cur[j, 0]] != j:
+        return pos, n_hist, False
+    g = cur[j, 0]
+    lo = cl[0][g + 1]
+    if cl[1][g + 1] - lo != ncur:
+        return pos, n_hist, False
+    W = cur.shape[1]
+    for k in range(ncur):  # the places of one thread: targets in order, one history, same columns
+        if cur[k, 0] != cl[2][lo + k] or cur_h[k] != cur_h[j]:
+            return pos, n_hist, False
+        for x in range(1, W):
+            if cur[k, x] != cur[j, x]:
+                return pos, n_hist, False
+    stats[4] += 1
+    label = a_[g]
+    flag = 1 if cur[j, 1] > 0 else 0
+    kept = scratch[1]  # the loop's thread's registers after the row, while the others are tried
+    while n_hist < hist_label.shape[0]:
+        if _extend(start, pos, maxlength, limit, complete, use_within, order0, within) != 1:
+            break
+        took = _takes(cur, j, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
+                      n_regs, regs)
+        if took:
+            for r in range(n_regs):
+                kept[r] = regs[r]
+        for k in range(ncur):
+            if k != j and _takes(cur, k, a_[cur[k, 0]], pos, start, masks, reg_member, reg_kind, dyn_int,
+                                 dyn_float, cols, valid, n, n_regs, regs):
+                return pos, n_hist, False  # a branch: _step takes this row
+        if not took:
+            return pos, n_hist, True  # no thread takes the row: the search ends here
+        hist_label[n_hist] = label
+        hist_excl[n_hist] = flag
+        hist_parent[n_hist] = cur_h[j]
+        for k in range(ncur):
+            for r in range(n_regs):
+                cur[k, 2 + r] = kept[r]
+            cur_h[k] = n_hist
+        n_hist += 1
+        stats[1] += ncur
+        stats[3] += 1
+        pos += 1
+    return pos, n_hist, False
 
 
 @njit(_nrt=False, inline='always')

@@ -114,6 +114,8 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
             stats["matcher"], stats["peak_threads"] = "automaton", kernel.peak_threads
         else:
             stats["matcher"], stats["peak_threads"] = "kernel", kernel.peak_threads
+            stats["glided_rows"] = kernel.glided_rows
+            stats["glides"] = kernel.glides
     out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
     measures = [_join(chunks, t) for chunks, t in zip(measure_chunks, types, strict=True)]
     return output_table(plan, table, out_rows, measures, types)
