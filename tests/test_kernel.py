@@ -5,6 +5,7 @@ every example exercises it."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 
 import pyarrow as pa
 import pytest
@@ -95,7 +96,8 @@ def kernel_queries(draw, pattern_of=None):
     mode = draw(st.sampled_from(["sql", "sql", "matchregex"]))
     target = draw(st.sampled_from(names + ["U"]))
     skip = "" if mode == "matchregex" else draw(st.sampled_from(
-        ["", "AFTER MATCH SKIP TO NEXT ROW", f"AFTER MATCH SKIP TO FIRST {target}", f"AFTER MATCH SKIP TO LAST {target}"]))
+        ["", "AFTER MATCH SKIP TO NEXT ROW", f"AFTER MATCH SKIP TO FIRST {target}", f"AFTER MATCH SKIP TO LAST {target}",
+         "ALL MATCHES"]))
     rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH"]
                                 + ([] if "{-" in pattern else ["ALL ROWS PER MATCH WITH UNMATCHED ROWS"])))
     order = draw(st.sampled_from(["ts", "ts", "t, ts"]))
@@ -420,17 +422,24 @@ def test_search_buffers_grow_mid_partition(clause, mode):
     assert run_plan(plan, _LONG, partition_runner=runs).to_pylist() == expected
 
 
-# Loops whose rows a search may read gliding (kernel._glide): the place of the loop's own
-# thread in the closure after its MATCH, per variable; a loop that crosses anything on the way
-# back (another variable's row, an exclusion, an empty-iteration check) never glides.
+# Loops whose rows a search may read gliding (kernel._glide): per variable, the place of the
+# loop's own thread in the closure after its MATCH. A loop glides where that closure comes
+# back to it and holds only distinct MATCH places of other variables, reached without an
+# anchor, a net change of exclusion or an empty-iteration check; an ACCEPT in it (a loop
+# that can end the pattern) stops it too.
 GLIDE_CASES = [
     ("A B* C", {"B": 0}),
     ("A B+ C", {"B": 0}),
+    ("B* C", {"B": 0}),
     ("A B*? C", {"B": 1}),
     ("A (B | C)* D", {"B": 0, "C": 1}),
+    ("(A B*)+ C", {"B": 0, "A": 1}),
+    ("A {- B -}* {- C -}", {"B": 0}),  # the exclusion left and entered again: no net change
     ("A (B C)* D", {}),
     ("A {- B* -} C", {}),
     ("A (B?)* C", {}),
+    ("A B* B C", {}),  # the second B would take every row the loop takes
+    ("A B*", {}),
 ]
 
 
@@ -448,9 +457,12 @@ def test_a_long_loop_glides_to_the_reference_answer():
     """MatchRegex finance4's shape: GAP* runs while the price stays at or under HI's."""
     price = [5, 3, 4, 2, 5, 9, 1, 2, 2, 1, 3, None, 8, 7, 7, 6, 9, 2, 1, 0] * 6
     table = pa.table({"ts": list(range(len(price))), "price": pa.array(price, pa.int64())})
-    for mode in ("sql", "matchregex"):
-        text = ("ORDER BY ts MEASURES FIRST(ts) AS t0, LAST(ts) AS t1, MAX(HI.price) AS hi PATTERN (HI GAP* LO) "
-                "DEFINE GAP AS price <= HI.price, LO AS price > HI.price * 1.5")
+    loops = ("PATTERN (HI GAP* LO) DEFINE GAP AS price <= HI.price, LO AS price > HI.price * 1.5",
+             # rows only DOWN takes glide as well as rows only UP takes: one closure for both
+             "PATTERN (HI (UP | DOWN)* LO) DEFINE UP AS price >= HI.price AND price <= HI.price * 1.2, "
+             "DOWN AS price < HI.price, LO AS price > HI.price * 1.5")
+    for (mode, skip), loop in itertools.product((("sql", ""), ("matchregex", ""), ("sql", "ALL MATCHES")), loops):
+        text = f"ORDER BY ts MEASURES FIRST(ts) AS t0, LAST(ts) AS t1, MAX(HI.price) AS hi {skip} {loop}"
         plan = compile_query(text, table, mode)
         stats: dict = {}
         got = run_plan(plan, table, use_kernel=True, stats=stats).to_pylist()

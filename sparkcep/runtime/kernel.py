@@ -202,13 +202,17 @@ def closure_table(program):
 
 def _glides(program, pc, places) -> bool:
     """Whether the loop of MATCH ``pc`` keeps its threads' shape from row to row: its closure
-    comes back to ``pc``, goes to distinct MATCH instructions only, and changes nothing on
-    the way (no anchor, exclusion, loop slot or negation). A thread that takes the row there
-    then becomes the same places again, with only its registers and history moved on."""
+    comes back to ``pc``, goes to distinct MATCH instructions of other variables only (no
+    ACCEPT), and changes nothing on the way (no anchor, net exclusion change, loop slot or
+    negation). A thread that takes the row there then becomes the same places again, with
+    only its registers and history moved on."""
     targets = [p.pc for p in places]
+    code = program.instructions
     return (pc in targets and len(set(targets)) == len(targets)
-            and all(program.instructions[p.pc].op == MATCH and not (p.at_start or p.at_end or p.excl or p.enters
-                                                                    or p.checks or p.negates) for p in places))
+            # another place of the same variable would take every row the loop takes
+            and not any(code[t].a == code[pc].a for t in targets if t != pc)
+            and all(code[p.pc].op == MATCH and not (p.at_start or p.at_end or p.excl or p.enters or p.checks
+                                                    or p.negates) for p in places))
 
 
 GROW = -3  # _search: a buffer is too small (need[] says how large); grow them and search again
@@ -346,16 +350,20 @@ def _search(start, how, limit, prog, bufs, need):
      use_within, order0, within, n_regs, n_slots) = prog
     cur, cur_h, nxt, nxt_h, stats, scratch, regs, hist_label, hist_excl, hist_parent, acc_end, acc_h = bufs
     every = how == 2
-    steps0 = stats[1]
+    saved = (stats[1], stats[3], stats[4])
     stats[2] += 1
     widest = _widest(cl)  # the most threads one thread's closure can add
-    gliding = False  # some loop may glide (_glide)
-    for x in range(cl[12].shape[0]):
-        if cl[12][x] >= 0:
-            gliding = True
-            break
+    # Some loop may glide (_glide). Gliding pays where loops run long; where they run a row or
+    # so (RIP Q3: 0.4 rows a glide) its checks cost more than they save, so after 64 glides
+    # searches stop trying unless the glides average a row each.
+    gliding = False
+    if stats[4] < 64 or stats[3] >= stats[4]:
+        for x in range(cl[12].shape[0]):
+            if cl[12][x] >= 0:
+                gliding = True
+                break
     if widest > cur.shape[0]:
-        return _regrow(stats, steps0, need, 0, widest)
+        return _regrow(stats, saved, need, 0, widest)
     n_hist = np.int64(0)  # not a literal (see _select_all)
     init = scratch[2]
     init[:] = -1
@@ -373,23 +381,22 @@ def _search(start, how, limit, prog, bufs, need):
             for i in range(ncur):
                 if op_[cur[i, 0]] == ACCEPT:
                     return pos, cur_h[i]
-        # Gliding pays where loops run long; where they run a row or so (RIP Q3: 0.4 rows per
-        # glide) its checks cost more than they save, so after 64 glides it stops unless they
-        # average a row each.
-        if gliding and not every and (stats[4] < 64 or stats[3] >= stats[4]):
+        if gliding:
             pos, n_hist, dead = _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member,
                                        reg_kind, dyn_int, dyn_float, cols, valid, n, complete, maxlength,
                                        use_within, order0, within, n_regs, regs, scratch, hist_label, hist_excl,
                                        hist_parent, n_hist, stats)
             if dead:  # what _step would find: no thread takes the row
+                if every:  # and no finished match in the list (a glide's list has none)
+                    return 0, -1
                 return best_end, best_h
         extend = _extend(start, pos, maxlength, limit, complete, use_within, order0, within)
         # Room for this row's step, so that the step itself never allocates: a history node
         # per thread, and each thread's closure.
         if n_hist + ncur > hist_label.shape[0]:
-            return _regrow(stats, steps0, need, 1, n_hist + ncur)
+            return _regrow(stats, saved, need, 1, n_hist + ncur)
         if ncur * widest > nxt.shape[0]:
-            return _regrow(stats, steps0, need, 0, ncur * widest)
+            return _regrow(stats, saved, need, 0, ncur * widest)
         nn, n_hist, live, accepted, h_acc, unresolved = _step(
             cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_kind,
             dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
@@ -402,7 +409,7 @@ def _search(start, how, limit, prog, bufs, need):
         if not live:
             if every:
                 if nn > acc_end.shape[0]:
-                    return _regrow(stats, steps0, need, 2, nn)
+                    return _regrow(stats, saved, need, 2, nn)
                 return _finished(nxt, nxt_h, nn, acc_end, acc_h), -1
             return best_end, best_h
         cur, nxt = nxt, cur
@@ -418,26 +425,27 @@ def _search(start, how, limit, prog, bufs, need):
 def _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float,
            cols, valid, n, complete, maxlength, use_within, order0, within, n_regs, regs, scratch, hist_label,
            hist_excl, hist_parent, n_hist, stats):
-    """Rows a loop takes without a branch, read in one tight loop: (next row, node count,
-    whether no thread takes that row: the search ends there).
+    """Rows that one loop's thread alone takes, read in one tight loop: (next row, node
+    count, whether no thread takes that row: the search ends there).
 
-    Where the threads are one thread's places after its loop's MATCH (closure_table's last
-    array: a greedy ``GAP*`` is [GAP, LO]), a row that only the loop's thread takes leaves
-    them the same places, with that thread's registers and a history node more. So rows are
-    read here, with no thread list built, until one where the loop's thread fails, another
-    thread takes the row, or the window ends; the step at that row is _step's, as before.
+    Where the threads are one thread's places after a loop's MATCH (closure_table's last
+    array: a greedy ``GAP*`` is [GAP, LO]), a row that only a thread whose own closure is
+    that list takes (GAP, or C of ``(B | C)*``) leaves them the same places, with its
+    registers and a history node more. So rows are read here, with no thread list built,
+    until two threads take a row, the one that does is not such a loop, no thread does, the
+    window ends (_extend) or the history arena is full; _step goes on from that row.
     MatchRegex finance4's ``GAP*`` runs are long: this is most of its search."""
     glide = cl[12]
     j = -1
     for k in range(ncur):
-        if glide[cur[k, 0]] >= 0:
+        pc = cur[k, 0]
+        if pc >= 0 and glide[pc] == k:  # not a finished match (MARK), at its place in its own closure
             j = k
             break
-    if j < 0 or glide[cur[j, 0]] != j:
+    if j < 0:
         return pos, n_hist, False
-    g = cur[j, 0]
-    lo = cl[0][g + 1]
-    if cl[1][g + 1] - lo != ncur:
+    lo = cl[0][cur[j, 0] + 1]
+    if cl[1][cur[j, 0] + 1] - lo != ncur:
         return pos, n_hist, False
     W = cur.shape[1]
     for k in range(ncur):  # the places of one thread: targets in order, one history, same columns
@@ -447,26 +455,33 @@ def _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member, 
             if cur[k, x] != cur[j, x]:
                 return pos, n_hist, False
     stats[4] += 1
-    label = a_[g]
     flag = 1 if cur[j, 1] > 0 else 0
-    kept = scratch[1]  # the loop's thread's registers after the row, while the others are tried
+    kept = scratch[1]  # the registers of the thread that took the row, while the others are tried
     while n_hist < hist_label.shape[0]:
         if _extend(start, pos, maxlength, limit, complete, use_within, order0, within) != 1:
             break
-        took = _takes(cur, j, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
-                      n_regs, regs)
-        if took:
-            for r in range(n_regs):
-                kept[r] = regs[r]
+        taker = -1
         for k in range(ncur):
-            if k != j and _takes(cur, k, a_[cur[k, 0]], pos, start, masks, reg_member, reg_kind, dyn_int,
-                                 dyn_float, cols, valid, n, n_regs, regs):
-                return pos, n_hist, False  # a branch: _step takes this row
-        if not took:
+            if _takes(cur, k, a_[cur[k, 0]], pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols,
+                      valid, n, n_regs, regs):
+                if taker >= 0:
+                    return pos, n_hist, False  # a branch: _step takes this row
+                taker = k
+                for r in range(n_regs):
+                    kept[r] = regs[r]
+        if taker < 0:
             return pos, n_hist, True  # no thread takes the row: the search ends here
-        hist_label[n_hist] = label
+        g = cur[taker, 0]
+        if taker != j:  # another loop of this list (C of (B | C)*): its closure must be the list too
+            if glide[g] != taker:
+                return pos, n_hist, False
+            lo = cl[0][g + 1]
+            for k in range(ncur):
+                if cl[2][lo + k] != cur[k, 0]:
+                    return pos, n_hist, False
+        hist_label[n_hist] = a_[g]
         hist_excl[n_hist] = flag
-        hist_parent[n_hist] = cur_h[j]
+        hist_parent[n_hist] = cur_h[taker]
         for k in range(ncur):
             for r in range(n_regs):
                 cur[k, 2 + r] = kept[r]
@@ -479,10 +494,13 @@ def _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member, 
 
 
 @njit(_nrt=False, inline='always')
-def _regrow(stats, steps0, need, k, size):
+def _regrow(stats, saved, need, k, size):
     """GROW, asking for ``size`` of buffer ``k`` (threads, nodes, matches); the search runs
-    again, so its steps and its count are taken back from stats."""
-    stats[1] = steps0
+    again, so its steps, glides and its count are taken back from stats (``saved``: steps,
+    rows glided and glides when it began)."""
+    stats[1] = saved[0]
+    stats[3] = saved[1]
+    stats[4] = saved[2]
     stats[2] -= 1
     need[k] = size
     return GROW, -1
