@@ -85,6 +85,15 @@ def test_already_ordered_check():
     assert not check([[1.0, np.nan, 2.0]])
     assert not check([[1.0, 1.0], [np.nan, 1.0]])
     assert check([np.array(["2024-01-01", "2024-01-02"], dtype="datetime64[us]")])
+    # Keys narrower than 64 bits are widened for one compiled check: same verdicts.
+    for dtype in (np.int8, np.int32, np.uint16, np.uint32, np.float32):
+        assert check([np.array([1, 2, 2, 9], dtype=dtype)]), dtype
+        assert not check([np.array([1, 3, 2], dtype=dtype)]), dtype
+        assert check([np.array([9, 3, 1], dtype=dtype)], (True, False)), dtype
+    assert check([np.array([-5, 2**31 - 1], dtype=np.int32)])
+    assert not check([np.array([2**32 - 1, 0], dtype=np.uint32)])
+    assert not check([np.array([1.5, np.nan], dtype=np.float32)])
+    assert check([pa.array([0, 1, 2], pa.date32())])
 
 
 def test_shuffle_partitions_follow_local_cores_only():

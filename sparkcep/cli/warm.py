@@ -7,9 +7,10 @@ ALL MATCHES), the automaton of row classes, the column scan, the partitions' one
 the labels of ALL ROWS PER MATCH, register aggregates, the compiled NFA^b, a stream's
 key-by-key search (also that of the run strategy's far follow-up tasks), and segment
 aggregates. Each runs from pandas and from Arrow (numba compiles read-only and writable
-arrays apart) over int64, float64, string and timestamp columns. Other column types (an
-int32 ORDER BY, integer sums) may still compile on first use. numba's cache is keyed
-by the CPU: warm on the machine that runs the queries, as the user that runs them.
+arrays apart). Other column types need nothing more: the kernels read every number as
+float64, and ORDER BY keys narrower than 64 bits are widened to int64 or float64 before
+their ordered check. numba's cache is keyed by the CPU: warm on the machine that runs the queries, as the user
+that runs them.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ def kinds() -> list[Kind]:
         Kind("static pattern, ALL MATCHES", "kernel", rip.query("Q2", skip="ALL MATCHES", maxlength=50)),
         Kind("static pattern, ALL ROWS PER MATCH", "automaton", rip.query("Q2", maxlength=50, skip="ALL ROWS PER MATCH")),
         Kind("fixed-length pattern, column scan", "column scan", rip.query("Q11", measures="AVG(price) AS mean, COUNT(price) AS n")),
+        # The ordered check of a floating-point ORDER BY key (integer keys are tradeId's).
+        Kind("ORDER BY a double, column scan", "column scan",
+             "ORDER BY price MEASURES COUNT(*) AS n PATTERN (A B) DEFINE A AS tradeId % 2 = 0, B AS tradeId % 3 = 0"),
         Kind("PARTITION BY, kernel", "kernel", rip.query("Q7", partition_by="symbol"), data="keyed"),
         Kind("PARTITION BY, automaton", "automaton", rip.query("Q2", maxlength=50, partition_by="symbol"), data="keyed"),
         Kind("PARTITION BY, column scan", "column scan", rip.query("Q11", partition_by="symbol"), data="keyed"),

@@ -162,6 +162,12 @@ def already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
         a = col.to_numpy()
         if a.dtype.kind in "mM":
             a = a.view(np.int64)
+        elif a.dtype.itemsize < 8:
+            # One compiled pass for every key type (int32, float32, uint16...): widened
+            # exactly, and read-only as Arrow's own arrays are, so that `sparkcep warm`'s
+            # int64 and float64 keys have compiled it already.
+            a = a.astype(np.float64 if a.dtype.kind == "f" else np.int64)
+            a.flags.writeable = False
         if ties is None:
             # The first key in one compiled pass: 0 strictly ordered, 1 ordered with ties,
             # 2 out of order (or NaN).
