@@ -433,6 +433,7 @@ GLIDE_CASES = [
     ("B* C", {"B": 0}),
     ("A B*? C", {"B": 1}),
     ("A (B | C)* D", {"B": 0, "C": 1}),
+    ("A (B | C E*?)* D", {"B": 0, "C": 1, "E": 3}),  # C's closure is B's and E after it
     ("(A B*)+ C", {"B": 0, "A": 1}),
     ("A {- B -}* {- C -}", {"B": 0}),  # the exclusion left and entered again: no net change
     ("A (B C)* D", {}),
@@ -484,8 +485,23 @@ def test_a_glide_where_no_thread_takes_the_row_keeps_the_match_found_before():
     assert got[0] == {"t0": 0, "t1": 1} and stats["matcher"] == "kernel" and stats["glides"] > 0
 
 
+def test_a_glide_moves_to_another_loop_only_where_its_closure_is_the_same_list():
+    """After B the places are [B, C, D]; after C they are [B, C, D, E]. C taking a row alone
+    must not glide on with B's list: E, which may take the next row alone, would be lost."""
+    price = [10, 8, 7, 25, 10, 3, 12, 9, 30, 12, 1] * 3
+    table = pa.table({"ts": list(range(len(price))), "price": price})
+    text = ("ORDER BY ts MEASURES FIRST(ts) AS t0, COUNT(E.*) AS ne ALL ROWS PER MATCH "
+            "PATTERN (A (B | C E*?)* D) DEFINE A AS price >= 5, B AS price > A.price AND price < A.price * 1.5, "
+            "C AS price < A.price, E AS price > A.price * 2, D AS price = A.price")
+    plan = compile_query(text, table)
+    stats: dict = {}
+    got = run_plan(plan, table, use_kernel=True, stats=stats).to_pylist()
+    assert got == run_plan(plan, table, ReferenceMatcher).to_pylist()
+    assert any(r["ne"] for r in got) and stats["matcher"] == "kernel" and stats["glides"] > 0
+
+
 LOOPS = st.sampled_from(["A B* C", "A B+ C", "A B*? C", "A B+? C", "A (B | C)* D", "A B* C* D", "B* C", "A B* B C",
-                         "(A B*)+ C", "A B+ C+?", "A B* C | A D"])
+                         "(A B*)+ C", "A B+ C+?", "A B* C | A D", "A (B | C D*?)* A"])
 
 
 @st.composite

@@ -473,9 +473,9 @@ def _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member, 
             return pos, n_hist, True  # no thread takes the row: the search ends here
         g = cur[taker, 0]
         if taker != j:  # another loop of this list (C of (B | C)*): its closure must be the list too
-            if glide[g] != taker:
-                return pos, n_hist, False
             lo = cl[0][g + 1]
+            if glide[g] != taker or cl[1][g + 1] - lo != ncur:
+                return pos, n_hist, False
             for k in range(ncur):
                 if cl[2][lo + k] != cur[k, 0]:
                     return pos, n_hist, False
