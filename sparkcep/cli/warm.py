@@ -9,8 +9,8 @@ key-by-key search (also that of the run strategy's far follow-up tasks), and seg
 aggregates. Each runs from pandas and from Arrow (numba compiles read-only and writable
 arrays apart). Other column types need nothing more: the kernels read every number as
 float64, and ORDER BY keys narrower than 64 bits are widened to int64 or float64 before
-their ordered check. numba's cache is keyed by the CPU: warm on the machine that runs the queries, as the user
-that runs them.
+their ordered check. numba's cache is keyed by the CPU: warm on the machine that runs the
+queries, as the user that runs them.
 """
 
 from __future__ import annotations
