@@ -454,6 +454,16 @@ def test_which_loops_glide(pattern, glides):
     assert got == glides
 
 
+def _kernel_as_reference(text: str, table: pa.Table, mode: str = "sql") -> tuple[list, dict]:
+    """The kernel's rows, checked equal to the reference matcher's, and its run's stats."""
+    plan = compile_query(text, table, mode)
+    stats: dict = {}
+    got = run_plan(plan, table, use_kernel=True, stats=stats).to_pylist()
+    assert got == run_plan(plan, table, ReferenceMatcher).to_pylist(), text
+    assert stats["matcher"] == "kernel", stats
+    return got, stats
+
+
 def test_a_long_loop_glides_to_the_reference_answer():
     """MatchRegex finance4's shape: GAP* runs while the price stays at or under HI's."""
     price = [5, 3, 4, 2, 5, 9, 1, 2, 2, 1, 3, None, 8, 7, 7, 6, 9, 2, 1, 0] * 6
@@ -464,11 +474,8 @@ def test_a_long_loop_glides_to_the_reference_answer():
              "DOWN AS price < HI.price, LO AS price > HI.price * 1.5")
     for (mode, skip), loop in itertools.product((("sql", ""), ("matchregex", ""), ("sql", "ALL MATCHES")), loops):
         text = f"ORDER BY ts MEASURES FIRST(ts) AS t0, LAST(ts) AS t1, MAX(HI.price) AS hi {skip} {loop}"
-        plan = compile_query(text, table, mode)
-        stats: dict = {}
-        got = run_plan(plan, table, use_kernel=True, stats=stats).to_pylist()
-        assert got == run_plan(plan, table, ReferenceMatcher).to_pylist()
-        assert got and stats["matcher"] == "kernel" and stats["glided_rows"] > 20, stats
+        got, stats = _kernel_as_reference(text, table, mode)
+        assert got and stats["glided_rows"] > 20, stats
 
 
 def test_a_glide_where_no_thread_takes_the_row_keeps_the_match_found_before():
@@ -478,11 +485,8 @@ def test_a_glide_where_no_thread_takes_the_row_keeps_the_match_found_before():
     table = pa.table({"ts": list(range(len(price))), "price": price})
     text = ("ORDER BY ts MEASURES FIRST(ts) AS t0, LAST(ts) AS t1 PATTERN (A B* C) "
             "DEFINE A AS price = 0, B AS price > A.price, C AS price > A.price AND price > 3")
-    plan = compile_query(text, table)
-    stats: dict = {}
-    got = run_plan(plan, table, use_kernel=True, stats=stats).to_pylist()
-    assert got == run_plan(plan, table, ReferenceMatcher).to_pylist()
-    assert got[0] == {"t0": 0, "t1": 1} and stats["matcher"] == "kernel" and stats["glides"] > 0
+    got, stats = _kernel_as_reference(text, table)
+    assert got[0] == {"t0": 0, "t1": 1} and stats["glides"] > 0
 
 
 def test_a_glide_moves_to_another_loop_only_where_its_closure_is_the_same_list():
@@ -493,11 +497,8 @@ def test_a_glide_moves_to_another_loop_only_where_its_closure_is_the_same_list()
     text = ("ORDER BY ts MEASURES FIRST(ts) AS t0, COUNT(E.*) AS ne ALL ROWS PER MATCH "
             "PATTERN (A (B | C E*?)* D) DEFINE A AS price >= 5, B AS price > A.price AND price < A.price * 1.5, "
             "C AS price < A.price, E AS price > A.price * 2, D AS price = A.price")
-    plan = compile_query(text, table)
-    stats: dict = {}
-    got = run_plan(plan, table, use_kernel=True, stats=stats).to_pylist()
-    assert got == run_plan(plan, table, ReferenceMatcher).to_pylist()
-    assert any(r["ne"] for r in got) and stats["matcher"] == "kernel" and stats["glides"] > 0
+    got, stats = _kernel_as_reference(text, table)
+    assert any(r["ne"] for r in got) and stats["glides"] > 0
 
 
 LOOPS = st.sampled_from(["A B* C", "A B+ C", "A B*? C", "A B+? C", "A (B | C)* D", "A B* C* D", "B* C", "A B* B C",

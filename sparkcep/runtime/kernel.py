@@ -104,7 +104,7 @@ def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs,
     preference order, skipping any already there (finished threads compare by instruction
     only), into room the caller made; returns the new count. ``u`` is a scratch row.
     ``by_history`` (ALL MATCHES): threads with different histories are never duplicates."""
-    cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept, negates, _ = cl
+    cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept, negates, _, _ = cl
     W = t.shape[0]
     pc = t[0]
     for k in range(cl_lo[pc], cl_hi[pc]):
@@ -166,8 +166,9 @@ def closure_table(program):
     kernel: per pc the range [lo, hi) of its places; per place its target, flags (1: ^,
     2: $), exclusion change, entered and checked loop slots (ranges into one slot list) and
     whether the target is ACCEPT, and the labels negated on the way (a bit each, SASE's !X);
-    last, per pc, where a thread may glide (_glide): for a MATCH whose own closure comes back
-    to it and asks nothing on the way, its place in that closure, else -1."""
+    then, per pc, where a thread may glide (_glide): for a MATCH whose own closure comes back
+    to it and asks nothing on the way, its place in that closure, else -1; last, whether
+    any loop glides."""
     size = len(program.instructions) + 1
     lo = np.zeros(size, dtype=np.int64)
     hi = np.zeros(size, dtype=np.int64)
@@ -197,7 +198,7 @@ def closure_table(program):
     def arr(xs, dtype=np.int64):
         return np.array(xs, dtype=dtype) if xs else np.zeros(0, dtype=dtype)
     return (lo, hi, arr(target), arr(flags), arr(excl), arr(ent_lo), arr(ent_hi), arr(chk_lo), arr(chk_hi),
-            arr(slots), arr(is_accept, np.bool_), arr(negates), glide)
+            arr(slots), arr(is_accept, np.bool_), arr(negates), glide, bool((glide >= 0).any()))
 
 
 def _glides(program, pc, places) -> bool:
@@ -356,12 +357,7 @@ def _search(start, how, limit, prog, bufs, need):
     # Some loop may glide (_glide). Gliding pays where loops run long; where they run a row or
     # so (RIP Q3: 0.4 rows a glide) its checks cost more than they save, so after 64 glides
     # searches stop trying unless the glides average a row each.
-    gliding = False
-    if stats[4] < 64 or stats[3] >= stats[4]:
-        for x in range(cl[12].shape[0]):
-            if cl[12][x] >= 0:
-                gliding = True
-                break
+    gliding = cl[13] and (stats[4] < 64 or stats[3] >= stats[4])
     if widest > cur.shape[0]:
         return _regrow(stats, saved, need, 0, widest)
     n_hist = np.int64(0)  # not a literal (see _select_all)
@@ -442,14 +438,11 @@ def _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member, 
         if pc >= 0 and glide[pc] == k:  # not a finished match (MARK), at its place in its own closure
             j = k
             break
-    if j < 0:
-        return pos, n_hist, False
-    lo = cl[0][cur[j, 0] + 1]
-    if cl[1][cur[j, 0] + 1] - lo != ncur:
+    if j < 0 or not _same_places(cl, cur[j, 0], cur, ncur):
         return pos, n_hist, False
     W = cur.shape[1]
-    for k in range(ncur):  # the places of one thread: targets in order, one history, same columns
-        if cur[k, 0] != cl[2][lo + k] or cur_h[k] != cur_h[j]:
+    for k in range(ncur):  # the places of one thread: one history, same columns
+        if cur_h[k] != cur_h[j]:
             return pos, n_hist, False
         for x in range(1, W):
             if cur[k, x] != cur[j, x]:
@@ -472,13 +465,9 @@ def _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member, 
         if taker < 0:
             return pos, n_hist, True  # no thread takes the row: the search ends here
         g = cur[taker, 0]
-        if taker != j:  # another loop of this list (C of (B | C)*): its closure must be the list too
-            lo = cl[0][g + 1]
-            if glide[g] != taker or cl[1][g + 1] - lo != ncur:
-                return pos, n_hist, False
-            for k in range(ncur):
-                if cl[2][lo + k] != cur[k, 0]:
-                    return pos, n_hist, False
+        # another loop of this list (C of (B | C)*): its closure must be the list too
+        if taker != j and (glide[g] != taker or not _same_places(cl, g, cur, ncur)):
+            return pos, n_hist, False
         hist_label[n_hist] = a_[g]
         hist_excl[n_hist] = flag
         hist_parent[n_hist] = cur_h[taker]
@@ -491,6 +480,19 @@ def _glide(cur, cur_h, ncur, pos, start, limit, op_, a_, cl, masks, reg_member, 
         stats[3] += 1
         pos += 1
     return pos, n_hist, False
+
+
+@njit(_nrt=False, inline='always')
+def _same_places(cl, g, cur, ncur):
+    """Whether the closure after MATCH ``g`` is the places of ``cur``: the same targets, in
+    order, no more."""
+    lo = cl[0][g + 1]
+    if cl[1][g + 1] - lo != ncur:
+        return False
+    for k in range(ncur):
+        if cl[2][lo + k] != cur[k, 0]:
+            return False
+    return True
 
 
 @njit(_nrt=False, inline='always')
