@@ -50,10 +50,10 @@ def test_random_queries_with_calls_made_ahead_equal_the_sequential_engine(query,
 
 
 
-def _speculation(table, query, mode="sql", workers=2, start="spawn", **kw):
+def _speculation(table, query, mode="sql", workers=2, start="spawn", cls=Speculation, **kw):
     """The speculative executor forced (under "auto" it runs queries without PARTITION BY)."""
     plan = compile_query(query, table, mode)
-    spec = Speculation(plan, TaskOptions(workers=workers, start=start).check(), TaskStats(), measure=False,
+    spec = cls(plan, TaskOptions(workers=workers, start=start).check(), TaskStats(), measure=False,
                        background=False, **kw)
     return spec, run_plan(plan, table, spec.matcher, executor=spec)
 
@@ -102,7 +102,7 @@ def test_speculative_calls_give_the_sequential_engines_rows_in_its_order(shape, 
     try:
         expected = _result(table, query, "sql", strategy="sequential")
         try:
-            spec, got = _speculation(table, query, workers=workers, memo_limit=memo)
+            spec, got = _speculation(table, query, workers=workers, memo_limit=memo, cls=_Frontiers)
             got = comparable(got.to_pylist())
         except sparkcep.SparkCepError as e:
             got = ("error", type(e).__name__, str(e))
@@ -111,6 +111,61 @@ def test_speculative_calls_give_the_sequential_engines_rows_in_its_order(shape, 
     assert got == expected, query
     if not isinstance(got, tuple):
         assert spec.stats.calls_made >= spec.stats.calls_used
+        # Every start the frontier stopped at, the sequential engine searched: it never
+        # jumped over a start the selection reaches (which would drop that start's calls).
+        assert spec.frontiers <= spec.searched, (query, sorted(spec.frontiers - spec.searched))
+
+
+class _Frontiers(Speculation):
+    """Records the starts the frontier stopped at and those the sequential engine searched."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.frontiers: set[int] = set()
+        self.searched: set[int] = set()
+
+    def at(self, start):
+        super().at(start)
+        self.searched.add(self.position)
+
+    def _advance(self):
+        super()._advance()
+        if self._start_at(self.frontier) == self.frontier:  # not past the last start
+            self.frontiers.add(self.frontier)
+
+
+def _frontier_after(skip: str, done: dict, pending: dict, position: int = 0) -> Speculation:
+    """A speculation over two partitions of 10 rows, starts on the even rows, told which
+    searches finished (start -> where the selection goes on) and which wait for calls."""
+    table = pa.table({"ts": list(range(20)), "x": list(range(20))})
+    query = (f"ORDER BY ts MEASURES FIRST(ts) AS f ONE ROW PER MATCH {skip} "
+             "PATTERN (A B C) DEFINE A AS x % 2 = 0, B AS coin(A.x, B.x)")
+    sparkcep.register_function("coin", _coin, "boolean", cost="expensive")
+    try:
+        spec = Speculation(compile_query(query, table, "sql"), TaskOptions(workers=0).check(), TaskStats())
+    finally:
+        sparkcep.unregister_function("coin")
+    spec.bounds, spec._firsts = [(0, 10), (10, 20)], [0, 10]
+    spec._starts = {0: [0, 2, 4, 6, 8], 1: [0, 2, 4, 6, 8]}
+    spec.done, spec.pending, spec.position = dict(done), dict(pending), position
+    spec._advance()
+    return spec
+
+
+def test_the_frontier_follows_finished_searches_as_the_selection_will():
+    calls = [("k6", "coin", [6, 7])]
+    # Start 0 matched up to row 3 (the selection goes on at 4); start 4 found none (on at 5):
+    # the frontier stops at 6, the first start not finished, and its calls are the
+    # sequential engine's next ones. Start 2 is skipped, whatever its search says.
+    spec = _frontier_after("AFTER MATCH SKIP PAST LAST ROW", {0: 4, 4: 5, 2: 99}, {6: calls})
+    assert spec.frontier == 6 and spec.mine == calls
+    # A match that ends its partition: the next partition's first start is certain.
+    assert _frontier_after("AFTER MATCH SKIP PAST LAST ROW", {0: 4, 4: 10}, {}).frontier == 10
+    # Behind the sequential engine, nothing counts; past the last start it stays put.
+    assert _frontier_after("AFTER MATCH SKIP PAST LAST ROW", {0: 4}, {}, position=12).frontier == 12
+    assert _frontier_after("AFTER MATCH SKIP PAST LAST ROW", {18: 20}, {}, position=18).frontier == 20
+    # SKIP TO NEXT ROW searches every start: the frontier is the sequential engine's.
+    assert _frontier_after("AFTER MATCH SKIP TO NEXT ROW", {0: 4, 4: 5}, {}).frontier == 0
 
 
 class _Bounded(Speculation):

@@ -15,6 +15,13 @@ waiting in the memo. Only the order of evaluation changes: the matches are the s
 engine's in every case, and an error is kept with its call and raised only if the
 sequential engine makes that call.
 
+A finished search also tells where the selection goes on after it (AFTER MATCH SKIP), so
+following finished searches from the sequential engine's position leads to the frontier:
+the first start it will search for certain whose search lacks answers. The calls of
+starts the frontier passed over are dropped (the selection skips them); the frontier's
+own calls go to a worker with nothing to do, or the sequential engine makes them itself
+when it gets there, as it would wait for them behind a busy worker's calls.
+
 The memo is bounded: entries behind the sequential engine's position are dropped when it is
 full, and the relaxed matcher stops until there is room. Its lookahead (in rows) adapts to
 the calls made against the calls used. Until the workers are up, the calls are made here,
@@ -24,6 +31,7 @@ for the rest of the query (the workers cannot win).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import itertools
@@ -39,9 +47,9 @@ from sparkcep.compile.expressions import EvaluationError, call_function, set_cal
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.skip import SkipStrategy
 from sparkcep.errors import SparkCepError
-from sparkcep.runtime.engine import candidate_finder
+from sparkcep.runtime.engine import candidate_finder, resume_row
 from sparkcep.runtime.nfab import NFAbMatcher
-from sparkcep.runtime.vm import Matcher, PartitionData
+from sparkcep.runtime.vm import UNRESOLVED, Matcher, PartitionData
 from sparkcep.tasks.calls import Calls, Memo, call_key
 from sparkcep.tasks.engine import TaskOptions, TaskStats
 from sparkcep.tasks.from_sql import expensive_functions
@@ -123,7 +131,7 @@ class Speculation:
         self.memo: dict[tuple, list] = {}  # key -> [ok, value or message, last position wanting it, used]
         self.asked: dict[tuple, list[tuple[int, int, int]]] = {}  # key -> starts waiting, sent or queued
         # Calls not sent yet, nearest start first, those of starts that may be skipped last:
-        # (covered, position, order, key, name, vals).
+        # (covered, position, order, key, name, vals). The frontier's (below) are not here.
         self.queue: list[tuple] = []
         self._order = itertools.count()
         self._polled = 0.0
@@ -144,6 +152,18 @@ class Speculation:
         # Unfinished searches of the relaxed matcher: start -> the last row they reached.
         self.reach: dict[int, int] = {}
         self._certain = 0  # queued calls of starts no unfinished search covers
+        # Finished searches of the relaxed matcher: start -> where the selection goes on
+        # after it (a position), when a match makes the selection skip starts.
+        self.done: dict[int, int] = {}
+        self.pending: dict[int, list[tuple]] = {}  # start -> its calls not back: (key, name, vals)
+        # The frontier: the first start the sequential engine will search for certain whose
+        # search here is not finished. The selection skips or has passed every start between
+        # the sequential engine's position and it.
+        self.frontier = 0
+        # The frontier's calls not sent: the sequential engine's next ones. A worker with
+        # nothing to do takes them; otherwise the sequential engine makes them itself when it
+        # gets there (behind a busy worker's calls they would only come later).
+        self.mine: list[tuple] = []
         # Whether a match makes the selection skip starts (so speculation there may be waste).
         self.skips = plan.query.mode == "sql" and SkipStrategy.of(plan.query).mode in ("PAST_LAST", "FIRST", "LAST")
         self.probe_position = 0
@@ -169,6 +189,7 @@ class Speculation:
 
     def map(self, fn: Callable, bounds, partition_data: Callable) -> list[Any]:
         self.bounds = list(bounds)
+        self._firsts = [b[0] for b in self.bounds]
         self._data: dict[int, tuple[PartitionData, np.ndarray]] = {}
         self._starts: dict[int, list[int] | range] = {}
         self._finders: dict[int, Callable] = {}
@@ -411,20 +432,62 @@ class Speculation:
             self._certain -= 1
         return item
 
+    def _advance(self) -> None:
+        """Move the frontier along the finished searches, as the selection will go from the
+        sequential engine's position (AFTER MATCH SKIP PAST LAST ROW or TO a variable)."""
+        f = max(self.frontier, self.position)
+        while self.skips:
+            s = self._start_at(f)
+            if s is None:
+                break
+            f = s
+            after = self.done.get(f)
+            if after is None:
+                break
+            f = after
+        if f == self.frontier:
+            return
+        self.frontier = f
+        self.mine = self.pending.get(f, [])[::-1]
+        if len(self.reach) > 64:  # the cover test reads them all
+            self.reach = {u: r for u, r in self.reach.items() if u >= f}
+        if len(self.done) + len(self.pending) > 4 * self.lookahead:
+            self.done = {u: a for u, a in self.done.items() if u >= f}
+            self.pending = {u: c for u, c in self.pending.items() if u >= f}
+
+    def _start_at(self, g: int) -> int | None:
+        """The first position at or after ``g`` where a match may start, or None."""
+        i = bisect.bisect_right(self._firsts, g) - 1
+        while 0 <= i < len(self.bounds):
+            starts = self._start_rows(i)
+            first = self.bounds[i][0]
+            k = bisect.bisect_left(starts, g - first) if g > first else 0
+            if k < len(starts):
+                return first + starts[k]
+            i += 1
+        return None
+
     def _send(self) -> None:
         queue = self.queue
-        if not queue:
+        if not queue and not self.mine:
             return
         sent = self._sent
+        mine = self.mine
         for w in self._pool.idle():
             items = []
+            while mine and not w.outstanding and len(items) < self.chunk:
+                key, name, vals = mine.pop()
+                if key in self.asked and key not in sent:
+                    sent.add(key)
+                    items.append((key, name, vals))
+                    self.stats.calls_made += 1
             while queue and len(items) < self.chunk:
                 _, pos, _, key, name, vals = self._pop()
                 waiting = self.asked.get(key)
                 if waiting is None or key in sent:
                     continue  # answered, or sent already (queued twice)
-                if all(w[0] < self.position for w in waiting):
-                    del self.asked[key]  # only for starts the sequential engine has passed
+                if all(w[0] < self.frontier for w in waiting):
+                    del self.asked[key]  # only for starts the selection has passed or skips
                     continue
                 sent.add(key)
                 items.append((key, name, vals))
@@ -439,13 +502,14 @@ class Speculation:
     def _predict(self) -> None:
         """Search ahead until enough calls are out (or the lookahead and memo allow no more)."""
         limit = self._in_flight_limit()
-        if len(self.reach) > 2 * self.lookahead:
-            self.reach = {u: r for u, r in self.reach.items() if u >= self.position}
+        self._advance()
         while self._certain + len(self._sent) < limit and len(self.memo) < self.memo_limit:
             if self.ready:
                 pos, i, row = heapq.heappop(self.ready)
-                if pos >= self.position:
+                if pos >= self.frontier:
                     self._search(pos, i, row)
+                    if pos == self.frontier:
+                        self._advance()
                 continue
             nxt = self._next_start()
             if nxt is None:
@@ -462,7 +526,7 @@ class Speculation:
                 if pos >= self.position + self.lookahead:
                     return None
                 self.cursor = (i, k + 1)
-                if pos < self.position:  # the sequential engine is past it
+                if pos < self.frontier:  # the selection is past it, or skips it
                     k += 1
                     continue
                 return pos, i, starts[k]
@@ -492,25 +556,38 @@ class Speculation:
         self.probing = True
         self.probe_position = pos
         self.misses = {}
+        found = None
         try:
-            find(row)
+            found = find(row)
         except SparkCepError:
             pass  # a cheap part failed: the sequential engine will say so if it gets there
         finally:
             self.probing = False
         if not self.misses:
             self.reach.pop(pos, None)
+            self.pending.pop(pos, None)
+            if self.skips and found is not UNRESOLVED:
+                try:
+                    self.done[pos] = self.bounds[i][0] + (row + 1 if found is None else resume_row(self.plan.query, found))
+                except SparkCepError:
+                    pass  # the sequential engine raises it there; the frontier stops
             return
-        # A start that an earlier unfinished search may still cover (and the selection
-        # then skip) has its calls sent only when no other call waits.
-        covered = self.skips and any(u < pos <= r for u, r in self.reach.items())
+        # A start that an earlier unfinished search may still cover (and the selection then
+        # skip) has its calls sent only when no other call waits.
+        mine = pos == self.frontier
+        covered = not mine and self.skips and any(self.frontier <= u < pos <= r for u, r in self.reach.items())
         self.reach[pos] = self.bounds[i][0] + max(m[2] for m in self.misses.values())
+        calls = self.pending[pos] = []
         for key, (name, vals, _) in self.misses.items():
+            calls.append((key, name, vals))
             w = self.asked.get(key)
             if w is None:
                 self.asked[key] = w = []
-                heapq.heappush(self.queue, (covered, pos, next(self._order), key, name, vals))
-                if not covered:
-                    self._certain += 1
+                if not mine:
+                    heapq.heappush(self.queue, (covered, pos, next(self._order), key, name, vals))
+                    if not covered:
+                        self._certain += 1
             w.append((pos, i, row))
+        if mine:
+            self.mine = calls[::-1]  # popped from the end: in the order the search made them
         self.waits[pos] = len(self.misses)
