@@ -486,7 +486,7 @@ class Speculation:
                 waiting = self.asked.get(key)
                 if waiting is None or key in sent:
                     continue  # answered, or sent already (queued twice)
-                if all(w[0] < self.frontier for w in waiting):
+                if all(s[0] < self.frontier for s in waiting):
                     del self.asked[key]  # only for starts the selection has passed or skips
                     continue
                 sent.add(key)
@@ -495,6 +495,11 @@ class Speculation:
             if not items:
                 return
             self._pool.submit(w, [k for k, _, _ in items], [(name, vals) for _, name, vals in items])
+
+    def _covered(self, pos: int) -> bool:
+        """Whether an unfinished search from an earlier start may still cover ``pos``."""
+        f = self.frontier
+        return any(f <= u < pos <= r for u, r in self.reach.items())
 
     def _in_flight_limit(self) -> int:
         return self._pool.depth * len(self._pool.workers) * self.chunk + self.chunk
@@ -575,7 +580,7 @@ class Speculation:
         # A start that an earlier unfinished search may still cover (and the selection then
         # skip) has its calls sent only when no other call waits.
         mine = pos == self.frontier
-        covered = not mine and self.skips and any(self.frontier <= u < pos <= r for u, r in self.reach.items())
+        covered = not mine and self.skips and self._covered(pos)
         self.reach[pos] = self.bounds[i][0] + max(m[2] for m in self.misses.values())
         calls = self.pending[pos] = []
         for key, (name, vals, _) in self.misses.items():
