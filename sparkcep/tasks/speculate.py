@@ -147,6 +147,7 @@ class Speculation:
         self.workers = max(1, cores - 1) if opts.workers == -1 else opts.workers
         self.helps = self.workers < cores
         self.probing = False
+        self.failed = False  # the relaxed matcher's search met an error
         self._growing = False  # one more worker on its way (long calls)
         self.misses: dict[tuple, tuple[str, list, int]] = {}  # a search's unknown calls, with their rows
         # Unfinished searches of the relaxed matcher: start -> the last row they reached.
@@ -300,7 +301,10 @@ class Speculation:
                 return None
             if entry[2] < self.probe_position:
                 entry[2] = self.probe_position
-            return entry[1] if entry[0] else None
+            if entry[0]:
+                return entry[1]
+            self.failed = True
+            return None
         if entry is None:
             entry = self._needed(key, name, impl, vals)
         elif not self.local and time.perf_counter() - self._polled > POLL_SECONDS:
@@ -561,17 +565,20 @@ class Speculation:
         self.probing = True
         self.probe_position = pos
         self.misses = {}
+        self.failed = False
         found = None
         try:
             found = find(row)
         except SparkCepError:
-            pass  # a cheap part failed: the sequential engine will say so if it gets there
+            self.failed = True  # a cheap part failed: the sequential engine will say so if it gets there
         finally:
             self.probing = False
         if not self.misses:
             self.reach.pop(pos, None)
             self.pending.pop(pos, None)
-            if self.skips and found is not UNRESOLVED:
+            # A search that met an error is where the sequential engine raises it, if it
+            # gets there: the frontier stops at it.
+            if self.skips and not self.failed and found is not UNRESOLVED:
                 try:
                     self.done[pos] = self.bounds[i][0] + (row + 1 if found is None else resume_row(self.plan.query, found))
                 except SparkCepError:
