@@ -1,8 +1,9 @@
 """Speculative evaluation of an expensive predicate on one stream (no PARTITION BY needed):
 the sequential engine against 1 and 2 workers, on four query shapes.
 
-The predicate ``similar(a, b)`` computes for a fixed time (``--cost-ms``, CPU work, as image
-or text comparison is) and answers a deterministic boolean. Shapes:
+The predicate ``similar(a, b)`` computes for a fixed CPU time (2 ms; the sweep varies it),
+spinning on its thread's CPU clock as image or text comparison would compute, and answers
+a deterministic boolean. Shapes:
 - ``abc``: A B C, SKIP PAST LAST ROW, ONE ROW PER MATCH (the query users write first);
 - ``kleene``: A B+ C, each B compared with A (navigation into a bound variable);
 - ``alternation``: A (B | C) D;
