@@ -501,6 +501,25 @@ def test_a_glide_moves_to_another_loop_only_where_its_closure_is_the_same_list()
     assert any(r["ne"] for r in got) and stats["glides"] > 0
 
 
+def test_a_shut_glide_gate_opens_again_when_loops_grow_long():
+    """Glides of no row each (LO right after HI) shut the gate; later rows where GAP runs
+    three rows open it again, measured afresh every kernel.REOPEN searches (as a stream's
+    rows change), so the searches there glide."""
+    from sparkcep.runtime.kernel import REOPEN
+
+    short, long_ = REOPEN * 5 // 8, REOPEN  # searches: the gate reopens within the long ones
+    price = [10, 20] * short + [10, 5, 5, 5, 20] * long_
+    table = pa.table({"ts": list(range(len(price))), "price": pa.array(price, pa.int64())})
+    plan = compile_query("ORDER BY ts MEASURES FIRST(ts) AS t0, LAST(ts) AS t1 "
+                         "PATTERN (HI GAP* LO) DEFINE GAP AS price <= HI.price, LO AS price > HI.price * 1.5", table)
+    stats: dict = {}
+    got = run_plan(plan, table, use_kernel=True, stats=stats)
+    assert stats["matcher"] == "kernel" and got.num_rows == short + long_
+    assert got.column("t1").to_pylist()[-1] == len(price) - 1
+    # Shut for good, the long loops would glide no row at all.
+    assert stats["glided_rows"] > short + long_ - REOPEN, stats
+
+
 LOOPS = st.sampled_from(["A B* C", "A B+ C", "A B*? C", "A B+? C", "A (B | C)* D", "A B* C* D", "B* C", "A B* B C",
                          "(A B*)+ C", "A B+ C+?", "A B* C | A D", "A (B | C D*?)* A"])
 

@@ -217,6 +217,7 @@ def _glides(program, pc, places) -> bool:
 
 
 GROW = -3  # _search: a buffer is too small (need[] says how large); grow them and search again
+REOPEN = 4096  # _search: how many searches a shut glide gate stays shut
 
 
 @njit
@@ -351,12 +352,16 @@ def _search(start, how, limit, prog, bufs, need):
      use_within, order0, within, n_regs, n_slots) = prog
     cur, cur_h, nxt, nxt_h, stats, scratch, regs, hist_label, hist_excl, hist_parent, acc_end, acc_h = bufs
     every = how == 2
+    # Some loop may glide (_glide). Gliding pays where loops run long; where they run a row or
+    # so (RIP Q3: 0.4 rows a glide) its checks cost more than they save, so after 64 glides
+    # searches stop trying unless the glides average a row each. A stream's rows may change:
+    # every REOPEN searches, a shut gate opens and measures afresh.
+    if cl[13] and stats[4] >= 64 and stats[3] < stats[4] and stats[2] % REOPEN == REOPEN - 1:
+        stats[3] = 0
+        stats[4] = 0
     saved = (stats[1], stats[3], stats[4])
     stats[2] += 1
     widest = _widest(cl)  # the most threads one thread's closure can add
-    # Some loop may glide (_glide). Gliding pays where loops run long; where they run a row or
-    # so (RIP Q3: 0.4 rows a glide) its checks cost more than they save, so after 64 glides
-    # searches stop trying unless the glides average a row each.
     gliding = cl[13] and (stats[4] < 64 or stats[3] >= stats[4])
     if widest > cur.shape[0]:
         return _regrow(stats, saved, need, 0, widest)
