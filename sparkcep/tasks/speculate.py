@@ -15,12 +15,14 @@ waiting in the memo. Only the order of evaluation changes: the matches are the s
 engine's in every case, and an error is kept with its call and raised only if the
 sequential engine makes that call.
 
-A finished search also tells where the selection goes on after it (AFTER MATCH SKIP), so
-following finished searches from the sequential engine's position leads to the frontier:
-the first start it will search for certain whose search lacks answers. The calls of
-starts the frontier passed over are dropped (the selection skips them); the frontier's
-own calls go to a worker with nothing to do, or the sequential engine makes them itself
-when it gets there, as it would wait for them behind a busy worker's calls.
+A finished search also tells where the selection goes on after it (AFTER MATCH SKIP PAST
+LAST ROW or TO a variable), so following finished searches from the sequential engine's
+position leads to the frontier: the first start it will search for certain whose search
+lacks answers (or met an error). The calls of starts the frontier passed over are dropped
+(the selection skips them); the frontier's own calls go to a worker with nothing to do, or
+the sequential engine makes them itself when it gets there, as it would wait for them
+behind a busy worker's calls. Other skip modes search every start: the frontier is the
+sequential engine's position. The lookahead counts from the frontier.
 
 The memo is bounded: entries behind the sequential engine's position are dropped when it is
 full, and the relaxed matcher stops until there is room. Its lookahead (in rows) adapts to
@@ -165,8 +167,12 @@ class Speculation:
         # nothing to do takes them; otherwise the sequential engine makes them itself when it
         # gets there (behind a busy worker's calls they would only come later).
         self.mine: list[tuple] = []
+        self._held: set[tuple] = set()  # keys held back for the frontier (in no queue)
         # Whether a match makes the selection skip starts (so speculation there may be waste).
         self.skips = plan.query.mode == "sql" and SkipStrategy.of(plan.query).mode in ("PAST_LAST", "FIRST", "LAST")
+        # Following finished searches needs their matches to be the sequential engine's: not
+        # so where DEFINE reads MATCH_NUMBER(), which the relaxed matcher does not number.
+        self.follows = self.skips and not plan.define_match_number
         self.probe_position = 0
         self.position = 0  # the sequential engine's: bounds[partition][0] + row
         self.matcher_type = matcher_class(plan)
@@ -293,8 +299,14 @@ class Speculation:
 
     # ------------------------------------------------------------ the route (compile.expressions)
     def call(self, name: str, impl: Callable, vals: list[Any]) -> Any:
-        key = call_key(name, vals)
-        entry = self.memo.get(key)
+        try:
+            key = call_key(name, vals)
+            entry = self.memo.get(key)
+        except TypeError:  # an argument that cannot be a key: made when the sequential engine makes it
+            if self.probing:
+                self.failed = True  # so this search cannot tell where the selection goes on
+                return None
+            return call_function(name, impl, vals)
         if self.probing:
             if entry is None:
                 self.misses[key] = (name, vals, self._probe.row)
@@ -327,6 +339,10 @@ class Speculation:
             self._timed_seconds += time.perf_counter() - t0
             self._keep(key, entry)
             return entry
+        if key in self._held:
+            # The frontier's: made here at once (the pump could hand it to a worker).
+            self._held.discard(key)
+            return self._made_here(key, name, impl, vals)
         self._pump(False)  # the workers get their next calls first
         entry = self.memo.get(key)
         if entry is not None:
@@ -351,8 +367,7 @@ class Speculation:
         """While waiting, with a core to spare: make the nearest queued call here."""
         while self.queue:
             _, _, _, key, name, vals = self._pop()
-            waiting = self.asked.get(key)
-            if waiting is not None and key not in self._sent:
+            if self._wanted(key):
                 self._made_here(key, name, self.impls[name], vals)
                 return
 
@@ -440,7 +455,7 @@ class Speculation:
         """Move the frontier along the finished searches, as the selection will go from the
         sequential engine's position (AFTER MATCH SKIP PAST LAST ROW or TO a variable)."""
         f = max(self.frontier, self.position)
-        while self.skips:
+        while self.follows:
             s = self._start_at(f)
             if s is None:
                 break
@@ -452,19 +467,34 @@ class Speculation:
         if f == self.frontier:
             return
         self.frontier = f
+        # The old frontier's calls nobody made stay asked for the later starts that want them
+        # (measured: queueing them for those made more calls and gained nothing).
         self.mine = self.pending.get(f, [])[::-1]
+        self._held = {key for key, _, _ in self.mine if key not in self._sent}
         if len(self.reach) > 64:  # the cover test reads them all
             self.reach = {u: r for u, r in self.reach.items() if u >= f}
-        if len(self.done) + len(self.pending) > 4 * self.lookahead:
+        if len(self.done) + len(self.pending) + len(self.waits) > 4 * self.lookahead:
             self.done = {u: a for u, a in self.done.items() if u >= f}
             self.pending = {u: c for u, c in self.pending.items() if u >= f}
+            self.waits = {u: n for u, n in self.waits.items() if u >= f}
+            # calls no start the selection may still search wants (not sent: those are kept
+            # until answered); the queue skips what is no longer asked
+            self.asked = {k: w for k, w in self.asked.items() if k in self._sent or any(s[0] >= f for s in w)}
+
+    def _horizon(self) -> int:
+        """The relaxed matcher searches starts before this position: the lookahead, from
+        where the sequential engine will be for certain."""
+        return max(self.position, self.frontier) + self.lookahead
 
     def _start_at(self, g: int) -> int | None:
-        """The first position at or after ``g`` where a match may start, or None."""
+        """The first position at or after ``g`` where a match may start, or None (none
+        within the lookahead: a partition's rows are read only once they are that near)."""
         i = bisect.bisect_right(self._firsts, g) - 1
         while 0 <= i < len(self.bounds):
-            starts = self._start_rows(i)
             first = self.bounds[i][0]
+            if first >= self._horizon():
+                return None
+            starts = self._start_rows(i)
             k = bisect.bisect_left(starts, g - first) if g > first else 0
             if k < len(starts):
                 return first + starts[k]
@@ -481,17 +511,14 @@ class Speculation:
             items = []
             while mine and not w.outstanding and len(items) < self.chunk:
                 key, name, vals = mine.pop()
+                self._held.discard(key)
                 if key in self.asked and key not in sent:
                     sent.add(key)
                     items.append((key, name, vals))
                     self.stats.calls_made += 1
             while queue and len(items) < self.chunk:
                 _, pos, _, key, name, vals = self._pop()
-                waiting = self.asked.get(key)
-                if waiting is None or key in sent:
-                    continue  # answered, or sent already (queued twice)
-                if all(s[0] < self.frontier for s in waiting):
-                    del self.asked[key]  # only for starts the selection has passed or skips
+                if not self._wanted(key):
                     continue
                 sent.add(key)
                 items.append((key, name, vals))
@@ -499,6 +526,17 @@ class Speculation:
             if not items:
                 return
             self._pool.submit(w, [k for k, _, _ in items], [(name, vals) for _, name, vals in items])
+
+    def _wanted(self, key: tuple) -> bool:
+        """Whether a queued call is still to be made: not answered, not sent (it may be queued
+        twice) and wanted by a start the selection may still search."""
+        waiting = self.asked.get(key)
+        if waiting is None or key in self._sent:
+            return False
+        if all(s[0] < self.frontier for s in waiting):
+            del self.asked[key]  # only for starts the selection has passed or skips
+            return False
+        return True
 
     def _covered(self, pos: int) -> bool:
         """Whether an unfinished search from an earlier start may still cover ``pos``."""
@@ -524,6 +562,8 @@ class Speculation:
             if nxt is None:
                 return
             self._search(*nxt)
+            if nxt[0] == self.frontier:
+                self._advance()
 
     def _next_start(self) -> tuple[int, int, int] | None:
         """The relaxed matcher's next new start within the lookahead, or None."""
@@ -532,7 +572,7 @@ class Speculation:
             starts = self._start_rows(i)
             if k < len(starts):
                 pos = self.bounds[i][0] + starts[k]
-                if pos >= self.position + self.lookahead:
+                if pos >= self._horizon():
                     return None
                 self.cursor = (i, k + 1)
                 if pos < self.frontier:  # the selection is past it, or skips it
@@ -578,7 +618,7 @@ class Speculation:
             self.pending.pop(pos, None)
             # A search that met an error is where the sequential engine raises it, if it
             # gets there: the frontier stops at it.
-            if self.skips and not self.failed and found is not UNRESOLVED:
+            if self.follows and not self.failed and found is not UNRESOLVED:
                 try:
                     self.done[pos] = self.bounds[i][0] + (row + 1 if found is None else resume_row(self.plan.query, found))
                 except SparkCepError:
@@ -602,4 +642,5 @@ class Speculation:
             w.append((pos, i, row))
         if mine:
             self.mine = calls[::-1]  # popped from the end: in the order the search made them
+            self._held = {key for key, _, _ in calls if key not in self._sent}
         self.waits[pos] = len(self.misses)
