@@ -167,7 +167,6 @@ class Speculation:
         # nothing to do takes them; otherwise the sequential engine makes them itself when it
         # gets there (behind a busy worker's calls they would only come later).
         self.mine: list[tuple] = []
-        self._held: set[tuple] = set()  # keys held back for the frontier (in no queue)
         # Whether a match makes the selection skip starts (so speculation there may be waste).
         self.skips = plan.query.mode == "sql" and SkipStrategy.of(plan.query).mode in ("PAST_LAST", "FIRST", "LAST")
         # Following finished searches needs their matches to be the sequential engine's: not
@@ -339,9 +338,8 @@ class Speculation:
             self._timed_seconds += time.perf_counter() - t0
             self._keep(key, entry)
             return entry
-        if key in self._held:
+        if key not in self._sent and any(k == key for k, _, _ in self.mine):
             # The frontier's: made here at once (the pump could hand it to a worker).
-            self._held.discard(key)
             return self._made_here(key, name, impl, vals)
         self._pump(False)  # the workers get their next calls first
         entry = self.memo.get(key)
@@ -470,7 +468,6 @@ class Speculation:
         # The old frontier's calls nobody made stay asked for the later starts that want them
         # (measured: queueing them for those made more calls and gained nothing).
         self.mine = self.pending.get(f, [])[::-1]
-        self._held = {key for key, _, _ in self.mine if key not in self._sent}
         if len(self.reach) > 64:  # the cover test reads them all
             self.reach = {u: r for u, r in self.reach.items() if u >= f}
         if len(self.done) + len(self.pending) + len(self.waits) > 4 * self.lookahead:
@@ -511,7 +508,6 @@ class Speculation:
             items = []
             while mine and not w.outstanding and len(items) < self.chunk:
                 key, name, vals = mine.pop()
-                self._held.discard(key)
                 if key in self.asked and key not in sent:
                     sent.add(key)
                     items.append((key, name, vals))
@@ -642,5 +638,4 @@ class Speculation:
             w.append((pos, i, row))
         if mine:
             self.mine = calls[::-1]  # popped from the end: in the order the search made them
-            self._held = {key for key, _, _ in calls if key not in self._sent}
         self.waits[pos] = len(self.misses)
