@@ -199,6 +199,43 @@ def test_large_chunks_and_answers_do_not_block_a_busy_worker():
     assert done.stdout.strip() == "[0, 1]"
 
 
+_DEEP = """
+from sparkcep.tasks.workers import WorkerPool
+
+class Echo:
+    def tasks(self, chunk):
+        return [(len(chunk[0]), b"x" * 1_000_000)]
+
+pool = WorkerPool(Echo(), 1, depth=3)
+slots = pool.idle()
+for i, (w, n) in enumerate(zip(slots, SIZES, strict=True)):
+    pool.submit(w, [i], [b"y" * n])
+got = []
+while pool.busy:
+    got += pool.results()
+pool.close()
+print([(c[0], a[0][0]) for c, a in got])
+"""
+
+
+@pytest.mark.parametrize("sizes", [[30_000] * 3, [500_000, 500_000, 100], [100, 500_000, 100]],
+                         ids=["small", "large-first", "large-between"])
+def test_three_chunks_a_worker_neither_block_nor_overtake(sizes):
+    """The speculative executor's pool holds three chunks a worker (speculate.PIPE_DEPTH):
+    two waiting in its pipe while it sends a large answer must not deadlock, and a small
+    chunk behind a held-back large one must not overtake it."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run([sys.executable, "-c", f"SIZES = {sizes}" + _DEEP], capture_output=True,
+                              text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a worker holding three chunks, answering a megabyte each, deadlocks the pool")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == str(list(enumerate(sizes)))  # each answer to its own chunk, in order
+
+
 def test_a_worker_dead_while_idle_is_replaced_for_every_free_slot():
     from sparkcep.tasks.workers import WorkerPool
 

@@ -75,8 +75,8 @@ POLL_SECONDS = 0.0005
 # Seconds of work per message to a worker (the chunk adapts to the calls' cost).
 CHUNK_SECONDS = 0.004
 # Chunks a worker holds: the one it computes, the next, and one more to last while this
-# process makes a call itself and cannot hand out work (measured on 2 cores: 2 left the
-# workers idle then, 0.02-0.05x slower on every benchmark shape).
+# process makes a call itself and cannot hand out work (measured on 2 cores: with 2 they
+# ran dry then, and every benchmark shape was slower; docs/performance.md).
 PIPE_DEPTH = 3
 
 

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 
 # A worker that keeps dying is a bug, not bad luck.
 MAX_RESTARTS = 16
-# A chunk message up to this size may wait in a busy worker's pipe (pipes hold more).
+# Chunk messages up to this size wait in a busy worker's pipe, depth - 1 of them: together
+# they must fit in a socket buffer (Linux's holds about 200 KiB).
 PREFETCH_BYTES = 32 * 1024
 STARTS = ("spawn", "fork")
 # Clean workers kept between queries, at most this many.
