@@ -520,6 +520,8 @@ def test_a_shut_glide_gate_opens_again_when_loops_grow_long():
     assert stats["glided_rows"] > short + long_ - REOPEN, stats
 
 
+# Loops whose label assignments multiply: a quantified group holding a quantifier or an alternation.
+MULTIPLYING = ["(A B*)+ C", "A (B | C)* D", "A (B | C D*?)* A"]
 LOOPS = st.sampled_from(["A B* C", "A B+ C", "A B*? C", "A B+? C", "A (B | C)* D", "A B* C* D", "B* C", "A B* B C",
                          "(A B*)+ C", "A B+ C+?", "A B* C | A D", "A (B | C D*?)* A"])
 
@@ -547,4 +549,10 @@ def walks(draw):
 @given(kernel_queries(LOOPS), walks(), st.integers(1, 4))
 def test_gliding_loops_equal_the_reference(query, table, batch):
     """Loops over long runs, where searches glide: the whole partition and run batches."""
+    text = query[0]
+    # ALL MATCHES reports every distinct label assignment: these patterns' assignments multiply
+    # with each row of a run both variables take, so unbounded over a 60-row walk they never
+    # end (a 37-row prefix of one such walk already gave 92 124 rows).
+    assume("ALL MATCHES" not in text or "MAXLENGTH" in text or "WITHIN" in text
+           or not any(f"({p})" in text for p in MULTIPLYING))
     _check_kernel(query, table, batch)
