@@ -550,9 +550,10 @@ def walks(draw):
 def test_gliding_loops_equal_the_reference(query, table, batch):
     """Loops over long runs, where searches glide: the whole partition and run batches."""
     text = query[0]
-    # ALL MATCHES reports every distinct label assignment: these patterns' assignments multiply
-    # with each row of a run both variables take, so unbounded over a 60-row walk they never
-    # end (a 37-row prefix of one such walk already gave 92 124 rows).
-    assume("ALL MATCHES" not in text or "MAXLENGTH" in text or "WITHIN" in text
-           or not any(f"({p})" in text for p in MULTIPLYING))
+    if "MAXLENGTH" not in text and "WITHIN" not in text and any(f"({p})" in text for p in MULTIPLYING):
+        # These patterns' label assignments multiply with each row of a run both variables
+        # take. The brute-force reference walks them all (and ALL MATCHES reports them all):
+        # over a 60-row walk neither ended (the reference took 44 s over 19 rows of one), so
+        # unbounded they get the walk's first 12 rows.
+        table = table.slice(0, 12)
     _check_kernel(query, table, batch)
