@@ -215,7 +215,7 @@ class Speculation:
             # thread could copy a lock a call here holds, so fork starts them first).
             self._start_workers()
         elif self.workers:  # asked for workers: they are used from the first call
-            self._pool = WorkerPool(Calls(self.impls), self.workers, depth=PIPE_DEPTH, start=self.opts.start)
+            self._pool = self._new_pool()
             self.local = False
         self._outer = set_call_route(self)
         try:
@@ -243,11 +243,14 @@ class Speculation:
         self.position = self.bounds[self.current][0] + start
 
     # ------------------------------------------------------------ workers
+    def _new_pool(self) -> WorkerPool:
+        return WorkerPool(Calls(self.impls), self.workers, depth=PIPE_DEPTH, start=self.opts.start)
+
     def _start_workers(self) -> None:
         """Start the pool in a thread: until it is up, calls are made here (and timed)."""
         def start():
             try:
-                pool = WorkerPool(Calls(self.impls), self.workers, depth=PIPE_DEPTH, start=self.opts.start)
+                pool = self._new_pool()
             except BaseException as e:  # raised by the query's thread, if it still wants workers
                 self._start_error = e
                 return
@@ -559,15 +562,11 @@ class Speculation:
                 pos, i, row = heapq.heappop(self.ready)
                 if pos >= self.frontier:
                     self._search(pos, i, row)
-                    if pos == self.frontier:
-                        self._advance()
                 continue
             nxt = self._next_start()
             if nxt is None:
                 return
             self._search(*nxt)
-            if nxt[0] == self.frontier:
-                self._advance()
 
     def _next_start(self) -> tuple[int, int, int] | None:
         """The relaxed matcher's next new start within the lookahead, or None."""
@@ -627,6 +626,8 @@ class Speculation:
                     self.done[pos] = self.bounds[i][0] + (row + 1 if found is None else resume_row(self.plan.query, found))
                 except SparkCepError:
                     pass  # the sequential engine raises it there; the frontier stops
+            if pos == self.frontier:
+                self._advance()  # the frontier's search finished: it moves on
             return
         # A start that an earlier unfinished search may still cover (and the selection then
         # skip) has its calls sent only when no other call waits.
