@@ -356,13 +356,15 @@ def _search(start, how, limit, prog, bufs, need):
     # so (RIP Q3: 0.4 rows a glide) its checks cost more than they save, so after 64 glides
     # searches stop trying unless the glides average a row each. A stream's rows may change:
     # every REOPEN searches, a shut gate opens and measures afresh.
-    if cl[13] and stats[4] >= 64 and stats[3] < stats[4] and stats[2] % REOPEN == REOPEN - 1:
+    shut = stats[4] >= 64 and stats[3] < stats[4]
+    if cl[13] and shut and stats[2] % REOPEN == REOPEN - 1:
         stats[3] = 0
         stats[4] = 0
+        shut = False
     saved = (stats[1], stats[3], stats[4])
     stats[2] += 1
     widest = _widest(cl)  # the most threads one thread's closure can add
-    gliding = cl[13] and (stats[4] < 64 or stats[3] >= stats[4])
+    gliding = cl[13] and not shut
     if widest > cur.shape[0]:
         return _regrow(stats, saved, need, 0, widest)
     n_hist = np.int64(0)  # not a literal (see _select_all)
