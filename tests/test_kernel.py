@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from unittest.mock import patch
 
+import pandas as pd
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+import sparkcep
 from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError, QueryError
 from sparkcep.parallel.run_batches import LocalBackend, run_partition
 from sparkcep.runtime.fast import KernelMatcher
+from sparkcep.runtime.vm import Matcher
 from tests.reference_matchers import ReferenceMatcher
 from tests.test_properties import comparable, patterns, tables, used_vars
 from tests.tiers import examples
@@ -557,3 +561,94 @@ def test_gliding_loops_equal_the_reference(query, table, batch):
         # unbounded they get the walk's first 12 rows.
         table = table.slice(0, 12)
     _check_kernel(query, table, batch)
+
+
+@st.composite
+def all_matches_queries(draw):
+    """ALL MATCHES over loops, some of whose label assignments multiply row by row."""
+    pattern = draw(LOOPS)
+    names = used_vars(pattern)
+    # Half the variables take every row (no DEFINE) or most rows, so that searches hold many
+    # threads: the bound is met at every size.
+    lax = st.sampled_from(["price >= PREV(price) OR price IS NULL", "price <> 5", "x IS NULL OR x < 3"])
+    defines = [f"{v} AS {draw(st.one_of(kernel_conditions(v, names), lax))}" for v in names if draw(st.booleans())]
+    return f"""{draw(st.sampled_from(["", "PARTITION BY k"]))} ORDER BY ts
+        MEASURES MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, COUNT(*) AS n
+        ONE ROW PER MATCH ALL MATCHES PATTERN ({pattern})
+        SUBSET U = ({names[0]}, {names[-1]})
+        {('DEFINE ' + ', '.join(defines)) if defines else ''}"""
+
+
+def _failed(outcome) -> bool:
+    return isinstance(outcome, tuple) and outcome[0] == "error"
+
+
+def _outcome(fn):
+    """Rows, or the whole error (its row too)."""
+    try:
+        return comparable(fn().to_pylist())
+    except DataError as e:
+        return ("error", str(e))
+
+
+@settings(max_examples=examples(300, scaled=True), deadline=None, suppress_health_check=list(HealthCheck))
+@given(all_matches_queries(), walks(), st.integers(10, 300))
+def test_all_matches_bound_holds_alike_on_kernel_and_vm(text, table, bound):
+    """An ALL MATCHES search holding more than the bound's threads and finished matches stops
+    with the same DataError, at the same row, on the kernel and the Python matcher; below
+    it both give the same rows (the whole 60-row walks: the bound keeps them small). Where
+    the most held at once (the kernel's peak) is known, the bound is also put just below
+    it (an error) and at it (none). Bounds are above one thread's closure (at most 4 places
+    here): the kernel skips starts whose second row no variable takes, where the Python
+    matcher reads the first row and holds that closure."""
+    plan = compile_query(text, table)
+    assert KernelMatcher.for_plan(plan) is not None, text
+    stats: dict = {}
+    with patch.object(KernelMatcher, "max_runs", 2000):
+        capped = _outcome(lambda: run_plan(plan, table, use_kernel=True, stats=stats))
+    peak = stats.get("peak_threads", 0)  # none after an error
+    bounds = [bound] + ([peak - 1, peak] if not _failed(capped) and peak > 5 else [])
+    for b in bounds:
+        class Bounded(Matcher):
+            max_runs = b
+
+        expected = _outcome(lambda: run_plan(plan, table, Bounded, use_kernel=False))
+        with patch.object(KernelMatcher, "max_runs", b):
+            assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected, (text, b)
+        if b == peak:
+            assert expected == capped
+        elif b == peak - 1:
+            assert _failed(expected), (text, b)
+
+
+def test_all_matches_stop_at_the_default_bound():
+    """``(A B*)+ C`` over a rise: the assignments double with each row; past 250 000 held at
+    once the query stops with a DataError naming the row, on either matcher."""
+    n = 30
+    frame = pd.DataFrame({"ts": range(n), "price": range(n)})
+    text = """ORDER BY ts MEASURES MATCH_NUMBER() AS m ONE ROW PER MATCH ALL MATCHES
+        PATTERN ((A B*)+ C) DEFINE C AS price < 0"""
+    with pytest.raises(DataError, match="more than 250000 matches and partial matches from one start row") as e:
+        sparkcep.match_recognize(frame, text)
+    assert e.value.row is not None and e.value.row < n
+    plan = compile_query(text, pa.Table.from_pandas(frame))
+    with pytest.raises(DataError) as vm:
+        run_plan(plan, pa.Table.from_pandas(frame), Matcher, use_kernel=False)
+    assert str(vm.value) == str(e.value)
+
+
+@pytest.mark.parametrize("pattern", ["A B* B C", "A (B | B) C", "(A | A B) B* C", "A (B C | B C)* D", "(A B*)+ C",
+                                     "A (B | C)* D", "A B* C* D", "(A | B)* C"])
+@pytest.mark.parametrize("rows", ["ONE ROW PER MATCH", "ALL ROWS PER MATCH"])
+def test_all_matches_share_label_paths_as_the_reference(pattern, rows):
+    """ALL MATCHES reports each label assignment once: threads that reach the same place with
+    the same labels (two ways through the pattern) are one, and a step's threads labelling a
+    row alike share one history. Every row taken (no DEFINE but a rare end), over 9 rows."""
+    table = pa.table({"ts": list(range(9)), "price": [3, 4, 4, 5, 3, 6, 6, 7, 2]})
+    text = f"""ORDER BY ts MEASURES MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, COUNT(*) AS n
+        {rows} ALL MATCHES PATTERN ({pattern}) DEFINE {'D' if 'D' in pattern else 'C'} AS price <= PREV(price)"""
+    plan = compile_query(text, table)
+    expected = run_plan(plan, table, ReferenceMatcher).to_pylist()
+    assert expected
+    assert run_plan(plan, table, use_kernel=True).to_pylist() == expected
+    assert run_plan(plan, table, Matcher, use_kernel=False).to_pylist() == expected

@@ -23,9 +23,19 @@ from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import next_labels
 from sparkcep.compile.skip import SkipStrategy
 from sparkcep.compile.vectorize import arrays_for, condition_mask
+from sparkcep.errors import DataError
 from sparkcep.runtime import kernel
 from sparkcep.runtime.automaton import Automaton
-from sparkcep.runtime.vm import UNRESOLVED, Match, PartitionData, _columns_in, matches_from_arrays
+from sparkcep.runtime.vm import (
+    ALL_MATCHES_ADVICE,
+    MAX_RUNS,
+    UNRESOLVED,
+    Match,
+    PartitionData,
+    _columns_in,
+    matches_from_arrays,
+    too_many_runs,
+)
 from sparkcep.values import numpy_values, timestamp_micros
 
 _EXACT = 2.0**53
@@ -34,6 +44,8 @@ ENABLED = os.environ.get("SPARKCEP_KERNEL", "1") != "0"
 
 
 class KernelMatcher:
+    max_runs = MAX_RUNS  # ALL MATCHES: threads and finished matches one search holds at once
+
     def __init__(self, plan: Plan, spec: KernelSpec):
         self.plan = plan
         self.spec = spec
@@ -221,7 +233,10 @@ class KernelMatcher:
             self.skip.code, q.mode == "matchregex", self.skip_member, q.with_unmatched, self.op, self.a, self.closure,
             masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
-            self.stats)
+            self.stats, self.max_runs)
+        if err == kernel.TOO_MANY_RUNS:
+            e = too_many_runs(self.max_runs, ALL_MATCHES_ADVICE, int(err_row))
+            raise DataError(e.message, row=input_row(e.position))
         if err:
             raise self.skip.error(int(err), input_row(int(err_row)))
         return starts, ends, offs, labels, excl, unmatched

@@ -98,12 +98,16 @@ def _grow(arr, need):
 # Functions that never allocate run without reference counting (_nrt=False): the arrays they
 # are handed stay alive in their caller, and the counting was most of the kernel's time.
 @njit(_nrt=False, inline='always')
-def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history, pend_col=-1):
+def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs, u, by_history, chain,
+                  pend_col=-1):
     """Append to dest[count:] the threads ``t`` (history ``h``) becomes at row ``pos`` at the
     places the program's precomputed closure lists for its pc (``cl``: closure_table), in
     preference order, skipping any already there (finished threads compare by instruction
     only), into room the caller made; returns the new count. ``u`` is a scratch row.
-    ``by_history`` (ALL MATCHES): threads with different histories are never duplicates."""
+    ``by_history`` (ALL MATCHES): threads with different histories are never duplicates, so
+    only the threads with history ``h`` are compared, found through ``chain`` (_history_chain):
+    an ALL MATCHES list holds thousands of threads, and comparing with each made a step
+    quadratic."""
     cl_lo, cl_hi, target, flags, excl, ent_lo, ent_hi, chk_lo, chk_hi, slot_list, is_accept, negates, _, _ = cl
     W = t.shape[0]
     pc = t[0]
@@ -130,9 +134,12 @@ def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs,
             u[pend_col] |= negates[k]
         accept = is_accept[k]
         dup = False
-        for j in range(count):
-            if by_history and dest_h[j] != h:
-                continue
+        newest = -1
+        j = count - 1
+        if by_history:
+            newest = _newest(chain, h, dest_h, count)
+            j = newest
+        while j >= 0:
             if accept:
                 same = dest[j, 0] == u[0]
             else:
@@ -144,12 +151,26 @@ def _closure_into(t, h, pos, dest, dest_h, count, cl, n, complete, base, n_regs,
             if same:
                 dup = True
                 break
+            j = chain[3][j] if by_history else j - 1
         if not dup:
             for x in range(W):
                 dest[count, x] = u[x]
             dest_h[count] = h
+            if by_history:
+                chain[3][count] = newest
+                chain[2][h + 1] = count
             count += 1
     return count
+
+
+@njit(_nrt=False, inline='always')
+def _newest(chain, h, dest_h, count):
+    """The last of dest[:count] with history ``h``, or -1. chain[2] holds it per node (+1, for
+    the empty history -1) and is never cleared: an entry is believed only where that thread
+    has that history, which an entry left from an earlier step or search cannot show without
+    being right (each thread with ``h`` appended since set it)."""
+    j = chain[2][h + 1]
+    return j if 0 <= j < count and dest_h[j] == h else -1
 
 
 @njit(_nrt=False)
@@ -217,6 +238,9 @@ def _glides(program, pc, places) -> bool:
 
 
 GROW = -3  # _search: a buffer is too small (need[] says how large); grow them and search again
+TOO_MANY = -4  # _search, ALL MATCHES: more threads and matches held than the bound
+TOO_MANY_RUNS = 3  # select's error code for TOO_MANY (codes 1 and 2: compile.skip)
+NO_BOUND = 1 << 62  # the bound of searches that keep one thread a place (not ALL MATCHES)
 REOPEN = 4096  # _search: how many searches a shut glide gate stays shut
 
 
@@ -224,20 +248,31 @@ REOPEN = 4096  # _search: how many searches a shut glide gate stays shut
 def _work(n_regs, n_slots, stats):
     """A search's buffers, allocated once per call and reused by every search; ``stats``
     (stats[0]: the most threads alive at once; [1]: thread steps; [2]: searches; [3]: rows
-    glided; [4]: glides begun)."""
+    glided; [4]: glides begun). The last is ALL MATCHES' chain (_history_chain)."""
     return _sized(2 + n_regs + n_slots, max(n_regs, 1), 64, 256, 16, stats)  # row: pc, excl, regs, slots
 
 
 @njit
 def _sized(W, n_regs, threads, hist, acc, stats):
     """(cur, cur_h, nxt, nxt_h, stats, scratch rows, registers, history label, excluded,
-    parent, ALL MATCHES' accepted ends and nodes). Scratch rows: 0 the closure's current
-    thread, 1 an advancing thread, 2 the first thread."""
+    parent, ALL MATCHES' accepted ends and nodes, ALL MATCHES' chain). Scratch rows: 0 the
+    closure's current thread, 1 an advancing thread, 2 the first thread."""
     return (np.empty((threads, W), dtype=np.int64), np.empty(threads, dtype=np.int64),
             np.empty((threads, W), dtype=np.int64), np.empty(threads, dtype=np.int64), stats,
             np.empty((3, W), dtype=np.int64), np.empty(n_regs, dtype=np.int64), np.empty(hist, dtype=np.int64),
             np.empty(hist, dtype=np.int64), np.empty(hist, dtype=np.int64), np.empty(acc, dtype=np.int64),
-            np.empty(acc, dtype=np.int64))
+            np.empty(acc, dtype=np.int64), _history_chain(threads, hist))
+
+
+@njit
+def _history_chain(threads, hist):
+    """ALL MATCHES' links, so that a step finds what it shares in time independent of the
+    list's length: per node + 1, the newest child made in this step (0) and the newest
+    thread with that history (2); per node, the child made before it with the same parent
+    (1); per thread, the thread before it with the same history (3). Entries are never
+    cleared, only believed where they check out (_shared_node, _newest)."""
+    return (np.full(hist + 1, -1, dtype=np.int64), np.full(hist, -1, dtype=np.int64),
+            np.full(hist + 1, -1, dtype=np.int64), np.full(threads, -1, dtype=np.int64))
 
 
 @njit
@@ -343,14 +378,16 @@ def _search(start, how, limit, prog, bufs, need):
     _work's buffers; rows from ``limit`` on are not taken. Returns (end or count, history
     node): for 0/1 the end is NO_MATCH or UNRESOLVED when there is none; for 2 the matches
     are bufs' accepted (end, node) pairs below the count. GROW: a buffer is too small, need[]
-    says how large (threads, nodes, matches).
+    says how large (threads, nodes, matches). TOO_MANY (ALL MATCHES): after reading the row
+    returned in place of the node, more than the program's max_runs threads and finished
+    matches were held (runtime.vm.Matcher counts the same list).
 
     ALL MATCHES follows runtime.vm: threads differ by history (identical label paths share
     one node), and a finished match keeps its place in the thread list (as MARK), so the
     order of the matches is preference order."""
     (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base, maxlength,
-     use_within, order0, within, n_regs, n_slots) = prog
-    cur, cur_h, nxt, nxt_h, stats, scratch, regs, hist_label, hist_excl, hist_parent, acc_end, acc_h = bufs
+     use_within, order0, within, n_regs, n_slots, max_runs) = prog
+    cur, cur_h, nxt, nxt_h, stats, scratch, regs, hist_label, hist_excl, hist_parent, acc_end, acc_h, chain = bufs
     every = how == 2
     # Some loop may glide (_glide). Gliding pays where loops run long; where they run a row or
     # so (RIP Q3: 0.4 rows a glide) its checks cost more than they save, so after 64 glides
@@ -372,7 +409,7 @@ def _search(start, how, limit, prog, bufs, need):
     init[:] = -1
     init[0] = 0
     init[1] = 0
-    ncur = _closure_into(init, -1, start, cur, cur_h, 0, cl, n, complete, base, n_regs, scratch[0], every)
+    ncur = _closure_into(init, -1, start, cur, cur_h, 0, cl, n, complete, base, n_regs, scratch[0], every, chain)
     if ncur > stats[0]:
         stats[0] = ncur
     pos = start
@@ -403,9 +440,13 @@ def _search(start, how, limit, prog, bufs, need):
         nn, n_hist, live, accepted, h_acc, unresolved = _step(
             cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_kind,
             dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
-            hist_parent, n_hist)
+            hist_parent, n_hist, chain)
         if unresolved:
             return UNRESOLVED, -1
+        if nn > stats[0]:  # ALL MATCHES' finished matches too: they are held as long
+            stats[0] = nn
+        if every and nn > max_runs:  # a bound on memory: such assignments multiply row by row
+            return TOO_MANY, pos
         if accepted:
             best_end = pos
             best_h = h_acc
@@ -418,8 +459,6 @@ def _search(start, how, limit, prog, bufs, need):
         cur, nxt = nxt, cur
         cur_h, nxt_h = nxt_h, cur_h
         ncur = nn
-        if ncur > stats[0]:
-            stats[0] = ncur
         pos += 1
     return best_end, best_h  # pragma: no cover
 
@@ -532,15 +571,16 @@ def _next_match(pos, stop, limit, first_ok, prog, bufs, need):
 @njit
 def _program(op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base,
              maxlength, use_within, order0, within, n_regs, n_slots):
-    """The fixed arguments of every search over one partition, as _search reads them."""
+    """The fixed arguments of every search over one partition, as _search reads them (no
+    ALL MATCHES: no bound on threads)."""
     return (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base, maxlength,
-            use_within, order0, within, n_regs, n_slots)
+            use_within, order0, within, n_regs, n_slots, NO_BOUND)
 
 
 @njit(_nrt=False, inline='always')
 def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, masks, reg_member, reg_kind,
           dyn_int, dyn_float, cols, valid, n, complete, base, n_regs, regs, scratch, hist_label, hist_excl,
-          hist_parent, n_hist):
+          hist_parent, n_hist, chain):
     """Every thread of ``cur`` reads row ``pos`` (in preference order) into ``nxt``, in the
     room _search made: (threads, history nodes, any thread live, an ACCEPT reached first
     with its history node, a thread needs a row not seen yet)."""
@@ -569,8 +609,13 @@ def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, 
         if not _takes(cur, i, label, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float,
                       cols, valid, n, n_regs, regs):
             continue
-        h, n_hist = history_node(label, 1 if cur[i, 1] > 0 else 0, cur_h[i], every, step_first, n_hist,
-                                 hist_label, hist_excl, hist_parent)
+        flag = 1 if cur[i, 1] > 0 else 0
+        if every:
+            h, n_hist = _shared_node(label, flag, cur_h[i], step_first, n_hist, hist_label, hist_excl, hist_parent,
+                                     chain)
+        else:
+            h, n_hist = history_node(label, flag, cur_h[i], False, step_first, n_hist, hist_label, hist_excl,
+                                     hist_parent)
         t = scratch[1]
         for x in range(W):
             t[x] = cur[i, x]
@@ -578,7 +623,7 @@ def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, 
         for r in range(n_regs):
             t[2 + r] = regs[r]
         live = True
-        nn = _closure_into(t, h, pos + 1, nxt, nxt_h, nn, cl, n, complete, base, n_regs, scratch[0], every)
+        nn = _closure_into(t, h, pos + 1, nxt, nxt_h, nn, cl, n, complete, base, n_regs, scratch[0], every, chain)
     return nn, n_hist, live, False, -1, False
 
 
@@ -594,6 +639,25 @@ def history_node(label, flag, parent, every, step_first, n_hist, hist_label, his
     hist_label[n_hist] = label
     hist_excl[n_hist] = flag
     hist_parent[n_hist] = parent
+    return n_hist, n_hist + 1
+
+
+@njit(_nrt=False, inline='always')
+def _shared_node(label, flag, parent, step_first, n_hist, hist_label, hist_excl, hist_parent, chain):
+    """history_node for ALL MATCHES: the node this step already made for the same label path,
+    found among the step's children of ``parent`` (chain[0], chain[1]: _history_chain)."""
+    x = chain[0][parent + 1]
+    newest = x if step_first <= x < n_hist and hist_parent[x] == parent else -1
+    x = newest
+    while x >= 0:  # each link was believed when it was made: this step's children of parent
+        if hist_label[x] == label and hist_excl[x] == flag:
+            return x, n_hist
+        x = chain[1][x]
+    hist_label[n_hist] = label
+    hist_excl[n_hist] = flag
+    hist_parent[n_hist] = parent
+    chain[1][n_hist] = newest
+    chain[0][parent + 1] = n_hist
     return n_hist, n_hist + 1
 
 
@@ -695,10 +759,12 @@ def _select_all(prog, n, want_unmatched, first_ok, stats):
     while pos < n:
         k = 0
         if first_ok[pos]:
-            k, _ = _search(pos, 2, n, prog, bufs, need)
+            k, at = _search(pos, 2, n, prog, bufs, need)
             if k == GROW:
                 bufs = _grown(bufs, need)
                 continue
+            if k == TOO_MANY:
+                return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, TOO_MANY_RUNS, at
         for j in range(k):
             end = bufs[10][j]
             starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos, end,
@@ -749,10 +815,11 @@ def _earliest(prog, pos, n, first_ok, bufs, need):
 
 def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, masks, reg_member,
            reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
-           n_regs, n_slots, first_ok, stats):
+           n_regs, n_slots, first_ok, stats, max_runs):
     """The whole partition's selected matches, in order: (starts, ends, label offsets,
     labels, excluded, unmatched rows, error code, error row). Error codes: 1 skip target
-    absent from the match, 2 skip to the match's own first row. ``first_ok[row]`` is False
+    absent from the match, 2 skip to the match's own first row, TOO_MANY_RUNS more than
+    ``max_runs`` threads and finished matches of one ALL MATCHES search held at once. ``first_ok[row]`` is False
     where no match can start (no variable that can come first matches the row).
 
     Each kind of selection is its own compiled function, whose search is specialised on
@@ -760,7 +827,7 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
     Q3), and compiled only when a query first needs it."""
     # _program's layout, built here in Python: a compiled call returning it costs ~10 us
     prog = (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, True, 0, maxlength,
-            use_within, order0, within, n_regs, n_slots)
+            use_within, order0, within, n_regs, n_slots, max_runs if skip_mode == 4 else NO_BOUND)
     if skip_mode == 4:  # ALL MATCHES: every match from every row
         return _select_all(prog, n, want_unmatched, first_ok, stats)
     if matchregex:
@@ -1045,6 +1112,7 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
     nxt_h = np.empty(cap, dtype=np.int64)
     items = np.empty((widest, W), dtype=np.int64)
     items_h = np.empty(widest, dtype=np.int64)
+    unchained = (items_h, items_h, items_h, items_h)  # _closure_into's chain, unused: no history compared
     u = np.empty(W, dtype=np.int64)
     t = np.empty(W, dtype=np.int64)
     regs = np.empty(max(n_regs, 1), dtype=np.int64)
@@ -1088,7 +1156,8 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
                 nxt_h[nn] = cur_h[i]
                 nn += 1
                 continue
-            ni = _closure_into(cur[i], cur_h[i], pos, items, items_h, 0, cl, n, True, 0, n_regs, u, False, PEND)
+            ni = _closure_into(cur[i], cur_h[i], pos, items, items_h, 0, cl, n, True, 0, n_regs, u, False,
+                                unchained, PEND)
             lab = cur[i, LAB]
             last_test = -1
             any_same = False

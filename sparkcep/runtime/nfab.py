@@ -43,7 +43,6 @@ from typing import Any
 
 import numpy as np
 
-from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import (
     ACCEPT,
@@ -53,15 +52,15 @@ from sparkcep.compile.program import (
 from sparkcep.errors import QueryError
 from sparkcep.runtime import kernel
 from sparkcep.runtime.vm import (
+    MAX_RUNS,
     UNRESOLVED,
     Match,
     Matcher,
     PartitionData,
     first_rows,
     matches_from_arrays,
+    too_many_runs,
 )
-
-DEFAULT_MAX_RUNS = 250_000
 
 # A run is a tuple; the fields, by index:
 PC, LAB, LAST, NAV, AGGS, SLOTS, EXCL, PEND, HIST, FRESH = range(10)
@@ -77,7 +76,7 @@ class NFAbMatcher(Matcher):
 
     steps = 0  # (run, row) evaluations of the depth-first search (Backtrack)
 
-    def __init__(self, plan: Plan, merge: bool = True, max_runs: int = DEFAULT_MAX_RUNS):
+    def __init__(self, plan: Plan, merge: bool = True, max_runs: int = MAX_RUNS):
         super().__init__(plan)
         q = plan.query
         self.selection = q.event_selection
@@ -185,10 +184,8 @@ class NFAbMatcher(Matcher):
         if count > self.peak_runs:
             self.peak_runs = count
         if count > self.max_runs:
-            err = EvaluationError(
-                f"more than {self.max_runs} partial matches are alive at once; add WITHIN or "
-                "MAXLENGTH, make the conditions more selective, or use a stricter EVENT SELECTION")
-            raise err.at(pos, "(reading this row)")
+            raise too_many_runs(self.max_runs, "partial matches are alive at once; add WITHIN or MAXLENGTH, make "
+                                "the conditions more selective, or use a stricter EVENT SELECTION", pos)
 
     # ------------------------------------------------------------ one start row, breadth first
     def preferred(self, part: PartitionData, start: int):

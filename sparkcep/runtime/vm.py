@@ -237,10 +237,28 @@ class DefineContext:
 PC, HIST, NAV, AGGS, SLOTS, EXCL = range(6)  # a thread's fields
 
 _ACCEPTED = "accepted"  # in ALL MATCHES searches, (_ACCEPTED, Match) keeps a finished match's place
+# The most partial matches one search holds at once: SKIP TILL ANY MATCH's runs (runtime.nfab),
+# ALL MATCHES' threads and finished matches (here and in the kernel). Both multiply row by
+# row; past the bound the search stops with a DataError instead of exhausting memory.
+MAX_RUNS = 250_000
+
+
+def too_many_runs(limit: int, advice: str, pos: int) -> EvaluationError:
+    """The error of a search that held more than ``limit`` partial matches after reading
+    partition row ``pos``."""
+    return EvaluationError(f"more than {limit} {advice}").at(pos, "(reading this row)")
+
+
+ALL_MATCHES_ADVICE = ("matches and partial matches from one start row are held at once (ALL MATCHES keeps every "
+                      "label assignment, and a quantified group holding another quantifier or an alternation "
+                      "multiplies them with every row); add WITHIN or MAXLENGTH, or make the conditions more "
+                      "selective")
 
 
 class Matcher:
     """Finds matches starting at a given row of a partition."""
+
+    max_runs = MAX_RUNS  # ALL MATCHES: threads and finished matches one search holds at once
 
     def __init__(self, plan: Plan):
         self.plan = plan
@@ -461,6 +479,8 @@ class Matcher:
                 if nt is not None:
                     self._closure(nlist, seen, nt, pos + 1, part, by_history)
                     live = True
+            if how == "all" and len(nlist) > self.max_runs:
+                raise too_many_runs(self.max_runs, ALL_MATCHES_ADVICE, pos)
             if not live:
                 if how == "all":
                     return [m for tag, m in (x[:2] for x in nlist if x[0] == _ACCEPTED)]
