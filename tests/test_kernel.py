@@ -121,10 +121,11 @@ def kernel_queries(draw, pattern_of=None):
 
 
 def _run(fn):
+    """Rows, or the whole error (its row too: run batches name it as the whole partition does)."""
     try:
         return comparable(fn())
     except DataError as e:
-        return ("error", str(e).split(" — ")[0])
+        return ("error", str(e))
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -145,13 +146,16 @@ def _check_kernel(query, table, batch):
     assert KernelMatcher.for_plan(plan) is not None, text
     expected = _run(lambda: run_plan(plan, table, ReferenceMatcher).to_pylist())
     assert _run(lambda: run_plan(plan, table, use_kernel=True).to_pylist()) == expected, text
+    assert _run(lambda: run_plan(plan, table, partition_runner=_in_batches(batch)).to_pylist()) == expected, text
 
+
+def _in_batches(batch: int):
+    """run_plan's partition runner for run batches of ``batch`` rows, in this process."""
     def runs(plan, part, row_ids):
         order0 = plan.query.order_by[0].index
         backend = LocalBackend(plan, part.cols, order0, part.n, lambda r: row_ids[r])
         return run_partition(plan, part.n, backend, batch, None, lambda r: row_ids[r])
-
-    assert _run(lambda: run_plan(plan, table, partition_runner=runs).to_pylist()) == expected, text
+    return runs
 
 
 def test_kernel_declines_what_it_cannot_run():
@@ -592,11 +596,11 @@ def _outcome(fn):
 
 
 @settings(max_examples=examples(300, scaled=True), deadline=None, suppress_health_check=list(HealthCheck))
-@given(all_matches_queries(), walks(), st.integers(10, 300))
-def test_all_matches_bound_holds_alike_on_kernel_and_vm(text, table, bound):
+@given(all_matches_queries(), walks(), st.integers(10, 300), st.integers(1, 8))
+def test_all_matches_bound_holds_alike_on_kernel_and_vm(text, table, bound, batch):
     """An ALL MATCHES search holding more than the bound's threads and finished matches stops
-    with the same DataError, at the same row, on the kernel and the Python matcher; below
-    it both give the same rows (the whole 60-row walks: the bound keeps them small). Where
+    with the same DataError, at the same row, on the kernel, the Python matcher and in run
+    batches; below it they give the same rows (the whole 60-row walks: the bound keeps them small). Where
     the most held at once (the kernel's peak) is known, the bound is also put just below
     it (an error) and at it (none). Bounds are above one thread's closure (at most 4 places
     here): the kernel skips starts whose second row no variable takes, where the Python
@@ -609,12 +613,10 @@ def test_all_matches_bound_holds_alike_on_kernel_and_vm(text, table, bound):
     peak = stats.get("peak_threads", 0)  # none after an error
     bounds = [bound] + ([peak - 1, peak] if not _failed(capped) and peak > 5 else [])
     for b in bounds:
-        class Bounded(Matcher):
-            max_runs = b
-
-        expected = _outcome(lambda: run_plan(plan, table, Bounded, use_kernel=False))
-        with patch.object(KernelMatcher, "max_runs", b):
+        with patch.object(KernelMatcher, "max_runs", b), patch.object(Matcher, "max_runs", b):
+            expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
             assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected, (text, b)
+            assert _outcome(lambda: run_plan(plan, table, partition_runner=_in_batches(batch))) == expected, (text, b)
         if b == peak:
             assert expected == capped
         elif b == peak - 1:

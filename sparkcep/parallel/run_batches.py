@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError, ExecutionError, SparkCepError
 from sparkcep.runtime import columnar as columnar_measures
@@ -214,9 +215,18 @@ def summarize(plan: Plan, part: PartitionData, w: Window, task: Task,
                 count_after += 1
                 last_after = max(last_after, last)
     except DataError as e:
-        return Summary(task, tuple(chain), count_after, last_after, state.pos, None, (state.pos, e))
+        return Summary(task, tuple(chain), count_after, last_after, state.pos, None,
+                       (state.pos, _at_input_row(e, w, input_row)))
     stalled = state.pos < task.hi and state.pos < w.match_end
     return Summary(task, tuple(chain), count_after, last_after, state.pos, state.pos if stalled else None)
+
+
+def _at_input_row(e: DataError, w: Window, input_row: Callable[[int], int]) -> DataError:
+    """A matcher's error at a row of the window, naming the input row (as measure_rows does
+    for MEASURES)."""
+    if isinstance(e, EvaluationError) and e.position is not None:
+        return DataError(e.message, row=input_row(e.position + w.start))
+    return e
 
 
 def emit(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selection,
@@ -232,7 +242,10 @@ def emit(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selectio
             raise SparkCepError(f"internal: batch {task.batch} stalled at row {chosen.stall} in its last pass")
         return chosen.output(plan, part, w, entry.number, input_row)
     candidate = candidate if candidate is not None else candidate_table(plan, part, w)
-    items = list(select_matches(q, w.match_end, candidate, input_row, state=state, stop=task.hi))
+    try:
+        items = list(select_matches(q, w.match_end, candidate, input_row, state=state, stop=task.hi))
+    except EvaluationError as e:
+        raise _at_input_row(e, w, input_row) from None
     if state.pos < task.hi and state.pos < w.match_end:  # pragma: no cover - the driver's summaries said otherwise
         raise SparkCepError(f"internal: batch {task.batch} stalled at row {state.pos} in its last pass")
     return measure_window(plan, part, w, items, input_row)
