@@ -132,8 +132,9 @@ def test_auto_picks_and_explains(spark, stream):
 
 def test_errors_from_workers_are_data_errors(spark):
     df = spark.createDataFrame(pd.DataFrame({"ts": [0, 1, 2], "d": [1, 0, 1]}))
-    with pytest.raises(DataError, match="division by zero"):
+    with pytest.raises(DataError, match="division by zero") as e:
         sparkcep.match_recognize(df, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A+) DEFINE A AS 10 / d > 1", strategy="runs", batch=2).collect()
+    assert e.value.key == {"ts": 1}  # the row, named by its ORDER BY value (a batch's first pass found it)
     with pytest.raises(sparkcep.QueryError):
         sparkcep.match_recognize(df, "ORDER BY nope MEASURES MATCH_NUMBER() AS m PATTERN (A)")
 
