@@ -19,7 +19,7 @@ from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError, QueryError
 from sparkcep.parallel.run_batches import LocalBackend, run_partition
 from sparkcep.runtime.fast import KernelMatcher
-from sparkcep.runtime.vm import Matcher
+from sparkcep.runtime.vm import MAX_RUNS, Matcher
 from tests.reference_matchers import ReferenceMatcher
 from tests.test_properties import comparable, patterns, tables, used_vars
 from tests.tiers import examples
@@ -654,3 +654,32 @@ def test_all_matches_share_label_paths_as_the_reference(pattern, rows):
     assert expected
     assert run_plan(plan, table, use_kernel=True).to_pylist() == expected
     assert run_plan(plan, table, Matcher, use_kernel=False).to_pylist() == expected
+
+
+ERROR_ORDER_CASES = [
+    # The first match's MEASURES divide by zero; the second match has no C to resume at.
+    ([3, 5, 1, 4, 6, 2], "AFTER MATCH SKIP TO LAST C PATTERN (A B C?) "
+                         "DEFINE B AS price > PREV(price), C AS price < PREV(price)", None),
+    # The first start's match divides by zero; the next start holds more than 10 label
+    # assignments (B and C both take every 7).
+    ([3, 1, 7, 7, 7, 7, 7, 7, 7, 7], "ALL MATCHES PATTERN (A B* C*) DEFINE B AS price = 7, C AS price = 7", 10),
+]
+
+
+@pytest.mark.parametrize("prices, rest, bound", ERROR_ORDER_CASES)
+@pytest.mark.parametrize("rows", ["ONE ROW PER MATCH", "ALL ROWS PER MATCH"])
+@pytest.mark.parametrize("keys", [1, 2])
+def test_measures_of_earlier_matches_fail_before_the_selection(prices, rest, bound, rows, keys):
+    """Where the selection fails after matches whose MEASURES fail, the kernel reports the
+    MEASURES error, as the Python matcher does (it measures each match as it selects it):
+    per match, as columns, and with a key before (its matches measured first)."""
+    n = len(prices)
+    lead = [] if keys == 1 else [4, 4]  # a key of two rows first, matched without error
+    table = pa.table({"k": [0] * len(lead) + [1] * n, "ts": list(range(len(lead) + n)), "price": lead + prices})
+    text = f"PARTITION BY k ORDER BY ts MEASURES 10 / (FIRST(price) - 3) AS r {rows} {rest}"
+    plan = compile_query(text, table)
+    assert KernelMatcher.for_plan(plan) is not None
+    with patch.object(KernelMatcher, "max_runs", bound or MAX_RUNS), patch.object(Matcher, "max_runs", bound or MAX_RUNS):
+        expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
+        assert _failed(expected) and "division by zero" in expected[1]
+        assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected

@@ -208,10 +208,11 @@ class KernelMatcher:
             return self._select_fixed(part, masks, order0, within, input_row)
         want_unmatched = q.with_unmatched
         got = self._automaton_select(part, masks, cols, valid, order0, within)
+        error = None
         if got is not None:
             starts, ends, offs, labels, excl, unmatched = got
         else:
-            starts, ends, offs, labels, excl, unmatched = self._thread_select(part, arr, input_row)
+            starts, ends, offs, labels, excl, unmatched, error = self._thread_select(part, arr, input_row)
         matches = matches_from_arrays(starts, ends, offs, labels, excl)
         items = []
         rows = np.nonzero(unmatched)[0].tolist() if want_unmatched else []
@@ -222,10 +223,11 @@ class KernelMatcher:
                 j += 1
             items.append(("match", m, number))
         items += [("unmatched", r) for r in rows[j:]]
-        return items
+        return items if error is None else _then_raise(items, error)
 
     def _thread_select(self, part: PartitionData, arr, input_row):
-        """The thread-list kernel's selection of a whole partition, as arrays."""
+        """The thread-list kernel's selection of a whole partition, as arrays, and the error
+        that ended it (or None) with the matches before it."""
         masks, cols, valid, order0, within = arr
         q, s = self.plan.query, self.spec
         first_ok = self._first_ok(part, masks)
@@ -234,12 +236,17 @@ class KernelMatcher:
             masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
             self.stats, self.max_runs)
+        error = None
         if err == kernel.TOO_MANY_RUNS:
             e = too_many_runs(self.max_runs, ALL_MATCHES_ADVICE, int(err_row))
-            raise DataError(e.message, row=input_row(e.position))
-        if err:
-            raise self.skip.error(int(err), input_row(int(err_row)))
-        return starts, ends, offs, labels, excl, unmatched
+            error = DataError(e.message, row=input_row(e.position))
+        elif err:
+            error = self.skip.error(int(err), input_row(int(err_row)))
+            # The match that has nowhere to resume is not reported (select_matches raises
+            # before it).
+            k = len(starts) - 1
+            starts, ends, offs = starts[:k], ends[:k], offs[:k + 1]
+        return starts, ends, offs, labels, excl, unmatched, error
 
     def _automaton_select(self, part: PartitionData, masks, cols, valid, order0, within):
         """select's arrays from the automaton: it picks the matches, the thread-list kernel
@@ -316,7 +323,10 @@ class KernelMatcher:
         elif (got := self._automaton_window(part, masks, order0, within, whole=True)) is not None:
             starts, ends = got[0], got[1]
         else:
-            starts, ends = self._thread_select(part, arr, input_row)[:2]
+            got = self._thread_select(part, arr, input_row)
+            if got[-1] is not None:
+                raise got[-1]  # the caller measures the matches before it first (runtime.local)
+            starts, ends = got[:2]
         return starts, ends, np.arange(1, len(starts) + 1, dtype=np.int64)
 
     def _fixed_starts(self, part: PartitionData, masks, order0, within, input_row,
@@ -553,3 +563,10 @@ def _exact_floats(arrays, idx: int):
     if d.dtype == np.int64 and len(d) and int(np.abs(d[v]).max(initial=0)) >= _EXACT:
         return None
     return d.astype(np.float64), v
+
+
+def _then_raise(items: list, error: DataError):
+    """select's items before a selection error, then the error: the matches before it are
+    measured first, as select_matches' are, so a MEASURES error of theirs is the one raised."""
+    yield from items
+    raise error
