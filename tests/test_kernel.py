@@ -107,6 +107,8 @@ def kernel_queries(draw, pattern_of=None):
     order = draw(st.sampled_from(["ts", "ts", "t, ts"]))
     bound = draw(st.sampled_from(["", "MAXLENGTH 3", "WITHIN 2" if order == "ts" else "WITHIN INTERVAL '2' SECOND"]))
     measures = "MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, COUNT(*) AS n"
+    if draw(st.integers(0, 4)) == 0:  # a MEASURES error in some matches: which error comes first
+        measures += ", 10 / (FIRST(price) - 3) AS q"
     if draw(st.booleans()):  # measures the kernel's matches give as whole columns (runtime.columnar)
         aggs = draw(st.lists(st.sampled_from(["COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA"]), min_size=2, max_size=2))
         measures = (f"MATCH_NUMBER() AS mn, COUNT(*) AS n, {aggs[0]}(price) AS ap, {aggs[1]}(x) AS ax, "
