@@ -107,8 +107,6 @@ def kernel_queries(draw, pattern_of=None):
     order = draw(st.sampled_from(["ts", "ts", "t, ts"]))
     bound = draw(st.sampled_from(["", "MAXLENGTH 3", "WITHIN 2" if order == "ts" else "WITHIN INTERVAL '2' SECOND"]))
     measures = "MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, COUNT(*) AS n"
-    if draw(st.integers(0, 4)) == 0:  # a MEASURES error in some matches: which error comes first
-        measures += ", 10 / (FIRST(price) - 3) AS q"
     if draw(st.booleans()):  # measures the kernel's matches give as whole columns (runtime.columnar)
         aggs = draw(st.lists(st.sampled_from(["COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA"]), min_size=2, max_size=2))
         measures = (f"MATCH_NUMBER() AS mn, COUNT(*) AS n, {aggs[0]}(price) AS ap, {aggs[1]}(x) AS ax, "
@@ -658,13 +656,13 @@ def test_all_matches_share_label_paths_as_the_reference(pattern, rows):
     assert run_plan(plan, table, Matcher, use_kernel=False).to_pylist() == expected
 
 
+SKIP_FAILS = "AFTER MATCH SKIP TO LAST C PATTERN (A B C?) DEFINE B AS price > PREV(price), C AS price < PREV(price)"
 ERROR_ORDER_CASES = [
     # The first match's MEASURES divide by zero; the second match has no C to resume at.
-    ([3, 5, 1, 4, 6, 2], "AFTER MATCH SKIP TO LAST C PATTERN (A B C?) "
-                         "DEFINE B AS price > PREV(price), C AS price < PREV(price)", None),
-    # The first start's match divides by zero; the next start holds more than 10 label
-    # assignments (B and C both take every 7).
-    ([3, 1, 7, 7, 7, 7, 7, 7, 7, 7], "ALL MATCHES PATTERN (A B* C*) DEFINE B AS price = 7, C AS price = 7", 10),
+    ([3, 5, 1, 4, 6, 2], SKIP_FAILS, None),
+    # The first start's matches divide by zero (and two of them take two rows); a later
+    # start holds more than 10 label assignments (B and C both take every 7).
+    ([3, 7, 1, 7, 7, 7, 7, 7, 7, 7, 7], "ALL MATCHES PATTERN (A B* C*) DEFINE B AS price = 7, C AS price = 7", 10),
 ]
 
 
@@ -685,3 +683,33 @@ def test_measures_of_earlier_matches_fail_before_the_selection(prices, rest, bou
         expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
         assert _failed(expected) and "division by zero" in expected[1]
         assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected
+
+
+@pytest.mark.parametrize("prices, rest, bound", ERROR_ORDER_CASES)
+@pytest.mark.parametrize("keys", [1, 2])
+def test_measure_columns_of_earlier_matches_fail_before_the_selection(prices, rest, bound, keys):
+    """ONE ROW PER MATCH measures the kernel computes as columns: a SUM beyond BIGINT (of a
+    column no condition reads, so the kernel takes the data) goes to the per-match path, and
+    its error comes before the selection's, as on the Python matcher (all keys at once for
+    the skip error, key by key for ALL MATCHES)."""
+    lead = [] if keys == 1 else [4, 3]  # a key of two rows first, without a match
+    n = len(prices)
+    table = pa.table({"k": [0] * len(lead) + [1] * n, "ts": list(range(len(lead) + n)),
+                      "price": lead + prices, "x": [2**62] * (len(lead) + n)})
+    plan = compile_query(f"PARTITION BY k ORDER BY ts MEASURES SUM(x) AS s ONE ROW PER MATCH {rest}", table)
+    with patch.object(KernelMatcher, "max_runs", bound or MAX_RUNS), patch.object(Matcher, "max_runs", bound or MAX_RUNS):
+        expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
+        assert _failed(expected) and "bigint overflow" in expected[1]
+        assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected
+
+
+def test_run_batches_raise_no_error_of_a_start_the_selection_skips():
+    """A DEFINE error at a start inside an earlier match is not the query's: the sequential
+    engine never searches that start, and neither may run batches (which search a batch's
+    starts ahead of the selection)."""
+    table = pa.table({"ts": [0, 1, 2, 3], "price": [1, 4, 3, 5]})
+    plan = compile_query("ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A B) DEFINE B AS 10 / (price - 3) > 0", table)
+    expected = run_plan(plan, table, Matcher, use_kernel=False).to_pylist()
+    assert len(expected) == 2
+    for batch in (1, 2, 4, 8):
+        assert run_plan(plan, table, partition_runner=_in_batches(batch)).to_pylist() == expected, batch

@@ -75,7 +75,8 @@ def shift(m: Match, by: int) -> Match:
 
 def find_candidates(plan: Plan, part: PartitionData, w: Window) -> list[tuple[int, Any]]:
     """(global start, answer) for the window's start rows, answers in global positions;
-    starts with nothing found are left out. The batch task of the first pass."""
+    starts with nothing found are left out, a start whose search failed answers its
+    DataError. The batch task of the first pass."""
     starts = w.starts if w.starts is not None else range(w.own_start, w.own_end)
     q = plan.query
     kernel = KernelMatcher.for_plan(plan) if q.skip_mode != "ALL_MATCHES" else None
@@ -87,7 +88,13 @@ def find_candidates(plan: Plan, part: PartitionData, w: Window) -> list[tuple[in
     find = candidate_finder(plan.query, Matcher(plan), part)
     out = []
     for s in starts:
-        r = find(s - w.start)
+        try:
+            r = find(s - w.start)
+        except DataError as e:
+            # The error of this start is the query's only if the selection asks for it (it
+            # may skip the start, as the sequential engine then never searches it).
+            out.append((s, e))
+            continue
         if r is UNRESOLVED:
             out.append((s, UNRESOLVED))
         elif isinstance(r, list):
@@ -187,7 +194,10 @@ def candidate_table(plan: Plan, part: PartitionData, w: Window) -> Callable[[int
         nonlocal found
         if found is None:
             found = dict(find_candidates(plan, part, w))
-        return found.get(s, empty)
+        got = found.get(s, empty)
+        if isinstance(got, DataError):
+            raise got
+        return got
     return candidate
 
 

@@ -325,7 +325,7 @@ class KernelMatcher:
         else:
             got = self._thread_select(part, arr, input_row)
             if got[-1] is not None:
-                raise got[-1]  # the caller measures the matches before it first (runtime.local)
+                raise got[-1]  # runtime.local then measures the matches before it per match, in order
             starts, ends = got[:2]
         return starts, ends, np.arange(1, len(starts) + 1, dtype=np.int64)
 

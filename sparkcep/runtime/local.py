@@ -149,11 +149,14 @@ def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], 
             got = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
             pieces.append(((b, got), None) if got is not None else (None, partition(b)))
         except DataError:
-            # An earlier partition's per-match measures may fail first (in partition order).
+            # An earlier partition's per-match measures may fail first (in partition order),
+            # and so may this partition's matches before the error (the per-match path
+            # measures each before it selects the next).
             got, found = measures()
             if found and got is None:
                 for bb, _ in found:
                     partition(bb)
+            partition(b)
             raise
     got, found = measures()
     if not found:
@@ -190,8 +193,9 @@ def _all_at_once(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]
     if kernel.window_error is not None:
         err, k, row = kernel.window_error
         if measured is None:
-            for b in bounds[:k]:
-                partition(b)  # their per-match measures fail first, if they fail
+            # their per-match measures fail first, if they fail (window k's: those before the error)
+            for b in bounds[:k + 1]:
+                partition(b)
         raise kernel.skip.error(err, int(order_np[lo[k] + row]))
     if measured is None:
         return None
