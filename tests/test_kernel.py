@@ -4,6 +4,7 @@ every example exercises it."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 from unittest.mock import patch
@@ -588,11 +589,15 @@ def _failed(outcome) -> bool:
 
 
 def _outcome(fn):
-    """Rows, or the whole error (its row too)."""
-    try:
-        return comparable(fn().to_pylist())
-    except DataError as e:
-        return ("error", str(e))
+    """_run of a query's output table."""
+    return _run(lambda: fn().to_pylist())
+
+
+@contextlib.contextmanager
+def _bounded(max_runs: int):
+    """ALL MATCHES' bound set on the kernel and the Python matcher alike."""
+    with patch.object(KernelMatcher, "max_runs", max_runs), patch.object(Matcher, "max_runs", max_runs):
+        yield
 
 
 @settings(max_examples=examples(300, scaled=True), deadline=None, suppress_health_check=list(HealthCheck))
@@ -613,7 +618,7 @@ def test_all_matches_bound_holds_alike_on_kernel_and_vm(text, table, bound, batc
     peak = stats.get("peak_threads", 0)  # none after an error
     bounds = [bound] + ([peak - 1, peak] if not _failed(capped) and peak > 5 else [])
     for b in bounds:
-        with patch.object(KernelMatcher, "max_runs", b), patch.object(Matcher, "max_runs", b):
+        with _bounded(b):
             expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
             assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected, (text, b)
             assert _outcome(lambda: run_plan(plan, table, partition_runner=_in_batches(batch))) == expected, (text, b)
@@ -672,14 +677,14 @@ ERROR_ORDER_CASES = [
 def test_measures_of_earlier_matches_fail_before_the_selection(prices, rest, bound, rows, keys):
     """Where the selection fails after matches whose MEASURES fail, the kernel reports the
     MEASURES error, as the Python matcher does (it measures each match as it selects it):
-    per match, as columns, and with a key before (its matches measured first)."""
+    in either output mode, and with a key before (its matches measured first)."""
     n = len(prices)
     lead = [] if keys == 1 else [4, 4]  # a key of two rows first, matched without error
     table = pa.table({"k": [0] * len(lead) + [1] * n, "ts": list(range(len(lead) + n)), "price": lead + prices})
     text = f"PARTITION BY k ORDER BY ts MEASURES 10 / (FIRST(price) - 3) AS r {rows} {rest}"
     plan = compile_query(text, table)
     assert KernelMatcher.for_plan(plan) is not None
-    with patch.object(KernelMatcher, "max_runs", bound or MAX_RUNS), patch.object(Matcher, "max_runs", bound or MAX_RUNS):
+    with _bounded(bound or MAX_RUNS):
         expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
         assert _failed(expected) and "division by zero" in expected[1]
         assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected
@@ -697,7 +702,7 @@ def test_measure_columns_of_earlier_matches_fail_before_the_selection(prices, re
     table = pa.table({"k": [0] * len(lead) + [1] * n, "ts": list(range(len(lead) + n)),
                       "price": lead + prices, "x": [2**62] * (len(lead) + n)})
     plan = compile_query(f"PARTITION BY k ORDER BY ts MEASURES SUM(x) AS s ONE ROW PER MATCH {rest}", table)
-    with patch.object(KernelMatcher, "max_runs", bound or MAX_RUNS), patch.object(Matcher, "max_runs", bound or MAX_RUNS):
+    with _bounded(bound or MAX_RUNS):
         expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
         assert _failed(expected) and "bigint overflow" in expected[1]
         assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected

@@ -445,7 +445,7 @@ def _search(start, how, limit, prog, bufs, need):
             return UNRESOLVED, -1
         if nn > stats[0]:  # ALL MATCHES' finished matches too: they are held as long
             stats[0] = nn
-        if every and nn > max_runs:  # a bound on memory: such assignments multiply row by row
+        if every and nn > max_runs:  # a bound on what one search holds: assignments may multiply row by row
             return TOO_MANY, pos
         if accepted:
             best_end = pos
