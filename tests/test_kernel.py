@@ -108,6 +108,8 @@ def kernel_queries(draw, pattern_of=None):
     order = draw(st.sampled_from(["ts", "ts", "t, ts"]))
     bound = draw(st.sampled_from(["", "MAXLENGTH 3", "WITHIN 2" if order == "ts" else "WITHIN INTERVAL '2' SECOND"]))
     measures = "MATCH_NUMBER() AS mn, CLASSIFIER() AS cls, COUNT(*) AS n"
+    if draw(st.integers(0, 4)) == 0:  # a MEASURES error in some matches: which error comes first
+        measures += ", 10 / (FIRST(price) - 3) AS q"
     if draw(st.booleans()):  # measures the kernel's matches give as whole columns (runtime.columnar)
         aggs = draw(st.lists(st.sampled_from(["COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA"]), min_size=2, max_size=2))
         measures = (f"MATCH_NUMBER() AS mn, COUNT(*) AS n, {aggs[0]}(price) AS ap, {aggs[1]}(x) AS ax, "
@@ -675,9 +677,11 @@ ERROR_ORDER_CASES = [
 @pytest.mark.parametrize("rows", ["ONE ROW PER MATCH", "ALL ROWS PER MATCH"])
 @pytest.mark.parametrize("keys", [1, 2])
 def test_measures_of_earlier_matches_fail_before_the_selection(prices, rest, bound, rows, keys):
-    """Where the selection fails after matches whose MEASURES fail, the kernel reports the
-    MEASURES error, as the Python matcher does (it measures each match as it selects it):
-    in either output mode, and with a key before (its matches measured first)."""
+    """Where the selection fails after matches whose MEASURES fail, the kernel and run
+    batches report the MEASURES error, as the Python matcher does (it measures each match as
+    it selects it): in either output mode, and with a key before (its matches measured
+    first); in batches the failing match may be in the batch of the selection's error or in
+    an earlier one."""
     n = len(prices)
     lead = [] if keys == 1 else [4, 4]  # a key of two rows first, matched without error
     table = pa.table({"k": [0] * len(lead) + [1] * n, "ts": list(range(len(lead) + n)), "price": lead + prices})
@@ -688,6 +692,8 @@ def test_measures_of_earlier_matches_fail_before_the_selection(prices, rest, bou
         expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
         assert _failed(expected) and "division by zero" in expected[1]
         assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected
+        for batch in (1, 2, 3, 5, 20):
+            assert _outcome(lambda b=batch: run_plan(plan, table, partition_runner=_in_batches(b))) == expected, batch
 
 
 @pytest.mark.parametrize("prices, rest, bound", ERROR_ORDER_CASES)

@@ -159,10 +159,10 @@ class Summary:
     # to): it is the query's error only if the true selection gets there.
     error: tuple[int, DataError] | None = None
 
-    def follow(self, entry: Selection) -> Selection | None:
-        """The selection after this batch for the true ``entry`` state, or None when this
-        summary cannot tell (the entry is inside one of its matches' skipped rows, past its
-        zone, or the selection stalled)."""
+    def follow(self, entry: Selection) -> Selection | DataError | None:
+        """The selection after this batch for the true ``entry`` state; the error it stops
+        with in this batch; or None when this summary cannot tell (the entry is inside one
+        of its matches' skipped rows, past its zone, or the selection stalled)."""
         t, e = self.task, entry.pos
         if e >= t.hi:
             return entry  # an earlier match covers the whole batch
@@ -173,9 +173,7 @@ class Summary:
         if any(s < e < r for s, r, _ in self.chain):
             return None
         if self.error is not None:
-            if e <= self.error[0]:
-                raise self.error[1]
-            return None
+            return self.error[1] if e <= self.error[0] else None
         if self.stall is not None:
             return None
         count = sum(1 for s, _, _ in self.chain if s >= e) + self.count_after
@@ -252,9 +250,15 @@ def emit(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selectio
             raise SparkCepError(f"internal: batch {task.batch} stalled at row {chosen.stall} in its last pass")
         return chosen.output(plan, part, w, entry.number, input_row)
     candidate = candidate if candidate is not None else candidate_table(plan, part, w)
+    items: list[tuple] = []
     try:
-        items = list(select_matches(q, w.match_end, candidate, input_row, state=state, stop=task.hi))
-    except EvaluationError as e:
+        for item in select_matches(q, w.match_end, candidate, input_row, state=state, stop=task.hi):
+            items.append(item)
+    except DataError as e:
+        # The matches selected before the error are measured first: one of their MEASURES
+        # may fail, and the sequential engine, measuring each match as it selects it,
+        # reports that error.
+        measure_window(plan, part, w, items, input_row)
         raise _at_input_row(e, w, input_row) from None
     if state.pos < task.hi and state.pos < w.match_end:  # pragma: no cover - the driver's summaries said otherwise
         raise SparkCepError(f"internal: batch {task.batch} stalled at row {state.pos} in its last pass")
@@ -415,12 +419,13 @@ def default_shared(plan: Plan, batch: int) -> int:
 
 
 def stitch(summaries: dict[int, Summary], batches: list[tuple[int, int]]
-           ) -> tuple[dict[int, Selection], Selection, list[Task]]:
+           ) -> tuple[dict[int, Selection], Selection, list[Task], DataError | None]:
     """Walk the batches in order from the partition's start: the true entry state of each
-    batch whose predecessors' summaries tell it, the state after the last one, and the
-    tasks still needed — the first batch a summary cannot follow (run from its true entry,
-    with twice the reach if it stalled there), and every later stalled batch (twice the
-    reach: it will be needed)."""
+    batch whose predecessors' summaries tell it, the state after the last one, the tasks
+    still needed — the first batch a summary cannot follow (run from its true entry, with
+    twice the reach if it stalled there), and every later stalled batch (twice the reach:
+    it will be needed) — and the error the selection stops with (in the last batch with an
+    entry)."""
     entries: dict[int, Selection] = {}
     entry = Selection(0, -1, 0)
     todo: list[Task] = []
@@ -432,6 +437,8 @@ def stitch(summaries: dict[int, Summary], batches: list[tuple[int, int]]
         if not blocked:
             entries[b] = entry
             nxt = s.follow(entry)
+            if isinstance(nxt, DataError):
+                return entries, entry, [], nxt
             if nxt is not None:
                 entry = nxt
                 continue
@@ -440,7 +447,7 @@ def stitch(summaries: dict[int, Summary], batches: list[tuple[int, int]]
             todo.append(replace(t, entry=entry.pos, reach=t.reach * 2 if more else t.reach, zone_end=t.lo + zone))
         elif s.stall is not None:
             todo.append(replace(t, reach=t.reach * 2, zone_end=t.lo + zone))
-    return entries, entry, todo
+    return entries, entry, todo, None
 
 
 def run_partition(plan: Plan, n: int, backend: Backend, batch: int, shared: int | None = None,
@@ -459,7 +466,12 @@ def run_partitions(plan: Plan, sizes: Sequence[int], backend: Backend, batch: in
     follow, then each batch emits its rows from its true entry state (``backend.outputs``:
     a list of rows in-process, a DataFrame on Spark). The driver handles one small summary
     per batch and round, never the matches. ``bounds``: the batches of each partition as
-    (lo, hi) rows, when the backend cut them (default: ``batch`` rows each)."""
+    (lo, hi) rows, when the backend cut them (default: ``batch`` rows each).
+
+    Where a partition's selection stops with an error, the rows before it are still made,
+    so that an earlier error wins as it does in the sequential engine: a MEASURES error of
+    an earlier match, or of an earlier partition. (A lazy result, as on Spark, is not run:
+    its tasks run side by side, so any of their errors could come first.)"""
     if batch < 1:
         raise ValueError("batch must be at least 1")
     if plan.define_match_number:
@@ -474,6 +486,7 @@ def run_partitions(plan: Plan, sizes: Sequence[int], backend: Backend, batch: in
              for pi, batches in layout.items() for b, (lo, hi) in enumerate(batches)]
     summaries: dict[int, dict[int, Summary]] = {pi: {} for pi in layout}
     entries: dict[int, dict[int, Selection]] = {}
+    errors: dict[int, DataError] = {}
     while tasks:
         stats.passes += 1
         for s in backend.summaries(tasks):
@@ -481,14 +494,22 @@ def run_partitions(plan: Plan, sizes: Sequence[int], backend: Backend, batch: in
         tasks = []
         stats.matches = 0
         for pi, batches in layout.items():
-            entries[pi], last, todo = stitch(summaries[pi], batches)
+            entries[pi], last, todo, error = stitch(summaries[pi], batches)
             stats.matches += last.number
-            tasks += todo
+            if error is not None:
+                errors[pi] = error
+            if not errors or pi < min(errors):  # partitions after a failing one are never output
+                tasks += todo
         stats.follow_up_starts += len(tasks)
+    failed = min(errors, default=None)
     # Each batch emits from its true entry, with the reach its summary needed; a batch an
     # earlier match covers entirely emits nothing.
-    return backend.outputs([(replace(summaries[pi][b].task, entry=e.pos), e)
-                            for pi, es in entries.items() for b, e in es.items() if e.pos < summaries[pi][b].task.hi])
+    result = backend.outputs([(replace(summaries[pi][b].task, entry=e.pos), e)
+                              for pi, es in entries.items() if failed is None or pi <= failed
+                              for b, e in es.items() if e.pos < summaries[pi][b].task.hi])
+    if failed is not None:
+        raise errors[failed]
+    return result
 
 
 class LocalBackend:
