@@ -264,3 +264,53 @@ def test_batch_over_many_keys_equals_each_key_alone(query, data):
         assert got is DataError
     else:
         assert got == sorted((r for rows in alone for r in rows), key=repr)
+
+
+# Queries that fail on some data: in DEFINE, in MEASURES (as columns, match by match, or with
+# unmatched rows), and in AFTER MATCH SKIP (no row to resume at).
+FAILING = [_HEAD + q for q in [
+    "MEASURES FIRST(t) AS s PATTERN (A B) DEFINE B AS 10 / (v - 3) > 0",
+    "MEASURES SUM(10 / (v - 3)) AS s PATTERN (A B) DEFINE B AS v > 0",
+    "MEASURES FIRST(A.t) AS s, 10 / (LAST(B.v) - 3) AS q PATTERN (A B+) DEFINE B AS v > PREV(v)",
+    "MEASURES FIRST(t) AS s AFTER MATCH SKIP TO LAST C PATTERN (A B C?) DEFINE B AS v > PREV(v), C AS v < PREV(v)",
+    "MEASURES FIRST(t) AS s, 10 / (LAST(v) - 3) AS q ALL ROWS PER MATCH WITH UNMATCHED ROWS "
+    "PATTERN (A B) DEFINE B AS v > 4",
+]]
+
+
+@pytest.mark.parametrize("query", FAILING)
+@pytest.mark.parametrize("bulk", [True, False])
+@given(data=streams())
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_a_stream_error_names_its_row_by_key_and_time(query, bulk, data):
+    """A stream's row has no input position, so an error names it by its PARTITION BY and
+    ORDER BY values: those of the row the batch engine names for that key's rows alone (keys
+    fail in the order their rows seal, so the stream's first error may be another key's)."""
+    times, values, keys, *_ = data
+    try:
+        run_keyed(query, *data, bulk=bulk)
+    except DataError as e:
+        got = e
+    else:
+        got = None
+    accepted = _accepted(*data)
+    whole = _table([times[r] for r in accepted], [values[r] for r in accepted], [keys[r] for r in accepted])
+    try:
+        sparkcep.match_recognize(whole, query)
+    except DataError:
+        assert got is not None, "the batch engine fails on these rows"
+    else:
+        assert got is None, got
+        return
+    assert got.row is None and set(got.key) == {"k", "t"}, got.key
+    mine = [r for r in accepted if keys[r] == got.key["k"]]
+    with pytest.raises(DataError) as alone:
+        sparkcep.match_recognize(_table([times[r] for r in mine], [values[r] for r in mine], [keys[r] for r in mine]),
+                                 query)
+    assert alone.value.message == got.message
+    assert got.key == {"k": keys[mine[alone.value.row]], "t": times[mine[alone.value.row]]}
+
+
+def _accepted(times, values, keys, delay, arrival, cuts, roundtrip) -> list[int]:
+    """The rows a stream takes (those not late), in arrival order."""
+    return [r for fresh, _ in arrivals(times, delay, arrival, cuts) for r in fresh]

@@ -12,10 +12,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparkcep.analysis.bound import AnalyzedQuery, SortKey
+from sparkcep.errors import DataError, QueryError
 from sparkcep.jit import njit
 from sparkcep.values import as_read, numpy_values, python_values
 
 ROW_ID = "__sparkcep_row__"
+
+
+def named_by_key(e: DataError, q: AnalyzedQuery, t: pa.Table, index: int | None) -> DataError:
+    """``e`` naming its row by PARTITION BY and ORDER BY values (``index``: the row's place
+    in ``t``), for rows without an input position: a Spark DataFrame's, a stream's."""
+    if index is None or not 0 <= index < t.num_rows or isinstance(e, QueryError):
+        return e
+    names = [k.column for k in q.partition_by] + [k.column for k in q.order_by]
+    key = {n: t.column(n)[index].as_py() for n in dict.fromkeys(names) if n in t.schema.names}
+    return DataError(e.message, column=e.column, key=key)
 
 
 def _sort_columns(table: pa.Table, key: SortKey, descending: bool, nulls_first: bool, tag: str

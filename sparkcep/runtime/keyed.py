@@ -31,7 +31,7 @@ from sparkcep.analysis.bound import BNav, nodes
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import pack, table_from_ipc, table_to_ipc, unpack
 from sparkcep.data.output import output_table
-from sparkcep.data.partitions import LazyColumns, sort_and_partition
+from sparkcep.data.partitions import LazyColumns, named_by_key, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.engine import Selection, measure_rows
@@ -290,9 +290,8 @@ class KeyedMatcher:
                              (offs[:before.sum() + 1], labels, excl)) is None:
                 self._each(table, lo, size, sealed, {f: v.copy() for f, v in meta.items()},
                            np.unique(active[wins[before]]), seal, final)
-            j = int(active[win])
-            e = kernel.skip.error(err, row)
-            raise DataError(e.message, column=e.column, key=self.key_of(table, int(lo[j]))) from None
+            j = int(active[win])  # row: in the key's rows
+            raise named_by_key(kernel.skip.error(err, row), plan.query, table, int(lo[j]) + row) from None
         measured = self._measure(table, part, active, lo, sealed, meta, starts, ends, wins, label_arrays)
         if measured is None:
             return None
@@ -336,9 +335,8 @@ class KeyedMatcher:
                 positions.append(pos)
                 for j, v in enumerate(vals):
                     values[j].append(v)
-        except DataError as e:  # a stream's row has no position: name its key
-            key = self.key_of(table, e.row) if e.row is not None else None
-            raise DataError(e.message, column=e.column, key=key) from None
+        except DataError as e:  # a stream's row has no input position: name it by its key values
+            raise named_by_key(e, self.plan.query, table, e.row) from None
         return np.array(positions, dtype=np.int64), values
 
     def _first_waiting(self, table: pa.Table, lo, sealed, size) -> np.ndarray:
@@ -364,8 +362,8 @@ class KeyedMatcher:
                           Selection(int(meta["pos"][j]), int(meta["covered"][j]), int(meta["number"][j])))
             try:
                 out, late = single.step(st, seal, final)
-            except DataError as e:  # a stream's row has no position: name its key
-                raise DataError(e.message, column=e.column, key=self.key_of(table, int(lo[j]))) from None
+            except DataError as e:  # a stream's row has no input position: name it by its key values
+                raise self._named(e, table, int(lo[j]), int(size[j])) from None
             outs.append(out)
             timeouts.append(late)
             drop[j] = st.base - base
@@ -375,6 +373,14 @@ class KeyedMatcher:
         out = pa.concat_tables(outs) if outs else single.empty_output(table)
         late = pa.concat_tables(timeouts) if timeouts else single.timeout_schema().empty_table()
         return out, late, drop
+
+    def _named(self, e: DataError, table: pa.Table, lo: int, size: int) -> DataError:
+        """An error of one key's matcher (its rows ``lo`` .. ``lo + size`` of ``table``),
+        naming the row by its key values; the key alone where no row is to blame."""
+        at = e.row if e.row is not None else getattr(e, "position", None)
+        if at is not None and 0 <= at < size:
+            return named_by_key(e, self.plan.query, table, lo + at)
+        return DataError(e.message, column=e.column, key=self.key_of(table, lo))
 
     def _timer(self, st: KeyState, seal) -> int:
         """One key's timer: when the watermark passes its first row still waiting, or a

@@ -10,11 +10,11 @@ import pyarrow as pa
 from pyspark import cloudpickle
 
 from sparkcep.compile.plan import Plan
-from sparkcep.data.partitions import sort_and_partition
+from sparkcep.data.partitions import named_by_key, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.query import is_segment_plan, run_plan
 from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, arrow_of, max_task_rows, slots
-from sparkcep.spark.wire import errors_to_driver, keyed
+from sparkcep.spark.wire import errors_to_driver
 
 
 def by_groups(plan: Plan, base, spark_schema, single: bool):
@@ -51,7 +51,7 @@ def _partition_task(p: Plan, limit: int, batches, spark_schema):
         try:
             out = run_in_task(p, part)
         except DataError as e:
-            raise keyed(e, p, part, e.row) from None
+            raise named_by_key(e, p.query, part, e.row) from None
         yield from out.cast(schema).to_batches()
 
 
@@ -62,14 +62,14 @@ def _within_bound(p: Plan, t: pa.Table, limit: int):
         yield t
         return
     if not p.query.partition_by:
-        raise keyed(DataError(_too_many("the input has", t.num_rows, limit)), p, t, 0)
+        raise named_by_key(DataError(_too_many("the input has", t.num_rows, limit)), p.query, t, 0)
     parts = sort_and_partition(t, p.query)
     at = 0
     while at < len(parts.bounds):
         lo = parts.bounds[at][0]
         hi = parts.bounds[at][1]
         if hi - lo > limit:
-            raise keyed(DataError(_too_many("one key holds", hi - lo, limit)), p, t, int(parts.order[lo]))
+            raise named_by_key(DataError(_too_many("one key holds", hi - lo, limit)), p.query, t, int(parts.order[lo]))
         while at + 1 < len(parts.bounds) and parts.bounds[at + 1][1] - lo <= limit:
             at += 1
             hi = parts.bounds[at][1]

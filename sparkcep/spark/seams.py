@@ -13,7 +13,7 @@ import pyarrow as pa
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import referenced_columns
 from sparkcep.data.output import output_table
-from sparkcep.data.partitions import LazyColumns
+from sparkcep.data.partitions import LazyColumns, named_by_key
 from sparkcep.errors import DataError
 from sparkcep.parallel.run_batches import (
     RunStats,
@@ -28,7 +28,6 @@ from sparkcep.parallel.run_batches import (
 )
 from sparkcep.runtime.engine import Selection
 from sparkcep.spark.frames import WIN, unpersist
-from sparkcep.spark.wire import keyed
 
 AT = "__sparkcep_at__"  # an output row's position in its partition (first-pass rows)
 SUMMARY = "__sparkcep_summary__"  # a batch task's summary (JSON) beside output rows
@@ -105,7 +104,7 @@ def run_batch(p: Plan, t: pa.Table, names: list[str], w: Window, task: Task, ent
             return None, _output(p, t, names, w, emit(p, part, w, task, entry, local, candidate), out_arrow)
         summary = summarize(p, part, w, task, local, candidate)
     except DataError as e:
-        raise keyed(e, p, t, getattr(e, "position", None) if e.row is None else e.row) from None
+        raise named_by_key(e, p.query, t, getattr(e, "position", None) if e.row is None else e.row) from None
     rows = None
     if speculate is not None and summary.error is None and summary.stall is None:
         try:
@@ -126,7 +125,7 @@ def _summary_to_json(s: Summary, p: Plan, t: pa.Table) -> str:
     error = None
     if s.error is not None:
         at, e = s.error
-        e = keyed(e, p, t, e.row)
+        e = named_by_key(e, p.query, t, e.row)
         error = {"at": at, "message": e.message, "column": e.column, "key": e.key}
     return json.dumps({"chain": s.chain, "count_after": s.count_after, "last_after": s.last_after,
                        "exit": s.exit, "stall": s.stall, "error": error}, default=str)

@@ -1,7 +1,8 @@
 """What crosses between Spark's Python workers and the driver: a sparkcep error raised in a
 task travels as tagged JSON (Spark wraps worker exceptions in its own types and keeps only
-their text) and is raised again on the driver as the DataError it was; a row of a Spark
-DataFrame has no input position, so errors name it by its key values."""
+their text) and is raised again on the driver as the DataError it was (a row of a Spark
+DataFrame has no input position: errors name it by its key values, data.partitions'
+``named_by_key``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import json
 
 import pyarrow as pa
 
-from sparkcep.compile.plan import Plan
-from sparkcep.errors import DataError, InternalError, QueryError, SparkCepError, internal_errors
+from sparkcep.errors import DataError, InternalError, SparkCepError, internal_errors
 
 _ERROR_TAG = "SPARKCEP_ERROR:"
 
@@ -71,13 +71,3 @@ def collect_arrow(df) -> pa.Table:
     except Exception as e:  # noqa: BLE001 - Spark wraps worker errors in its own types
         reraise(e)
         raise
-
-
-def keyed(e: DataError, p: Plan, t: pa.Table, index: int | None) -> DataError:
-    """``e`` with its row named by PARTITION BY and ORDER BY values (``index`` is the row's
-    place in ``t``)."""
-    if index is None or not 0 <= index < t.num_rows or isinstance(e, QueryError):
-        return e
-    names = [k.column for k in p.query.partition_by] + [k.column for k in p.query.order_by]
-    key = {n: t.column(n)[index].as_py() for n in dict.fromkeys(names) if n in t.schema.names}
-    return DataError(e.message, column=e.column, key=key)
