@@ -20,7 +20,7 @@ from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError, QueryError
 from sparkcep.parallel.run_batches import LocalBackend, run_partition
 from sparkcep.runtime.fast import KernelMatcher
-from sparkcep.runtime.vm import MAX_RUNS, Matcher
+from sparkcep.runtime.vm import MAX_NODES, MAX_RUNS, Matcher
 from tests.reference_matchers import ReferenceMatcher
 from tests.test_properties import comparable, patterns, tables, used_vars
 from tests.tiers import examples
@@ -596,31 +596,36 @@ def _outcome(fn):
 
 
 @contextlib.contextmanager
-def _bounded(max_runs: int):
-    """ALL MATCHES' bound set on the kernel and the Python matcher alike."""
-    with patch.object(KernelMatcher, "max_runs", max_runs), patch.object(Matcher, "max_runs", max_runs):
+def _bounded(max_runs: int = MAX_RUNS, max_nodes: int = MAX_NODES):
+    """ALL MATCHES' bounds set on the kernel and the Python matcher alike."""
+    with contextlib.ExitStack() as stack:
+        for cls in (KernelMatcher, Matcher):
+            stack.enter_context(patch.object(cls, "max_runs", max_runs))
+            stack.enter_context(patch.object(cls, "max_nodes", max_nodes))
         yield
 
 
+@pytest.mark.parametrize("kind, peak_of, scale", [("max_runs", "peak_threads", 1), ("max_nodes", "peak_nodes", 10)])
 @settings(max_examples=examples(300, scaled=True), deadline=None, suppress_health_check=list(HealthCheck))
 @given(all_matches_queries(), walks(), st.integers(10, 300), st.integers(1, 8))
-def test_all_matches_bound_holds_alike_on_kernel_and_vm(text, table, bound, batch):
-    """An ALL MATCHES search holding more than the bound's threads and finished matches stops
-    with the same DataError, at the same row, on the kernel, the Python matcher and in run
-    batches; below it they give the same rows (the whole 60-row walks: the bound keeps them small). Where
-    the most held at once (the kernel's peak) is known, the bound is also put just below
-    it (an error) and at it (none). Bounds are above one thread's closure (at most 4 places
-    here): the kernel skips starts whose second row no variable takes, where the Python
-    matcher reads the first row and holds that closure."""
+def test_all_matches_bounds_hold_alike_on_kernel_and_vm(kind, peak_of, scale, text, table, bound, batch):
+    """An ALL MATCHES search holding more than the bound's threads and finished matches at
+    once (``max_runs``), or making more than its history nodes (``max_nodes``: label paths,
+    equal ones shared), stops with the same DataError, at the same row, on the kernel, the
+    Python matcher and in run batches; below it they give the same rows (the whole 60-row
+    walks: the bound keeps them small). Where the kernel's peak is known, the bound is also
+    put just below it (an error) and at it (none). Bounds are above one thread's closure
+    (at most 4 places here): the kernel skips starts whose second row no variable takes,
+    where the Python matcher reads the first row and holds that closure."""
     plan = compile_query(text, table)
     assert KernelMatcher.for_plan(plan) is not None, text
     stats: dict = {}
-    with patch.object(KernelMatcher, "max_runs", 2000):
+    with _bounded(**{kind: 2000 * scale}):
         capped = _outcome(lambda: run_plan(plan, table, use_kernel=True, stats=stats))
-    peak = stats.get("peak_threads", 0)  # none after an error
-    bounds = [bound] + ([peak - 1, peak] if not _failed(capped) and peak > 5 else [])
+    peak = stats.get(peak_of, 0)  # none after an error
+    bounds = [bound * scale] + ([peak - 1, peak] if not _failed(capped) and peak > 5 else [])
     for b in bounds:
-        with _bounded(b):
+        with _bounded(**{kind: b}):
             expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
             assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected, (text, b)
             assert _outcome(lambda: run_plan(plan, table, partition_runner=_in_batches(batch))) == expected, (text, b)
@@ -644,6 +649,39 @@ def test_all_matches_stop_at_the_default_bound():
     with pytest.raises(DataError) as vm:
         run_plan(plan, pa.Table.from_pandas(frame), Matcher, use_kernel=False)
     assert str(vm.value) == str(e.value)
+
+
+def test_all_matches_stop_at_the_default_node_bound():
+    """``A B* C* D`` with B and C taking every row: row k holds about k threads (where B gave
+    way to C), each adding a history node, so a search makes k²/2 nodes while it holds far
+    fewer than the bound on threads; past 2 000 000 nodes the query stops with a DataError
+    naming the row, about row 2 000."""
+    n = 2100
+    frame = pd.DataFrame({"ts": range(n), "price": range(n)})
+    text = """ORDER BY ts MEASURES MATCH_NUMBER() AS m ONE ROW PER MATCH ALL MATCHES
+        PATTERN (A B* C* D) DEFINE D AS price < 0"""
+    with pytest.raises(DataError, match="more than 2000000 label assignments from one start row") as e:
+        sparkcep.match_recognize(frame, text)
+    assert 1950 < e.value.row < 2050
+
+
+@pytest.mark.parametrize("pattern", ["A B* C", "A (B | E)* C", "A B+ C"])
+def test_the_node_bound_inside_a_glide_stops_at_the_python_matchers_row(pattern):
+    """A glide reads a run of rows without a step between them, a history node a row: where
+    the node bound falls inside it, the error names the row where the Python matcher's
+    history passed the bound, not the glide's last."""
+    table = pa.table({"ts": list(range(40)), "price": list(range(40))})
+    text = f"""ORDER BY ts MEASURES MATCH_NUMBER() AS m ONE ROW PER MATCH ALL MATCHES
+        PATTERN ({pattern}) DEFINE C AS price < PREV(price){", E AS price < 0" if "E" in pattern else ""}"""
+    plan = compile_query(text, table)
+    stats: dict = {}
+    run_plan(plan, table, use_kernel=True, stats=stats)
+    assert stats["glided_rows"] > 0
+    for bound in range(4, 44, 3):
+        with _bounded(max_nodes=bound):
+            expected = _outcome(lambda: run_plan(plan, table, Matcher, use_kernel=False))
+            assert _outcome(lambda: run_plan(plan, table, use_kernel=True)) == expected, bound
+        assert _failed(expected) == (bound < 40), bound
 
 
 @pytest.mark.parametrize("pattern", ["A B* B C", "A (B | B) C", "(A | A B) B* C", "A (B C | B C)* D", "(A B*)+ C",

@@ -28,7 +28,9 @@ from sparkcep.runtime import kernel
 from sparkcep.runtime.automaton import Automaton
 from sparkcep.runtime.vm import (
     ALL_MATCHES_ADVICE,
+    MAX_NODES,
     MAX_RUNS,
+    NODES_ADVICE,
     UNRESOLVED,
     Match,
     PartitionData,
@@ -45,6 +47,7 @@ ENABLED = os.environ.get("SPARKCEP_KERNEL", "1") != "0"
 
 class KernelMatcher:
     max_runs = MAX_RUNS  # ALL MATCHES: threads and finished matches one search holds at once
+    max_nodes = MAX_NODES  # ALL MATCHES: label path nodes one search makes
 
     def __init__(self, plan: Plan, spec: KernelSpec):
         self.plan = plan
@@ -57,8 +60,9 @@ class KernelMatcher:
         q = plan.query
         # stats[0]: the most partial matches (threads) alive at once, over every search so far
         # [1]: thread steps (a live partial match reading a row), [2]: searches (start rows),
-        # [3]: rows loops took gliding (kernel._glide), [4]: glides begun
-        self.stats = np.zeros(5, dtype=np.int64)
+        # [3]: rows loops took gliding (kernel._glide), [4]: glides begun, [5]: the most
+        # history nodes one ALL MATCHES search made
+        self.stats = np.zeros(6, dtype=np.int64)
         self.scanned = False  # a fixed-length pattern ran as a column scan, no threads at all
         self.ran = False  # some partition's data fit the kernel (else the Python matcher ran them all)
         # Static patterns (no cross-row condition) run as a deterministic automaton over row
@@ -235,10 +239,11 @@ class KernelMatcher:
             self.skip.code, q.mode == "matchregex", self.skip_member, q.with_unmatched, self.op, self.a, self.closure,
             masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
             q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
-            self.stats, self.max_runs)
+            self.stats, self.max_runs, self.max_nodes)
         error = None
-        if err == kernel.TOO_MANY_RUNS:
-            e = too_many_runs(self.max_runs, ALL_MATCHES_ADVICE, int(err_row))
+        if err in (kernel.TOO_MANY_RUNS, kernel.TOO_MANY_NODES):
+            e = (too_many_runs(self.max_runs, ALL_MATCHES_ADVICE, int(err_row)) if err == kernel.TOO_MANY_RUNS
+                 else too_many_runs(self.max_nodes, NODES_ADVICE, int(err_row)))
             error = DataError(e.message, row=input_row(e.position))
         elif err:
             error = self.skip.error(int(err), input_row(int(err_row)))
@@ -301,6 +306,10 @@ class KernelMatcher:
     @property
     def peak_threads(self) -> int:
         return int(self.stats[0])
+
+    @property
+    def peak_nodes(self) -> int:
+        return int(self.stats[5])
 
     @property
     def glided_rows(self) -> int:

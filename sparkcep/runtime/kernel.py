@@ -239,7 +239,9 @@ def _glides(program, pc, places) -> bool:
 
 GROW = -3  # _search: a buffer is too small (need[] says how large); grow them and search again
 TOO_MANY = -4  # _search, ALL MATCHES: more threads and matches held than the bound
+TOO_LONG = -5  # _search, ALL MATCHES: more history nodes made than the bound
 TOO_MANY_RUNS = 3  # select's error code for TOO_MANY (codes 1 and 2: compile.skip)
+TOO_MANY_NODES = 4  # select's error code for TOO_LONG
 NO_BOUND = 1 << 62  # the bound of searches that keep one thread a place (not ALL MATCHES)
 REOPEN = 4096  # _search: how many searches a shut glide gate stays shut
 
@@ -248,7 +250,8 @@ REOPEN = 4096  # _search: how many searches a shut glide gate stays shut
 def _work(n_regs, n_slots, stats):
     """A search's buffers, allocated once per call and reused by every search; ``stats``
     (stats[0]: the most threads alive at once; [1]: thread steps; [2]: searches; [3]: rows
-    glided; [4]: glides begun). The last is ALL MATCHES' chain (_history_chain)."""
+    glided; [4]: glides begun; [5]: ALL MATCHES, the most history nodes one search made).
+    The last is ALL MATCHES' chain (_history_chain)."""
     return _sized(2 + n_regs + n_slots, max(n_regs, 1), 64, 256, 16, stats)  # row: pc, excl, regs, slots
 
 
@@ -380,13 +383,14 @@ def _search(start, how, limit, prog, bufs, need):
     are bufs' accepted (end, node) pairs below the count. GROW: a buffer is too small, need[]
     says how large (threads, nodes, matches). TOO_MANY (ALL MATCHES): after reading the row
     returned in place of the node, more than the program's max_runs threads and finished
-    matches were held (runtime.vm.Matcher counts the same list).
+    matches were held (runtime.vm.Matcher counts the same list); TOO_LONG: more than its
+    max_nodes history nodes were made (the Python matcher's label paths, shared alike).
 
     ALL MATCHES follows runtime.vm: threads differ by history (identical label paths share
     one node), and a finished match keeps its place in the thread list (as MARK), so the
     order of the matches is preference order."""
     (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base, maxlength,
-     use_within, order0, within, n_regs, n_slots, max_runs) = prog
+     use_within, order0, within, n_regs, n_slots, max_runs, max_nodes) = prog
     cur, cur_h, nxt, nxt_h, stats, scratch, regs, hist_label, hist_excl, hist_parent, acc_end, acc_h, chain = bufs
     every = how == 2
     # Some loop may glide (_glide). Gliding pays where loops run long; where they run a row or
@@ -426,6 +430,11 @@ def _search(start, how, limit, prog, bufs, need):
                                        reg_kind, dyn_int, dyn_float, cols, valid, n, complete, maxlength,
                                        use_within, order0, within, n_regs, regs, scratch, hist_label, hist_excl,
                                        hist_parent, n_hist, stats)
+            if every:
+                if n_hist > stats[5]:
+                    stats[5] = n_hist
+                if n_hist > max_nodes:  # a node a row: the row that passed the bound
+                    return TOO_LONG, pos - (n_hist - max_nodes)
             if dead:  # what _step would find: no thread takes the row
                 if every:  # and no finished match in the list (a glide's list has none)
                     return 0, -1
@@ -447,6 +456,11 @@ def _search(start, how, limit, prog, bufs, need):
             stats[0] = nn
         if every and nn > max_runs:  # a bound on what one search holds: assignments may multiply row by row
             return TOO_MANY, pos
+        if every:
+            if n_hist > stats[5]:
+                stats[5] = n_hist
+            if n_hist > max_nodes:  # and on its history: held threads may each add a node a row
+                return TOO_LONG, pos
         if accepted:
             best_end = pos
             best_h = h_acc
@@ -574,7 +588,7 @@ def _program(op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols,
     """The fixed arguments of every search over one partition, as _search reads them (no
     ALL MATCHES: no bound on threads)."""
     return (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, complete, base, maxlength,
-            use_within, order0, within, n_regs, n_slots, NO_BOUND)
+            use_within, order0, within, n_regs, n_slots, NO_BOUND, NO_BOUND)
 
 
 @njit(_nrt=False, inline='always')
@@ -763,8 +777,9 @@ def _select_all(prog, n, want_unmatched, first_ok, stats):
             if k == GROW:
                 bufs = _grown(bufs, need)
                 continue
-            if k == TOO_MANY:
-                return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, TOO_MANY_RUNS, at
+            if k == TOO_MANY or k == TOO_LONG:
+                code = TOO_MANY_RUNS if k == TOO_MANY else TOO_MANY_NODES
+                return starts[:nm], ends[:nm], offs[: nm + 1], labels, excl, unmatched, code, at
         for j in range(k):
             end = bufs[10][j]
             starts, ends, offs, labels, excl, nm = _record(starts, ends, offs, labels, excl, nm, pos, end,
@@ -815,11 +830,12 @@ def _earliest(prog, pos, n, first_ok, bufs, need):
 
 def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, masks, reg_member,
            reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within, order0, within,
-           n_regs, n_slots, first_ok, stats, max_runs):
+           n_regs, n_slots, first_ok, stats, max_runs, max_nodes):
     """The whole partition's selected matches, in order: (starts, ends, label offsets,
     labels, excluded, unmatched rows, error code, error row). Error codes: 1 skip target
     absent from the match, 2 skip to the match's own first row, TOO_MANY_RUNS more than
-    ``max_runs`` threads and finished matches of one ALL MATCHES search held at once. ``first_ok[row]`` is False
+    ``max_runs`` threads and finished matches of one ALL MATCHES search held at once,
+    TOO_MANY_NODES more than ``max_nodes`` history nodes made by one. ``first_ok[row]`` is False
     where no match can start (no variable that can come first matches the row).
 
     Each kind of selection is its own compiled function, whose search is specialised on
@@ -827,7 +843,8 @@ def select(skip_mode, matchregex, skip_member, want_unmatched, op_, a_, cl, mask
     Q3), and compiled only when a query first needs it."""
     # _program's layout, built here in Python: a compiled call returning it costs ~10 us
     prog = (op_, a_, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n, True, 0, maxlength,
-            use_within, order0, within, n_regs, n_slots, max_runs if skip_mode == 4 else NO_BOUND)
+            use_within, order0, within, n_regs, n_slots, max_runs if skip_mode == 4 else NO_BOUND,
+            max_nodes if skip_mode == 4 else NO_BOUND)
     if skip_mode == 4:  # ALL MATCHES: every match from every row
         return _select_all(prog, n, want_unmatched, first_ok, stats)
     if matchregex:

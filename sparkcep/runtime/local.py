@@ -115,6 +115,7 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
         else:
             stats["matcher"], stats["peak_threads"] = "kernel", kernel.peak_threads
             stats["glided_rows"] = kernel.glided_rows
+            stats["peak_nodes"] = kernel.peak_nodes
             stats["glides"] = kernel.glides
     out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
     measures = [_join(chunks, t) for chunks, t in zip(measure_chunks, types, strict=True)]

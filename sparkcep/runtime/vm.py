@@ -241,6 +241,11 @@ _ACCEPTED = "accepted"  # in ALL MATCHES searches, (_ACCEPTED, Match) keeps a fi
 # ALL MATCHES' threads and finished matches (here and in the kernel). Both multiply row by
 # row; past the bound the search stops with a DataError instead of exhausting memory.
 MAX_RUNS = 250_000
+# ALL MATCHES also keeps each partial match's labels, as a tree of history nodes shared by
+# equal label paths. Where what is held grows by a thread a row (A B* C* D), the tree grows
+# with the square of the rows read while MAX_RUNS is far off: it is bounded too (the kernel
+# keeps about 50 bytes a node, this matcher a few hundred).
+MAX_NODES = 2_000_000
 
 
 def too_many_runs(limit: int, advice: str, pos: int) -> EvaluationError:
@@ -249,6 +254,9 @@ def too_many_runs(limit: int, advice: str, pos: int) -> EvaluationError:
     return EvaluationError(f"more than {limit} {advice}").at(pos, "(reading this row)")
 
 
+NODES_ADVICE = ("label assignments from one start row are kept (ALL MATCHES keeps every partial match's labels, "
+                "and a pattern whose partial matches grow with every row, such as A B* C* D, adds more each row); "
+                "add WITHIN or MAXLENGTH, or make the conditions more selective")
 ALL_MATCHES_ADVICE = ("matches and partial matches from one start row are held at once (ALL MATCHES keeps every "
                       "label assignment, and a quantified group holding another quantifier or an alternation "
                       "multiplies them with every row); add WITHIN or MAXLENGTH, or make the conditions more "
@@ -259,6 +267,7 @@ class Matcher:
     """Finds matches starting at a given row of a partition."""
 
     max_runs = MAX_RUNS  # ALL MATCHES: threads and finished matches one search holds at once
+    max_nodes = MAX_NODES  # ALL MATCHES: label path nodes one search makes
 
     def __init__(self, plan: Plan):
         self.plan = plan
@@ -481,6 +490,8 @@ class Matcher:
                     live = True
             if how == "all" and len(nlist) > self.max_runs:
                 raise too_many_runs(self.max_runs, ALL_MATCHES_ADVICE, pos)
+            if how == "all" and len(intern) > self.max_nodes:
+                raise too_many_runs(self.max_nodes, NODES_ADVICE, pos)
             if not live:
                 if how == "all":
                     return [m for tag, m in (x[:2] for x in nlist if x[0] == _ACCEPTED)]
