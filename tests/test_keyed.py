@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
@@ -275,12 +275,20 @@ FAILING = [_HEAD + q for q in [
     "MEASURES FIRST(t) AS s AFTER MATCH SKIP TO LAST C PATTERN (A B C?) DEFINE B AS v > PREV(v), C AS v < PREV(v)",
     "MEASURES FIRST(t) AS s, 10 / (LAST(v) - 3) AS q ALL ROWS PER MATCH WITH UNMATCHED ROWS "
     "PATTERN (A B) DEFINE B AS v > 4",
+    # A match's MEASURES fail before a later match has no row to resume at: that error wins.
+    "MEASURES 10 / (FIRST(v) - 3) AS q AFTER MATCH SKIP TO LAST C PATTERN (A C?) DEFINE A AS v > 0, C AS v = 2",
+    "MEASURES SUM(10 / (v - 3)) AS q AFTER MATCH SKIP TO LAST C PATTERN (A C?) DEFINE A AS v > 0, C AS v = 2",
 ]]
 
 
 @pytest.mark.parametrize("query", FAILING)
 @pytest.mark.parametrize("bulk", [True, False])
 @given(data=streams())
+# A match whose MEASURES fail (v = 3 first), then one with no C to resume at: decided in one
+# call, or the first match before the second's rows arrive; two keys, the first without error.
+@example(data=([0, 1, 2, 3], [3, 2, 5, 5], [7, 7, 7, 7], 0, [0, 1, 2, 3], [4], False))
+@example(data=([0, 1, 2, 3], [3, 2, 5, 5], [7, 7, 7, 7], 0, [0, 1, 2, 3], [2, 1], True))
+@example(data=([0, 1, 2, 3, 4, 5], [5, 2, 3, 2, 5, 5], [1, 1, 2, 2, 2, 2], 1, [0, 1, 2, 3, 4, 5], [6], False))
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_a_stream_error_names_its_row_by_key_and_time(query, bulk, data):
     """A stream's row has no input position, so an error names it by its PARTITION BY and

@@ -171,6 +171,7 @@ class IncrementalMatcher:
         part = PartitionData(cols, n, self.time_index, base=state.base, complete=final, limit=limit,
                              horizon=None if final else watermark)
         expired: dict[int, Any] = {}
+        error: DataError | None = None
         before = local.number
         window = self._kernel_window(part, local)
         items = None
@@ -187,8 +188,15 @@ class IncrementalMatcher:
                     expired[start] = self.matcher.expired
                 return got
 
-            items = list(select_matches(q, limit, candidate if q.within is not None else finder,
-                                        numbering=lambda k: setattr(part, "match_number", k), state=local))
+            items = []
+            try:
+                for item in select_matches(q, limit, candidate if q.within is not None else finder,
+                                           numbering=lambda k: setattr(part, "match_number", k), state=local):
+                    items.append(item)
+            except DataError as e:
+                # The matches before a selection error are measured first (one of their
+                # MEASURES may fail, and the batch engine reports that error), then it is raised.
+                error = e
         # A start the selection will try again (it stopped before deciding it) is not out yet.
         timeouts = self._timeouts(table, [m for s, m in sorted(expired.items()) if s < local.pos])
         got = None
@@ -208,6 +216,8 @@ class IncrementalMatcher:
                 for j, v in enumerate(vals):
                     values[j].append(v)
             out = output_table(plan, table, np.array(positions, dtype=np.int64), values, self.types)
+        if error is not None:
+            raise error
         # Keep the rows a later decision can read: from the first undecided start, less
         # what PREV and navigation look back.
         drop = max(0, min(local.pos, n) - plan.lookbehind)
@@ -232,7 +242,10 @@ class IncrementalMatcher:
         q = self.plan.query
         if self.kernel is None or q.mode == "matchregex" or q.with_unmatched:
             return None
-        got = self.kernel.select_window(part, local.pos, local.covered)
+        try:
+            got = self.kernel.select_window(part, local.pos, local.covered)
+        except DataError:
+            return None  # a skip error: the Python selection measures the matches before it
         if got is None:
             return None
         local.pos, local.covered = got[5], got[6]

@@ -282,9 +282,10 @@ class KeyedMatcher:
             return None
         starts, ends, wins, new_pos, new_cov, label_arrays = got
         if kernel.window_error is not None:
-            # As key by key: the keys before measure their matches first (and may fail there).
+            # As key by key: the matches before the error measure first (and may fail there):
+            # every match returned but the last, the one with no row to resume at.
             err, win, row = kernel.window_error
-            before = wins < win
+            before = np.arange(len(wins)) < len(wins) - 1
             offs, labels, excl = label_arrays
             if self._measure(table, part, active, lo, sealed, meta, starts[before], ends[before], wins[before],
                              (offs[:before.sum() + 1], labels, excl)) is None:
