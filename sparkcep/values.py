@@ -492,7 +492,34 @@ def _plain_pandas(table: pa.Table):
         # (a dict keeps the columns' order; columns= would cost pyarrow's time again)
         return pd.DataFrame({name: col.to_numpy() for name, col in zip(table.column_names, table.columns,
                                                                          strict=True)})
-    return table.to_pandas()
+    names = table.column_names
+    inexact = [i for i, c in enumerate(table.columns) if _inexact_in_numpy(c)]
+    if not inexact or len(set(names)) != len(names):
+        return table.to_pandas()
+    # pandas' own conversion makes an integer column with NULLs float64 (and list cells of
+    # integers with NULLs float arrays): values past 2**53 would change silently.
+    out = table.to_pandas()
+    for i in inexact:
+        out[names[i]] = _exact_series(table.column(i), pd)
+    return out
+
+
+def _inexact_in_numpy(col) -> bool:
+    """Whether pandas' numpy conversion of ``col`` would turn integers into floats."""
+    t = col.type
+    if pa.types.is_integer(t):
+        return col.null_count > 0
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.types.is_integer(t.value_type) and any(c.values.null_count for c in col.chunks)
+    return False
+
+
+def _exact_series(col, pd):
+    """``col`` as an exact pandas column: nullable integers, or Python lists of integers
+    with None."""
+    if pa.types.is_integer(col.type):
+        return col.to_pandas(types_mapper=lambda t: pd.api.types.pandas_dtype(_NULLABLE[t]))
+    return pd.Series(col.to_pylist(), dtype=object)
 
 
 def to_pandas(table: pa.Table, source: Any = None):
@@ -518,6 +545,9 @@ def to_pandas(table: pa.Table, source: Any = None):
                 continue
             except (TypeError, ValueError, pa.ArrowException):
                 pass
+        if _inexact_in_numpy(col):
+            columns[name] = _exact_series(col, pd)
+            continue
         if want is not None and isinstance(want, np.dtype):
             columns[name] = col.to_pandas()
             continue

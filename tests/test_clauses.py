@@ -1,7 +1,6 @@
 """MEASURES, output shape, data handling, functions and errors, with hand-worked results."""
 
 import datetime as dt
-import math
 
 import pandas as pd
 import pyarrow as pa
@@ -56,7 +55,7 @@ def test_all_rows_running_and_final():
     assert first.k.tolist() == [1, 2, 3, 4, 5] and first.total.tolist() == [5] * 5
     assert first.lab.tolist() == ["A", "B", "B", "C", "C"]
     # PREV/NEXT may look outside the match (within the partition).
-    assert math.isnan(first.before.tolist()[0]) and first.after.tolist()[-1] == 5
+    assert pd.isna(first.before.tolist()[0]) and first.after.tolist()[-1] == 5
 
 
 def test_with_unmatched_rows_and_omit_empty():

@@ -344,7 +344,7 @@ _SMALL_OUTPUTS = [
     pa.table({"n": pa.array([], pa.int64()), "x": pa.array([], pa.float64())}),  # no match
     pa.Table.from_batches([], pa.schema([("n", pa.int64())])),  # no chunk at all
     pa.Table.from_batches([pa.record_batch({"n": [1]}), pa.record_batch({"n": [2, 3]})]),  # two chunks
-    pa.table({"n": pa.array([1, None], pa.int64())}),  # NULL: pyarrow's float64 with NaN
+    pa.table({"n": pa.array([1, None], pa.int64())}),  # NULL: an exact Int64, where pyarrow gives float64
     pa.table({"s": ["a", "b"], "n": [1, 2]}),
     pa.table({"t": pa.array([1, 2], pa.timestamp("us", "UTC")), "n": [1, 2]}),
     pa.table([pa.array([1]), pa.array([2])], names=["n", "n"]),  # a repeated name
@@ -360,8 +360,27 @@ def test_results_as_pandas_equal_pyarrows_conversion(table, fast):
     from sparkcep.values import _from_arrays, to_pandas
 
     assert _from_arrays(table) == fast
-    pd.testing.assert_frame_equal(to_pandas(table, pd.DataFrame({"x": [1]})), table.to_pandas(), check_exact=True,
-                                  check_index_type=True, check_column_type=True)
+    exact = {pa.int64(): pd.Int64Dtype()} if any(c.null_count for c in table.columns) else {}
+    pd.testing.assert_frame_equal(to_pandas(table, pd.DataFrame({"x": [1]})), table.to_pandas(types_mapper=exact.get),
+                                  check_exact=True, check_index_type=True, check_column_type=True)
+
+
+@pytest.mark.parametrize("source", ["numpy", "nullable"])
+def test_integers_with_nulls_stay_exact_in_pandas(source):
+    """pandas makes an integer column with NULLs float64, which changes values past 2**53:
+    such measures come back as Int64, and an array of integers holding NULL as Python lists."""
+    big = 2**62 + 1
+    ids = [big, big + 1, big + 2]
+    frame = pd.DataFrame({"ts": [1, 2, 3], "id": pd.Series(ids, dtype="int64" if source == "numpy" else "Int64"),
+                          "kind": ["a", "b", "a"]})
+    out = sparkcep.match_recognize(frame, "ORDER BY ts MEASURES A.id AS a_id, B.id AS b_id, NEXT(B.id) AS nb "
+                                          "PATTERN (A B?) DEFINE A AS kind = 'a', B AS kind = 'b'")
+    assert str(out.b_id.dtype) == "Int64" and out.b_id.tolist() == [big + 1, pd.NA]
+    assert out.a_id.tolist() == [big, big + 2]
+    frame.loc[1, "id"] = None if source == "nullable" else big + 1
+    arrays = sparkcep.match_recognize(frame, "ORDER BY ts MEASURES array_agg(id) AS ids PATTERN (A+)")
+    expect = [big, None, big + 2] if source == "nullable" else ids
+    assert [int(v) if v is not None else None for v in arrays.ids[0]] == expect
 
 
 def test_a_result_without_columns_keeps_its_rows():
@@ -369,3 +388,23 @@ def test_a_result_without_columns_keeps_its_rows():
 
     table = pa.table({"n": [1, 2, 3]}).drop_columns(["n"])
     assert len(to_pandas(table)) == len(table.to_pandas()) == 3
+
+
+@pytest.mark.parametrize("kind", ["naive", "zoned", "date"])
+@pytest.mark.parametrize("measure", ["linear_reg_r2(ts, temp)", "linear_reg_r2_signed(ts, temp)",
+                                     "mann_kendall_test(ts)"])
+def test_series_aggregates_read_times_as_seconds(kind, measure):
+    """Time-series aggregates over a timestamp or date read it as seconds since the epoch
+    (naive = UTC): the same answer as over those seconds as numbers, in MEASURES and DEFINE."""
+    stamps = pd.date_range("2024-03-09", periods=5, freq="D" if kind == "date" else "7h",
+                           tz="America/New_York" if kind == "zoned" else None)
+    secs = [s.timestamp() for s in stamps]
+    ts = stamps.date if kind == "date" else stamps
+    temps = [1.0, 2.0, 3.5, 3.0, 4.0]
+    as_times = pd.DataFrame({"ts": ts, "temp": temps})
+    as_numbers = pd.DataFrame({"ts": secs, "temp": temps})
+    for text in (f"ORDER BY ts MEASURES {measure} AS r PATTERN (A+)",
+                 f"ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A B+) DEFINE B AS {measure} > -100"):
+        got = sparkcep.match_recognize(as_times, text).to_dict("list")
+        assert got == sparkcep.match_recognize(as_numbers, text).to_dict("list"), text
+        assert got[next(iter(got))], text

@@ -141,9 +141,9 @@ def _folding(func: str, rtype=None) -> tuple[Any, Callable[[Any, Any], Any], Cal
 def seconds(v):
     """Timestamps and dates count as seconds since the epoch (naive = UTC) in series aggregates."""
     if isinstance(v, dt.datetime):
-        return v.timestamp() if v.tzinfo is not None else (v - _EPOCH).totalseconds()
+        return v.timestamp() if v.tzinfo is not None else (v - _EPOCH).total_seconds()
     if isinstance(v, dt.date):
-        return (v - _EPOCH.date()).totalseconds()
+        return (v - _EPOCH.date()).total_seconds()
     return float(v)
 
 
