@@ -41,6 +41,13 @@ class FunctionError(DataError):
     bounds, a result of the wrong type): evaluators add the row where they know it."""
 
 
+def mixed_types(what: str, a: Any, b: Any) -> FunctionError:
+    """The error of an operation on two values of types that do not meet: only a function
+    declared ``returns="any"`` can give them (typed values meet at compile time)."""
+    return FunctionError(f"cannot {what} values of types {type(a).__name__} and {type(b).__name__} (the values "
+                         "of a function declared returns='any' must have one type where they meet)")
+
+
 # ---------------------------------------------------------------- BIGINT range
 def fits_bigint(v: int) -> bool:
     return BIGINT_MIN <= v <= BIGINT_MAX

@@ -408,3 +408,34 @@ def test_series_aggregates_read_times_as_seconds(kind, measure):
         got = sparkcep.match_recognize(as_times, text).to_dict("list")
         assert got == sparkcep.match_recognize(as_numbers, text).to_dict("list"), text
         assert got[next(iter(got))], text
+
+
+@pytest.mark.parametrize("clause", [
+    "MEASURES MAX(mixed(v)) AS x PATTERN (A+)",
+    "MEASURES MIN(mixed(v)) AS x PATTERN (A+)",
+    "MEASURES greatest(mixed(v), 1) AS x PATTERN (A)",
+    "MEASURES A.ts AS t PATTERN (A) DEFINE A AS mixed(v) + 1 > 0",
+    "MEASURES A.ts AS t PATTERN (A) DEFINE A AS mixed(v) < 5",
+    "MEASURES A.ts AS t PATTERN (A B) DEFINE B AS mixed(v) > mixed(PREV(v))",
+    "MEASURES mixed(A.v) * 2 AS x PATTERN (A)",
+])
+def test_values_of_an_any_function_that_do_not_meet_are_a_data_error(clause):
+    """A function declared returns='any' may give values of different types; where two meet
+    in an operation, a comparison or an aggregate, that is a DataError naming the row, not a
+    Python TypeError."""
+    sparkcep.register_function("mixed", lambda v: 1 if v == 1 else "many")
+    frame = pd.DataFrame({"ts": [1, 2, 3], "v": [1, 2, 3]})
+    with pytest.raises(DataError, match="cannot .* values of types") as e:
+        sparkcep.match_recognize(frame, "ORDER BY ts " + clause)
+    assert e.value.row is not None
+
+
+@pytest.mark.parametrize("big", [2**64, -2**63 - 1, 10**30])
+def test_an_object_column_holding_an_integer_past_64_bits_is_a_data_error(big):
+    """pandas keeps such integers in an object column; no Arrow integer holds them, so the
+    column cannot be read: a DataError naming the column and the row."""
+    frame = pd.DataFrame({"ts": [1, 2, 3], "n": [1, big, 2]})
+    for clause in ("ALL ROWS PER MATCH PATTERN (A)", "MEASURES A.n AS n PATTERN (A)"):
+        with pytest.raises(DataError, match=f"the integer {big} does not fit 64 bits") as e:
+            sparkcep.match_recognize(frame, "ORDER BY ts " + clause)
+        assert (e.value.column, e.value.row) == ("n", 1)

@@ -123,7 +123,7 @@ def _folding(func: str, rtype=None) -> tuple[Any, Callable[[Any, Any], Any], Cal
     if func == "AVG":
         return (0, 0), lambda s, v: (s[0] + v, s[1] + 1), lambda s: None if s[1] == 0 else s[0] / s[1]
     if func in ("MIN", "MAX"):
-        pick = _min if func == "MIN" else _max
+        pick = in_row_errors(_min if func == "MIN" else _max)  # values of an 'any' function may not compare
         return None, lambda s, v: v if s is None else pick(s, v), _identity
     if func == "COUNT_IF":
         return 0, lambda s, v: s + (v is True), _identity

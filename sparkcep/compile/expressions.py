@@ -51,6 +51,7 @@ from sparkcep.values import (
     decimal_op,
     fits_bigint,
     localize,
+    mixed_types,
     shift,
 )
 
@@ -148,6 +149,7 @@ def in_row_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return op
 
 
+_VERB = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide", "%": "take the remainder of", "||": "concatenate"}
 _ARITH: dict[str, Callable[[Any, Any], Any]] = {
     "+": _checked(lambda a, b: a + b, "addition"),
     "-": _checked(lambda a, b: a - b, "subtraction"),
@@ -221,7 +223,32 @@ def comparison(op: str, *operands: BExpr) -> Callable[[Any, Any], bool]:
     """The function for comparison ``op`` between values of ``operands``' types."""
     if op in ("=", "<>") and any(x is not None and x.type in (Type.ARRAY, Type.ANY) for x in operands):
         return _array_eq if op == "=" else _array_ne
-    return (_TIME_COMPARE if _is_time(*operands) else _COMPARE)[op]
+    fn = (_TIME_COMPARE if _is_time(*operands) else _COMPARE)[op]
+    return _typed_values(fn, "compare") if any(x is not None and x.type is Type.ANY for x in operands) else fn
+
+
+def _numeric_only(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``fn`` refusing what Python's operators accept but SQL arithmetic does not ('ab' * 2,
+    'a' + 'b', True + 1): values of a function declared returns='any' are not typed."""
+    def op(a, b):
+        if isinstance(a, _NOT_ARITHMETIC) or isinstance(b, _NOT_ARITHMETIC):
+            raise TypeError
+        return fn(a, b)
+    return op
+
+
+_NOT_ARITHMETIC = (str, bytes, list, tuple, bool)
+
+
+def _typed_values(fn: Callable[[Any, Any], Any], what: str) -> Callable[[Any, Any], Any]:
+    """``fn`` over values of a function declared returns='any', whose types may not meet:
+    an error on the row, not Python's TypeError."""
+    def op(a, b):
+        try:
+            return fn(a, b)
+        except TypeError:
+            raise EvaluationError(str(mixed_types(what, a, b))) from None
+    return op
 
 
 class PointerTable:
@@ -380,6 +407,8 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
             op = (_TIME_ARITH if _is_time(e.left, e.right) else _ARITH)[e.op]
             if e.type is Type.ANY and e.op != "||":
                 op = in_row_errors(any_decimal_op(e.op, op))  # decimals may arrive untyped
+            if Type.ANY in (e.type, e.left.type, e.right.type):
+                op = _typed_values(op if e.op == "||" else _numeric_only(op), _VERB[e.op])
         if row:
             def binop_row(cols, pos, label=None, number=None):
                 a = lf(cols, pos, label, number)

@@ -43,6 +43,13 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
                 arrays.append(_pandas_column(col))
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
                 raise DataError(f"cannot read this column: {e}", column=name) from None
+            except OverflowError:
+                # An object column of Python ints, one of them past 64 bits: no Arrow type holds it.
+                row = next((i for i, v in enumerate(col.tolist())
+                            if isinstance(v, int) and not -2**63 <= v < 2**64), None)
+                value = "" if row is None else f" {col.iloc[row]}"
+                raise DataError(f"cannot read this column: the integer{value} does not fit 64 bits",
+                                column=name, row=row) from None
         return pa.Table.from_arrays(arrays, names=list(data.columns)), "pandas"
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data]), "arrow"

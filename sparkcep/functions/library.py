@@ -17,6 +17,7 @@ from sparkcep.values import (
     DECIMAL_CONTEXT,
     FunctionError,
     localize,
+    mixed_types,
     zone_of,
 )
 
@@ -159,7 +160,10 @@ def sql_less(a, b) -> bool:
     """a < b in SQL's order, where NaN is greater than every other number (as Trino orders)."""
     if _is_nan(a) or _is_nan(b):
         return _is_nan(b) and not _is_nan(a)
-    return a < b
+    try:
+        return a < b
+    except TypeError:
+        raise mixed_types("compare", a, b) from None
 
 
 def decimal_abs(x):
