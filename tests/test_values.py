@@ -439,3 +439,20 @@ def test_an_object_column_holding_an_integer_past_64_bits_is_a_data_error(big):
         with pytest.raises(DataError, match=f"the integer {big} does not fit 64 bits") as e:
             sparkcep.match_recognize(frame, "ORDER BY ts " + clause)
         assert (e.value.column, e.value.row) == ("n", 1)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "uint64", "UInt8", "UInt64"])
+@pytest.mark.parametrize("arrow", [False, True])
+def test_an_unsigned_column_the_query_reads_keeps_its_type_in_the_output(dtype, arrow):
+    """The query reads unsigned integers as BIGINT; ALL ROWS PER MATCH still copies the input
+    column as given (a measure of it is a BIGINT)."""
+    frame = pd.DataFrame({"ts": [1, 2, 3], "level": pd.Series([3, 200, 7], dtype=dtype)})
+    data = pa.Table.from_pandas(frame, preserve_index=False) if arrow else frame
+    out = sparkcep.match_recognize(data, "ORDER BY ts MEASURES A.level * 2 AS twice ALL ROWS PER MATCH "
+                                         "PATTERN (A B*) DEFINE A AS level > 2, B AS level > PREV(level)")
+    if arrow:
+        assert out.schema.field("level").type == data.schema.field("level").type
+        out = out.to_pandas()
+    else:
+        assert out.level.dtype == frame.level.dtype
+    assert out.level.tolist() == [3, 200, 7] and out.twice.tolist() == [6, 6, 14]

@@ -37,6 +37,7 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     as its second argument)."""
     q = plan.query
     used = plan.derive("reads", lambda: referenced_columns(q))
+    source = table  # the output copies columns as given (an unsigned column read as BIGINT too)
     table = admit(table, used)
     parts = sort_and_partition(table, q)
     order_np = parts.order
@@ -119,7 +120,7 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
             stats["glides"] = kernel.glides
     out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
     measures = [_join(chunks, t) for chunks, t in zip(measure_chunks, types, strict=True)]
-    return output_table(plan, table, out_rows, measures, types)
+    return output_table(plan, source, out_rows, measures, types)
 
 
 def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], partition_data, partition,

@@ -91,6 +91,7 @@ def run_segments(plan: SegmentPlan, table: pa.Table, stats: dict | None = None) 
     """Every distinct matched segment of ``plan`` over ``table`` (``stats``, if given, receives
     the executor's counters)."""
     q = plan.query
+    source = table  # the output copies columns as given (an unsigned column read as BIGINT too)
     table = admit(table, referenced_columns(q))
     if stats is not None:
         stats["matcher"], stats["peak_threads"] = "segments", None
@@ -119,7 +120,7 @@ def run_segments(plan: SegmentPlan, table: pa.Table, stats: dict | None = None) 
             measure_chunks[j].append(v)
     rows = np.concatenate(rows_out) if rows_out else np.zeros(0, dtype=np.int64)
     measures = [[x for c in chunks for x in c] for chunks in measure_chunks]
-    return output_table(q, table, rows, measures, types)
+    return output_table(q, source, rows, measures, types)
 
 
 def choose(plan: SegmentPlan, all_series: list[Series], stats: dict | None = None) -> Operator | None:
