@@ -456,3 +456,30 @@ def test_an_unsigned_column_the_query_reads_keeps_its_type_in_the_output(dtype, 
     else:
         assert out.level.dtype == frame.level.dtype
     assert out.level.tolist() == [3, 200, 7] and out.twice.tolist() == [6, 6, 14]
+
+
+@pytest.mark.parametrize("arrow", [False, True])
+def test_whole_days_added_to_a_date_give_a_date(arrow):
+    """date ± INTERVAL of days is a date in DEFINE and MEASURES, on every matcher path; an
+    interval with hours is a DataError naming the row (Trino refuses it)."""
+    days = [dt.date(2024, 3, 9), dt.date(2024, 3, 10), dt.date(2024, 3, 12), dt.date(2024, 3, 13)]
+    frame = pd.DataFrame({"ts": range(4), "d": days})
+    data = pa.Table.from_pandas(frame, preserve_index=False) if arrow else frame
+    text = ("ORDER BY ts MEASURES A.d + INTERVAL '1' DAY AS nxt, INTERVAL '2' DAY + B.d AS later, "
+            "B.d - INTERVAL '1' DAY AS before PATTERN (A B) DEFINE B AS B.d = A.d + INTERVAL '1' DAY")
+    out = sparkcep.match_recognize(data, text)
+    rows = (out.to_pylist() if arrow else out.to_dict("records"))
+    assert [(r["nxt"], r["later"], r["before"]) for r in rows] == [
+        (dt.date(2024, 3, 10), dt.date(2024, 3, 12), dt.date(2024, 3, 9)),
+        (dt.date(2024, 3, 13), dt.date(2024, 3, 15), dt.date(2024, 3, 12))]
+    from sparkcep.api import compile_query, run_plan
+    from sparkcep.runtime.vm import Matcher
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    plan = compile_query(text, table)
+    python = run_plan(plan, table, Matcher, use_kernel=False).to_pylist()
+    assert run_plan(plan, table, use_kernel=True).to_pylist() == python and len(python) == 2
+    with pytest.raises(DataError, match="cannot add hours, minutes or seconds to a date") as e:
+        sparkcep.match_recognize(data, "ORDER BY ts MEASURES A.ts AS t PATTERN (A B) "
+                                       "DEFINE B AS B.d > A.d + INTERVAL '1' HOUR")
+    assert e.value.row == 1

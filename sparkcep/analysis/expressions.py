@@ -262,10 +262,11 @@ class ExpressionBinder:
             return BBinary(op, left, right, rtype)
         if op == "-" and lt in TIME_TYPES and rt in TIME_TYPES:
             return BBinary(op, left, right, Type.INTERVAL)
+        # A date moved by whole days stays a date (Trino: date + INTERVAL '1' DAY is a date).
         if op in ("+", "-") and lt in TIME_TYPES and rt is Type.INTERVAL:
-            return BBinary(op, left, right, Type.TIMESTAMP)
+            return BBinary(op, left, right, lt)
         if op == "+" and lt is Type.INTERVAL and rt in TIME_TYPES:
-            return BBinary(op, left, right, Type.TIMESTAMP)
+            return BBinary(op, left, right, rt)
         if op in ("+", "-") and lt is Type.INTERVAL and rt is Type.INTERVAL:
             return BBinary(op, left, right, Type.INTERVAL)
         if op in ("*", "/") and lt is Type.INTERVAL and rt.numeric:

@@ -190,13 +190,26 @@ def _time_plus(a, b):
         return shift(a, b)
     if isinstance(b, dt.datetime) and isinstance(a, dt.timedelta):
         return shift(b, a)
+    if isinstance(b, dt.date) and isinstance(a, dt.timedelta):
+        a, b = b, a
+    if isinstance(a, dt.date) and isinstance(b, dt.timedelta):
+        return a + _whole_days(b)
     return a + b
 
 
 def _time_minus(a, b):
     if isinstance(a, dt.datetime) and isinstance(b, dt.timedelta):
         return shift(a, -b)
-    return a - b  # two instants (values.ZoneAt makes Python subtract instants), two intervals
+    if isinstance(a, dt.date) and isinstance(b, dt.timedelta):
+        return a - _whole_days(b)
+    return a - b
+
+
+def _whole_days(d: dt.timedelta) -> dt.timedelta:
+    """An interval added to a date: whole days only (as Trino refuses hours on a date)."""
+    if d.seconds or d.microseconds:
+        raise EvaluationError("cannot add hours, minutes or seconds to a date")
+    return d  # two instants (values.ZoneAt makes Python subtract instants), two intervals
 
 
 _TIME_COMPARE = {k: _zones_aligned(f) for k, f in _COMPARE.items()}
@@ -207,7 +220,7 @@ _TIME_ARITH = {**{k: _zones_aligned(f) for k, f in _ARITH.items()},
 
 
 def _is_time(*es: BExpr | None) -> bool:
-    return any(x is not None and x.type in (Type.TIMESTAMP, Type.ANY) for x in es)
+    return any(x is not None and x.type in (Type.TIMESTAMP, Type.DATE, Type.ANY) for x in es)
 
 
 def _array_eq(a, b):
