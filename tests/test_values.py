@@ -483,3 +483,19 @@ def test_whole_days_added_to_a_date_give_a_date(arrow):
         sparkcep.match_recognize(data, "ORDER BY ts MEASURES A.ts AS t PATTERN (A B) "
                                        "DEFINE B AS B.d > A.d + INTERVAL '1' HOUR")
     assert e.value.row == 1
+
+
+def test_a_sum_past_bigint_in_define_names_the_row():
+    """A running SUM in DEFINE that leaves BIGINT is a DataError naming the row and the
+    condition, on the kernel and the Python matcher alike."""
+    from sparkcep.api import compile_query, run_plan
+    from sparkcep.runtime.vm import Matcher
+
+    table = pa.table({"ts": list(range(8)), "v": [1, 2**61, 2**61, 2**61, 2**61, 5, 2**62, 2**62]})
+    for cond, var in (("A AS SUM(v) > 0", "A"), ("B AS SUM(B.v) > A.v", "B")):
+        plan = compile_query(f"ORDER BY ts MEASURES COUNT(*) AS n PATTERN ({'A+' if var == 'A' else 'A B+'}) "
+                             f"DEFINE {cond}", table)
+        for kw in ({"use_kernel": True}, {"matcher_factory": Matcher, "use_kernel": False}):
+            with pytest.raises(DataError, match=f"bigint overflow in sum in the condition of {var}") as e:
+                run_plan(plan, table, **kw)
+            assert e.value.row == 4

@@ -365,10 +365,13 @@ class Matcher:
         before = aggs
         if aggs:
             cols = part.py()
-            aggs = tuple(
-                a.step(s, cols, pos, label, part.match_number) if a.applies_to(label) else s
-                for a, s in zip(plan.define_aggregates, aggs, strict=True)
-            )
+            try:
+                aggs = tuple(
+                    a.step(s, cols, pos, label, part.match_number) if a.applies_to(label) else s
+                    for a, s in zip(plan.define_aggregates, aggs, strict=True)
+                )
+            except EvaluationError as e:  # an aggregate of the condition (a SUM past BIGINT)
+                raise e.at(pos, f"in the condition of {plan.labels[label]}") from None
         if cond is not None:
             ctx = DefineContext(plan, part.py(), pos, label, start, part.n, nav, aggs, before, part, hist)
             try:
