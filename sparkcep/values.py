@@ -76,6 +76,37 @@ def checked_int_op(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> 
     return r
 
 
+def checked_int_negate(a: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """``-a`` on an int64 array, raising FunctionError where a valid entry is -2^63 (its
+    negation is 2^63, outside 64 bits), as the scalar evaluator does."""
+    if np.any((a == BIGINT_MIN) & valid):
+        raise FunctionError("bigint overflow in negation")
+    with np.errstate(over="ignore"):
+        return -a
+
+
+def checked_int_div(a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """BIGINT ``a / b`` on int64 arrays, truncated toward zero (numpy's // floors), raising
+    FunctionError where a valid entry is -2^63 / -1 (2^63, outside 64 bits). A zero divisor
+    is the caller's to refuse; it gives 0 here."""
+    a, b = np.broadcast_arrays(a, b)
+    over = (a == BIGINT_MIN) & (b == -1)
+    if np.any(over & valid):
+        raise FunctionError("bigint overflow in division")
+    d = np.where((b == 0) | over, 1, b)
+    q = a // d
+    q = q + (((a - q * d) != 0) & ((a < 0) != (d < 0)))  # floor to truncation where inexact
+    return np.asarray(q)
+
+
+def max_magnitude(a: np.ndarray) -> int:
+    """The largest |x| of an integer array as a Python int (np.abs wraps -2^63 to itself,
+    a negative number that would pass for small)."""
+    if len(a) == 0:
+        return 0
+    return max(int(a.max()), -int(a.min()))
+
+
 # ---------------------------------------------------------------- DECIMAL(p, s)
 # Decimal values are Python Decimals at their type's scale. Every operation on them goes
 # through this context, never Python's thread-wide one (28 digits, which would round a

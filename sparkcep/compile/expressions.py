@@ -135,8 +135,20 @@ def _checked(fn: Callable[[Any, Any], Any], what: str) -> Callable[[Any, Any], A
     return op
 
 
-def _any_negate(v):
-    return DECIMAL_CONTEXT.minus(v) if isinstance(v, decimal.Decimal) else -v
+def negate(v):
+    """``-v`` with SQL's range rules: -(-2^63) is a bigint overflow on the row, an interval
+    past Python's range an error too (as _checked's operators)."""
+    try:
+        r = -v
+    except OverflowError:
+        raise EvaluationError("negation is out of range") from None
+    if type(r) is int and not fits_bigint(r):
+        raise EvaluationError("bigint overflow in negation")
+    return r
+
+
+def negate_any(v):
+    return DECIMAL_CONTEXT.minus(v) if isinstance(v, decimal.Decimal) else negate(v)
 
 
 def in_row_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -391,7 +403,7 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
                 return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else not v)(f(cols, pos, label, number))
             return lambda ctx: (lambda v: None if v is None else not v)(f(ctx))
         neg = (in_row_errors(decimal_negate) if is_decimal(e.type)
-               else _any_negate if e.type is Type.ANY else (lambda v: -v))
+               else negate_any if e.type is Type.ANY else negate)
         if row:
             return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else neg(v))(f(cols, pos, label, number))
         return lambda ctx: (lambda v: None if v is None else neg(v))(f(ctx))

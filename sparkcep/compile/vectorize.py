@@ -10,7 +10,9 @@ conjuncts stay closures and run only where the mask is TRUE.
 
 Values are (data, valid) array pairs; integer arithmetic is vectorized only while the
 operands are small enough that int64 cannot overflow (checked per partition), otherwise the
-conjunct falls back to the row evaluator for that partition.
+conjunct falls back to the row evaluator for that partition. A result that would still leave
+64 bits (a sum of several products, -(-2^63)) falls back too: the row evaluator reports the
+overflow on the rows it evaluates, naming the row, as it reports a zero divisor.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ from sparkcep.analysis.bound import (
     BNav,
     BUnary,
     Type,
+)
+from sparkcep.values import (
+    BIGINT_MIN,
+    FunctionError,
+    checked_int_div,
+    checked_int_op,
+    max_magnitude,
 )
 
 # int64 arithmetic is exact while |values| stay below this after a few products.
@@ -189,7 +198,10 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
         return data, valid
     if isinstance(e, BUnary):
         d, v = evaluate(e.operand, cols)
-        return (~d.astype(bool), v) if e.op == "NOT" else (-d, v)
+        if e.op == "NOT":
+            return ~d.astype(bool), v
+        _no_int_min(d, v)  # -(-2^63) leaves 64 bits
+        return -d, v
     if isinstance(e, BBinary):
         if e.op in ("AND", "OR"):
             return logic(e.op, evaluate(e.left, cols), evaluate(e.right, cols))
@@ -199,9 +211,11 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
             if e.op in _CMP:
                 return _compare(e.op, a, b, valid), valid
             if e.op == "/" and e.type is Type.BIGINT:
-                return _int_div(a, b), valid
+                return _int_div(a, b, valid), valid
             if e.op == "/":
                 return np.true_divide(a, b), valid
+            if e.op in ("+", "-", "*") and a.dtype.kind == "i" and b.dtype.kind == "i":
+                return _int_arith(e.op, a, b, valid), valid
             return _ARITH[e.op](a, b), valid
     if isinstance(e, BBetween):
         (x, xv), (lo, lv), (hi, hv) = (evaluate(y, cols) for y in (e.operand, e.low, e.high))
@@ -229,8 +243,9 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
     if isinstance(e, BIsNull):
         _, v = evaluate(e.operand, cols)
         return (v if e.negated else ~v), np.ones(n, dtype=bool)
-    if isinstance(e, BCall):  # ABS (see _check): integers here are below 2^53
+    if isinstance(e, BCall):  # ABS (see _check)
         d, v = evaluate(e.args[0], cols)
+        _no_int_min(d, v)  # abs(-2^63) leaves 64 bits
         return np.abs(d), v
     raise _NotVectorizable
 
@@ -245,10 +260,30 @@ _ARITH: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
 }
 
 
-def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """BIGINT division truncates toward zero (numpy's // floors)."""
-    q = np.abs(a) // np.abs(b)
-    return np.where((a >= 0) == (b >= 0), q, -q)
+def _int_div(a: np.ndarray, b: np.ndarray, valid) -> np.ndarray:
+    """BIGINT division truncates toward zero (numpy's // floors); -2^63 / -1 leaves 64 bits
+    (the row evaluator reports it)."""
+    try:
+        return checked_int_div(a, b, valid)
+    except FunctionError:
+        raise _NotVectorizable from None
+
+
+def _int_arith(op: str, a: np.ndarray, b: np.ndarray, valid) -> np.ndarray:
+    """BIGINT + - * whose result leaves 64 bits on a valid row: the row evaluator reports it
+    (operands below 2^31 keep one product exact, not a sum of several)."""
+    scalar = a.ndim == 0 and b.ndim == 0
+    a, b = np.broadcast_arrays(np.atleast_1d(a), np.atleast_1d(b))
+    try:
+        r = checked_int_op(op, a, b, valid)
+    except FunctionError:
+        raise _NotVectorizable from None
+    return r.reshape(()) if scalar else r
+
+
+def _no_int_min(d: np.ndarray, v) -> None:
+    if d.dtype.kind == "i" and np.any((d == BIGINT_MIN) & v):
+        raise _NotVectorizable
 
 
 def _compare(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -300,7 +335,7 @@ def column_arrays(values: dict[int, list], n: int) -> ColumnArrays:
         elif isinstance(sample, int):
             d = np.fromiter((x if x is not None else 0 for x in col), dtype=np.int64, count=n) \
                 if all(x is None or -2**63 <= x < 2**63 for x in col) else np.array(col, dtype=object)
-            small[i] = d.dtype != object and (n == 0 or int(np.abs(d).max(initial=0)) < _SAFE_INT)
+            small[i] = d.dtype != object and max_magnitude(d) < _SAFE_INT
         elif isinstance(sample, float):
             d = np.fromiter((x if x is not None else 0.0 for x in col), dtype=np.float64, count=n)
         else:
@@ -323,7 +358,7 @@ def arrays_for(cols, used: set[int], n: int, segments: np.ndarray | None = None)
         data[i], valid[i] = d, v
         no_nulls[i] = bool(v.all())
         if d.dtype == np.int64:
-            small[i] = n == 0 or int(np.abs(d).max(initial=0)) < _SAFE_INT
+            small[i] = max_magnitude(d) < _SAFE_INT  # np.abs(-2^63) is -2^63: not small
     if rest:
         extra = column_arrays(rest, n)
         data.update(extra.data)

@@ -96,8 +96,36 @@ def _same(types: list[Type]) -> Type | str:
     return "needs arguments of one type" if t is None else t
 
 
+_BIGINT_TOP = 2**63  # BIGINT holds [-2^63, 2^63)
+
+
+def _abs(x):
+    r = abs(x)
+    if type(r) is int and r >= _BIGINT_TOP:
+        raise FunctionError("bigint overflow in abs")  # abs(-2^63), as Trino
+    return r
+
+
+def _round_bigint(x: int, digits: int) -> int:
+    """A BIGINT rounded half away from zero to ``digits`` (negative: tens, hundreds, ...),
+    exactly as Trino's round(bigint, n): integer arithmetic, never through a double."""
+    if digits >= 0:
+        return x
+    if digits < -19:
+        return 0  # 2|x| < 10^20 <= the factor: every BIGINT rounds to 0
+    factor = 10**-digits
+    q, r = divmod(abs(x), factor)
+    v = (q + (2 * r >= factor)) * factor
+    v = v if x >= 0 else -v
+    if not -_BIGINT_TOP <= v < _BIGINT_TOP:
+        raise FunctionError("bigint overflow in round")
+    return v
+
+
 def _round(x, digits=0):
     # SQL rounds half away from zero; Python's round() rounds half to even.
+    if type(x) is int and type(digits) is int:
+        return _round_bigint(x, digits)
     if isinstance(x, float) and not math.isfinite(x):
         return x  # NaN and infinities round to themselves
     try:
@@ -449,7 +477,7 @@ def _element_type(types: list[Type]) -> Type | str:
 BUILTINS: dict[str, ScalarFunction] = {
     f.name: f
     for f in [
-        ScalarFunction("ABS", abs, 1, 1, _int_of),
+        ScalarFunction("ABS", _abs, 1, 1, _int_of),
         ScalarFunction("SQRT", _sqrt, 1, 1, _double),
         ScalarFunction("LN", _ln, 1, 1, _double),
         ScalarFunction("EXP", _exp, 1, 1, _double),

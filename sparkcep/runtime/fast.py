@@ -38,7 +38,7 @@ from sparkcep.runtime.vm import (
     matches_from_arrays,
     too_many_runs,
 )
-from sparkcep.values import numpy_values, timestamp_micros
+from sparkcep.values import max_magnitude, numpy_values, timestamp_micros
 
 _EXACT = 2.0**53
 # SPARKCEP_KERNEL=0 turns the compiled kernel off (the Python matcher then runs everything).
@@ -541,7 +541,7 @@ def _exact_numbers(part: PartitionData, idx: int, n: int, times: dict):
         if got is None:
             return None
         d, v = got
-        top = int(np.abs(d[v]).max(initial=0)) if len(d) else 0
+        top = max_magnitude(d[v])
         if top >= _EXACT:
             return None
         times[idx] = (column.type.tz is not None, float(top))
@@ -569,7 +569,7 @@ def _exact_floats(arrays, idx: int):
     d, v = arrays.data[idx], arrays.valid[idx]
     if d.dtype == object:
         return None
-    if d.dtype == np.int64 and len(d) and int(np.abs(d[v]).max(initial=0)) >= _EXACT:
+    if d.dtype == np.int64 and max_magnitude(d[v]) >= _EXACT:  # not np.abs: it wraps -2^63
         return None
     return d.astype(np.float64), v
 

@@ -38,10 +38,10 @@ from sparkcep.analysis.bound import (
 )
 from sparkcep.compile.aggregates import seconds
 from sparkcep.compile.expressions import _ARITH as SCALAR_ARITH
-from sparkcep.compile.expressions import EvaluationError, comparison
+from sparkcep.compile.expressions import EvaluationError, comparison, negate_any
 from sparkcep.compile.vectorize import logic
 from sparkcep.segments.series import Series
-from sparkcep.values import FunctionError, checked_int_op
+from sparkcep.values import FunctionError, checked_int_div, checked_int_negate, checked_int_op
 
 Values = tuple[np.ndarray, np.ndarray]
 
@@ -319,6 +319,13 @@ def _binary(e: BBinary, frame: Frame) -> Values:
         if e.op == "/" and e.type is Type.BIGINT:
             if np.any(valid & (b == 0)):
                 raise EvaluationError("division by zero")
+            if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+                # truncated toward zero (np.abs would wrap -2^63); -2^63 / -1 is an error on
+                # the row, as in the row evaluator
+                try:
+                    return checked_int_div(a.astype(np.int64), b.astype(np.int64), valid), valid
+                except FunctionError as exc:
+                    raise EvaluationError(str(exc)) from None
             with np.errstate(all="ignore"):
                 q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
             return np.where((a >= 0) == (b >= 0), q, -q), valid
@@ -343,9 +350,14 @@ def _unary(e: BUnary, frame: Frame) -> Values:
     d, v = evaluate(e.operand, frame)
     if e.op == "NOT":
         return ~d.astype(bool), v
-    if d.dtype.kind in "iuf":
+    if d.dtype.kind in "iu":
+        try:  # -(-2^63) is an error on the row, as in the row evaluator
+            return checked_int_negate(d.astype(np.int64), v), v
+        except FunctionError as exc:
+            raise EvaluationError(str(exc)) from None
+    if d.dtype.kind == "f":
         return -d, v
-    return _elementwise(lambda x: -x, [(d, v)], e.type)
+    return _elementwise(negate_any, [(d, v)], e.type)
 
 
 def _between(e: BBetween, frame: Frame) -> Values:
