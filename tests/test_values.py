@@ -418,6 +418,9 @@ def test_series_aggregates_read_times_as_seconds(kind, measure):
     "MEASURES A.ts AS t PATTERN (A) DEFINE A AS mixed(v) < 5",
     "MEASURES A.ts AS t PATTERN (A B) DEFINE B AS mixed(v) > mixed(PREV(v))",
     "MEASURES mixed(A.v) * 2 AS x PATTERN (A)",
+    "MEASURES max_by(A.v, mixed(A.v)) AS x PATTERN (A+)",
+    "MEASURES max_by(A.v, mixed(A.v), 2) AS x PATTERN (A+)",
+    "MEASURES -mixed(B.v) AS x PATTERN (A B)",
 ])
 def test_values_of_an_any_function_that_do_not_meet_are_a_data_error(clause):
     """A function declared returns='any' may give values of different types; where two meet
@@ -425,18 +428,33 @@ def test_values_of_an_any_function_that_do_not_meet_are_a_data_error(clause):
     Python TypeError."""
     sparkcep.register_function("mixed", lambda v: 1 if v == 1 else "many")
     frame = pd.DataFrame({"ts": [1, 2, 3], "v": [1, 2, 3]})
-    with pytest.raises(DataError, match="cannot .* values of types") as e:
+    with pytest.raises(DataError, match="cannot .* (values of types|a value of type)") as e:
         sparkcep.match_recognize(frame, "ORDER BY ts " + clause)
     assert e.value.row is not None
 
 
-@pytest.mark.parametrize("big", [2**64, -2**63 - 1, 10**30])
-def test_an_object_column_holding_an_integer_past_64_bits_is_a_data_error(big):
-    """pandas keeps such integers in an object column; no Arrow integer holds them, so the
-    column cannot be read: a DataError naming the column and the row."""
-    frame = pd.DataFrame({"ts": [1, 2, 3], "n": [1, big, 2]})
+@pytest.mark.parametrize("measure", ["mixed(FIRST(v)) * 2", "mixed(FIRST(v)) + 1", "mixed(FIRST(v)) < 1"])
+def test_segment_queries_refuse_values_of_an_any_function_that_do_not_meet(measure):
+    """The segment evaluator applies the row evaluator's operators: 'many' * 2 is an error
+    there too, not 'manymany'."""
+    sparkcep.register_function("mixed", lambda v: 1 if v == 1 else "many")
+    frame = pd.DataFrame({"ts": [1, 2, 3], "v": [1, 2, 3]})
+    with pytest.raises(DataError, match="cannot .* values of types"):
+        sparkcep.match_recognize(frame, f"ORDER BY ts MEASURES {measure} AS x "
+                                        "PATTERN (S) DEFINE SEGMENT S AS window(1, 1)")
+
+
+@pytest.mark.parametrize("big, first, message", [(2**64, 1, "does not fit 64 bits"),
+                                                 (-2**63 - 1, 1, "does not fit 64 bits"),
+                                                 (10**30, 1, "does not fit 64 bits"),
+                                                 (2**63, -1, "is past a signed 64-bit integer")])
+def test_an_object_column_holding_an_integer_past_64_bits_is_a_data_error(big, first, message):
+    """pandas keeps such integers in an object column; no Arrow integer holds them (or not
+    beside negative ones), so the column cannot be read: a DataError naming the column and
+    the row."""
+    frame = pd.DataFrame({"ts": [1, 2, 3], "n": [first, big, 2]})
     for clause in ("ALL ROWS PER MATCH PATTERN (A)", "MEASURES A.n AS n PATTERN (A)"):
-        with pytest.raises(DataError, match=f"the integer {big} does not fit 64 bits") as e:
+        with pytest.raises(DataError, match=f"the integer {big} {message}") as e:
             sparkcep.match_recognize(frame, "ORDER BY ts " + clause)
         assert (e.value.column, e.value.row) == ("n", 1)
 
@@ -483,6 +501,13 @@ def test_whole_days_added_to_a_date_give_a_date(arrow):
         sparkcep.match_recognize(data, "ORDER BY ts MEASURES A.ts AS t PATTERN (A B) "
                                        "DEFINE B AS B.d > A.d + INTERVAL '1' HOUR")
     assert e.value.row == 1
+    window = " PATTERN (S) DEFINE SEGMENT S AS window(1, 1)"  # the segment evaluator alike
+    got = sparkcep.match_recognize(data, "ORDER BY ts MEASURES FIRST(d) + INTERVAL '1' DAY AS x" + window)
+    assert list(got.column("x").to_pylist() if arrow else got.x) == [d + dt.timedelta(days=1) for d in days]
+    with pytest.raises(DataError, match="cannot add hours, minutes or seconds to a date"):
+        sparkcep.match_recognize(data, "ORDER BY ts MEASURES FIRST(d) + INTERVAL '25' HOUR AS x" + window)
+    with pytest.raises(sparkcep.QueryError, match="cannot apply '-' to date and timestamp"):
+        sparkcep.match_recognize(data, "ORDER BY ts MEASURES A.d - TIMESTAMP '2024-03-01 00:00:00' AS x PATTERN (A)")
 
 
 def test_a_sum_past_bigint_in_define_names_the_row():
@@ -545,6 +570,8 @@ def test_bigint_round_is_exact():
     assert out.tens.tolist() == [4611686018427387910, 20, -20, -30]
     assert out.hundreds.tolist() == [4611686018427387900, 0, 0, 0]
     assert out.same.tolist() == [big, 15, -15, -25]
+    with pytest.raises(DataError, match="bigint overflow in round"):  # 10^19 is past BIGINT, as in Trino
+        sparkcep.match_recognize(frame, "ORDER BY ts MEASURES round(A.v, -19) AS r PATTERN (A)")
 
 
 def test_the_kernel_declines_a_column_holding_bigint_min():

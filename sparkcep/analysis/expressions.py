@@ -260,7 +260,7 @@ class ExpressionBinder:
         if lt.numeric and rt.numeric:
             rtype = Type.DOUBLE if Type.DOUBLE in (lt, rt) else Type.BIGINT
             return BBinary(op, left, right, rtype)
-        if op == "-" and lt in TIME_TYPES and rt in TIME_TYPES:
+        if op == "-" and lt in TIME_TYPES and lt is rt:
             return BBinary(op, left, right, Type.INTERVAL)
         # A date moved by whole days stays a date (Trino: date + INTERVAL '1' DAY is a date).
         if op in ("+", "-") and lt in TIME_TYPES and rt is Type.INTERVAL:

@@ -248,7 +248,8 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
         return _top_n(spec, value, compile_row(spec.key, names) if spec.key is not None else value)
     if func in ("MAX_BY", "MIN_BY"):
         key = compile_row(spec.key, names)
-        better = (lambda k, best: sql_less(best, k)) if func == "MAX_BY" else sql_less
+        # (keys of a function declared returns='any' may not compare: an error on the row)
+        better = in_row_errors((lambda k, best: sql_less(best, k)) if func == "MAX_BY" else sql_less)
 
         # (key, value) of the best row so far; rows whose key is NULL are skipped, ties keep
         # the earlier row.
@@ -279,6 +280,7 @@ def _top_n(spec: AggregateSpec, value, key) -> Aggregate:
         k = key(cols, pos, label, number)
         return s if k is None else ((k, value(cols, pos, label, number)), s)
 
+    @in_row_errors  # keys of a function declared returns='any' may not compare
     def order(a, b):
         (ka, _), (kb, _) = a, b
         if sql_less(ka, kb):

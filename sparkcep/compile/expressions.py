@@ -148,7 +148,11 @@ def negate(v):
 
 
 def negate_any(v):
-    return DECIMAL_CONTEXT.minus(v) if isinstance(v, decimal.Decimal) else negate(v)
+    if isinstance(v, decimal.Decimal):
+        return DECIMAL_CONTEXT.minus(v)
+    if isinstance(v, _NOT_ARITHMETIC):  # a value of a function declared returns='any'
+        raise EvaluationError(f"cannot negate a value of type {type(v).__name__}")
+    return negate(v)
 
 
 def in_row_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -250,6 +254,23 @@ def comparison(op: str, *operands: BExpr) -> Callable[[Any, Any], bool]:
         return _array_eq if op == "=" else _array_ne
     fn = (_TIME_COMPARE if _is_time(*operands) else _COMPARE)[op]
     return _typed_values(fn, "compare") if any(x is not None and x.type is Type.ANY for x in operands) else fn
+
+
+def binary_operator(e: BBinary) -> Callable[[Any, Any], Any]:
+    """The function of a comparison or arithmetic node on two non-NULL values, with SQL's
+    rules for its types (every evaluator that works value by value uses it)."""
+    if e.op in _COMPARE:
+        return comparison(e.op, e.left, e.right)
+    if is_decimal(e.type):
+        return in_row_errors(decimal_op(e.op, e.type))  # exact, at the node's scale
+    if e.op in ("/", "%") and e.type is Type.DOUBLE:
+        return _DOUBLE_ARITH[e.op]  # the node's type decides, not the values'
+    op = (_TIME_ARITH if _is_time(e.left, e.right) else _ARITH)[e.op]
+    if e.type is Type.ANY and e.op != "||":
+        op = in_row_errors(any_decimal_op(e.op, op))  # decimals may arrive untyped
+    if Type.ANY in (e.type, e.left.type, e.right.type):
+        op = _typed_values(op if e.op == "||" else _numeric_only(op), _VERB[e.op])
+    return op
 
 
 def _numeric_only(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
@@ -422,18 +443,7 @@ def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[st
                 a = lf(ctx)
                 return short if a is short else comb(a, rf(ctx))
             return logic
-        if e.op in _COMPARE:
-            op = comparison(e.op, e.left, e.right)
-        elif is_decimal(e.type):
-            op = in_row_errors(decimal_op(e.op, e.type))  # exact, at the node's scale
-        elif e.op in ("/", "%") and e.type is Type.DOUBLE:
-            op = _DOUBLE_ARITH[e.op]  # the node's type decides, not the values'
-        else:
-            op = (_TIME_ARITH if _is_time(e.left, e.right) else _ARITH)[e.op]
-            if e.type is Type.ANY and e.op != "||":
-                op = in_row_errors(any_decimal_op(e.op, op))  # decimals may arrive untyped
-            if Type.ANY in (e.type, e.left.type, e.right.type):
-                op = _typed_values(op if e.op == "||" else _numeric_only(op), _VERB[e.op])
+        op = binary_operator(e)
         if row:
             def binop_row(cols, pos, label=None, number=None):
                 a = lf(cols, pos, label, number)

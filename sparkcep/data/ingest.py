@@ -45,11 +45,16 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
                 raise DataError(f"cannot read this column: {e}", column=name) from None
             except OverflowError:
                 # An object column of Python ints, one of them past 64 bits: no Arrow type holds it.
-                row = next((i for i, v in enumerate(col.tolist())
-                            if isinstance(v, int) and not -2**63 <= v < 2**64), None)
-                value = "" if row is None else f" {col.iloc[row]}"
-                raise DataError(f"cannot read this column: the integer{value} does not fit 64 bits",
-                                column=name, row=row) from None
+                values = col.tolist()
+                row = next((i for i, v in enumerate(values) if isinstance(v, int) and not -2**63 <= v < 2**64), None)
+                if row is not None:
+                    raise DataError(f"cannot read this column: the integer {values[row]} does not fit 64 bits",
+                                    column=name, row=row) from None
+                # each fits, but not one type: negative numbers beside one past 2^63 - 1
+                row = next((i for i, v in enumerate(values) if isinstance(v, int) and v >= 2**63), None)
+                what = "an integer" if row is None else f"the integer {values[row]}"
+                raise DataError(f"cannot read this column: {what} is past a signed 64-bit integer while others "
+                                "are negative", column=name, row=row) from None
         return pa.Table.from_arrays(arrays, names=list(data.columns)), "pandas"
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data]), "arrow"

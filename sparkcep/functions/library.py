@@ -111,8 +111,8 @@ def _round_bigint(x: int, digits: int) -> int:
     exactly as Trino's round(bigint, n): integer arithmetic, never through a double."""
     if digits >= 0:
         return x
-    if digits < -19:
-        return 0  # 2|x| < 10^20 <= the factor: every BIGINT rounds to 0
+    if digits <= -19:
+        raise FunctionError("bigint overflow in round")  # 10^19 is past BIGINT, as Trino's factor
     factor = 10**-digits
     q, r = divmod(abs(x), factor)
     v = (q + (2 * r >= factor)) * factor

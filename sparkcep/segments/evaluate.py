@@ -37,8 +37,7 @@ from sparkcep.analysis.bound import (
     Type,
 )
 from sparkcep.compile.aggregates import seconds
-from sparkcep.compile.expressions import _ARITH as SCALAR_ARITH
-from sparkcep.compile.expressions import EvaluationError, comparison, negate_any
+from sparkcep.compile.expressions import EvaluationError, binary_operator, negate_any
 from sparkcep.compile.vectorize import logic
 from sparkcep.segments.series import Series
 from sparkcep.values import FunctionError, checked_int_div, checked_int_negate, checked_int_op
@@ -337,11 +336,9 @@ def _binary(e: BBinary, frame: Frame) -> Values:
                 raise EvaluationError(str(exc)) from None
         with np.errstate(all="ignore"):
             return _NP_OPS[e.op](a.astype(np.float64) if e.op == "/" else a, b), valid
-    fn = comparison(e.op, e.left, e.right) if e.op in _COMPARE_OPS else SCALAR_ARITH[e.op]
-    return _elementwise(fn, [left, right], e.type)
+    return _elementwise(binary_operator(e), [left, right], e.type)
 
 
-_COMPARE_OPS = {"=", "<>", "<", "<=", ">", ">="}
 _NP_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide, "=": np.equal,
            "<>": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
 
