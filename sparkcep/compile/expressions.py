@@ -218,14 +218,14 @@ def _time_minus(a, b):
         return shift(a, -b)
     if isinstance(a, dt.date) and isinstance(b, dt.timedelta):
         return a - _whole_days(b)
-    return a - b
+    return a - b  # two instants (values.ZoneAt makes Python subtract instants), two intervals
 
 
 def _whole_days(d: dt.timedelta) -> dt.timedelta:
     """An interval added to a date: whole days only (as Trino refuses hours on a date)."""
     if d.seconds or d.microseconds:
         raise EvaluationError("cannot add hours, minutes or seconds to a date")
-    return d  # two instants (values.ZoneAt makes Python subtract instants), two intervals
+    return d
 
 
 _TIME_COMPARE = {k: _zones_aligned(f) for k, f in _COMPARE.items()}

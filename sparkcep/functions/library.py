@@ -16,6 +16,7 @@ from sparkcep.types import NUMERIC, Type, as_decimal, decimal_union, is_decimal
 from sparkcep.values import (
     DECIMAL_CONTEXT,
     FunctionError,
+    fits_bigint,
     localize,
     mixed_types,
     zone_of,
@@ -96,12 +97,9 @@ def _same(types: list[Type]) -> Type | str:
     return "needs arguments of one type" if t is None else t
 
 
-_BIGINT_TOP = 2**63  # BIGINT holds [-2^63, 2^63)
-
-
 def _abs(x):
     r = abs(x)
-    if type(r) is int and r >= _BIGINT_TOP:
+    if type(r) is int and not fits_bigint(r):
         raise FunctionError("bigint overflow in abs")  # abs(-2^63), as Trino
     return r
 
@@ -117,7 +115,7 @@ def _round_bigint(x: int, digits: int) -> int:
     q, r = divmod(abs(x), factor)
     v = (q + (2 * r >= factor)) * factor
     v = v if x >= 0 else -v
-    if not -_BIGINT_TOP <= v < _BIGINT_TOP:
+    if not fits_bigint(v):
         raise FunctionError("bigint overflow in round")
     return v
 
