@@ -4,6 +4,8 @@ data, and the SQL engine where the strategy is SQL's own."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -226,6 +228,39 @@ def test_live_runs_are_bounded():
     with pytest.raises(DataError, match="partial matches are alive"):
         run_plan(plan, t, lambda p: compiled)  # the compiled search stops, the Python one reports
     assert compiled.ran
+
+
+@pytest.mark.parametrize("selection", ["SKIP TILL NEXT MATCH", "SKIP TILL ANY MATCH"])
+def test_label_paths_of_one_start_are_bounded(selection):
+    """ALL MATCHES of ``A B* C* D`` over rows B and C both take: the label paths of one start
+    grow with the square of the rows read. Past ``max_nodes`` of them the search stops with
+    the DataError naming the row, the same on the compiled search (which then hands the
+    partition to the Python search) and the Python one-pass search."""
+    t = _table(ts=list(range(300)), x=[1] * 300)
+    plan = compile_query(f"""ORDER BY ts MEASURES COUNT(*) AS c ALL MATCHES EVENT SELECTION {selection}
+        PATTERN (A B* C* D) DEFINE A AS x = 1, B AS x = 1, C AS x = 1, D AS x = 2""", t)
+    rows = []
+    with patch.object(Matcher, "max_nodes", 3000):
+        for make in (NFAbMatcher, CompiledNFAb):
+            matcher = make(plan)
+            with pytest.raises(DataError, match="more than 3000 label assignments from one start row") as e:
+                run_plan(plan, t, lambda p, m=matcher: m)
+            rows.append(e.value.row)
+        assert matcher.ran
+    assert rows[0] == rows[1] and 5 < rows[0] < 300
+
+
+def test_the_label_path_bound_is_per_start():
+    """Many starts alive at once, each with a few label paths (WITHIN ends them): their sum
+    passes the bound, no start's does, so nothing stops."""
+    t = _table(ts=list(range(200)), x=[i % 5 for i in range(200)])
+    plan = compile_query("""ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e ALL MATCHES
+        EVENT SELECTION SKIP TILL ANY MATCH PATTERN (A B+) WITHIN 6 DEFINE A AS x < 3, B AS x > 0""", t)
+    expected = run_plan(plan, t, NFAbMatcher).to_pylist()
+    with patch.object(Matcher, "max_nodes", 200):
+        for make in (NFAbMatcher, CompiledNFAb):
+            assert run_plan(plan, t, make).to_pylist() == expected
+    assert len(expected) > 2000
 
 
 def test_merging_shares_runs():

@@ -1107,12 +1107,13 @@ def _append(run, h, dest, dest_h, count, n_key, by_history):
 
 @njit
 def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, masks, reg_member, reg_kind, dyn_int,
-                     dyn_float, cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs, arena,
-                     stats):
+                     dyn_float, cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs,
+                     max_nodes, arena, stats):
     """From ``start``: how 0, the preferred match; 2, every match, most preferred first.
     Returns (count, ends, history nodes, arena): how 0 gives count 1 with its end and node,
-    or 0; count -1 when more than ``max_runs`` runs were alive at once (the Python matcher
-    then reports the row); the arena (label, excluded, row, parent per history node) may
+    or 0; count -1 when more than ``max_runs`` runs were alive at once, or (every match)
+    more than ``max_nodes`` history nodes were made (the Python matcher then reports the
+    row); the arena (label, excluded, row, parent per history node) may
     have grown."""
     hist_label, hist_excl, hist_row, hist_parent = arena
     every = how == 2
@@ -1150,7 +1151,7 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
         stats[1] += ncur
         if ncur > stats[0]:
             stats[0] = ncur
-        if ncur - n_marks > max_runs:
+        if ncur - n_marks > max_runs or (every and n_hist > max_nodes):
             return -1, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), (hist_label, hist_excl, hist_row, hist_parent)
         extend = _extend(start, pos, maxlength, n, True, use_within, order0, within)
         need = ncur * (widest + 1)
@@ -1304,10 +1305,12 @@ def read_back(hs, hist_label, hist_excl, hist_row, hist_parent):
 
 @njit
 def selection_all(starts, selection, negated, adjacent, op_, a_, cl, masks, reg_member, reg_kind, dyn_int,
-                  dyn_float, cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs, stats):
+                  dyn_float, cols, valid, n, maxlength, use_within, order0, within, n_regs, n_slots, max_runs, max_nodes,
+                  stats):
     """ALL MATCHES from each of ``starts``: (start of each match, ends, label offsets, labels,
     excluded, rows, ok), by start, most preferred first; ok is False when some search had more
-    than ``max_runs`` runs alive (then nothing else is meaningful)."""
+    than ``max_runs`` runs alive or made more than ``max_nodes`` history nodes (then nothing
+    else is meaningful)."""
     arena = (np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64),
              np.empty(256, dtype=np.int64))
     m_start = np.empty(16, dtype=np.int64)
@@ -1320,7 +1323,8 @@ def selection_all(starts, selection, negated, adjacent, op_, a_, cl, masks, reg_
     for s in starts:
         count, ends, hs, arena = selection_search(s, 2, selection, negated, adjacent, op_, a_, cl, masks, reg_member,
                                                   reg_kind, dyn_int, dyn_float, cols, valid, n, maxlength, use_within,
-                                                  order0, within, n_regs, n_slots, max_runs, arena, stats)
+                                                  order0, within, n_regs, n_slots, max_runs, max_nodes, arena,
+                                                  stats)
         if count < 0:
             return m_start[:0], m_end[:0], offs[:1], labels, excl, rows, False
         if count == 0:

@@ -33,8 +33,9 @@ Three algorithms share the transition code:
   ``merge=True``, equivalent runs merged (SASE 4.2.2).
 - ``Backtrack``: SASE's backtracking baseline, one run at a time, depth first.
 
-Live partial matches are bounded (``max_runs``): past the bound the search stops with a
-DataError naming the row, never with unbounded memory.
+Live partial matches are bounded (``max_runs``), and so are the label paths ALL MATCHES
+keeps for one start row (``max_nodes``): past either bound the search stops with a DataError
+naming the row, never with unbounded memory.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from sparkcep.errors import QueryError
 from sparkcep.runtime import kernel
 from sparkcep.runtime.vm import (
     MAX_RUNS,
+    NODES_ADVICE,
     UNRESOLVED,
     Match,
     Matcher,
@@ -310,6 +312,7 @@ class NFAbMatcher(Matcher):
         next_start = 0  # index into candidates
         part.cache["nfab_unresolved"] = None
         expired: dict[int, list] = {}
+        nodes: dict[int, int] = {}  # start row -> buffer pointers its members added
         pos = -1
         while pos < n:
             pos += 1
@@ -331,14 +334,16 @@ class NFAbMatcher(Matcher):
                     next_start += 1
             elif pos < n:
                 runs.append((self.initial(), [((pos,), None, pos)]))
-            runs = self._all_step(runs, pos, n, part, masks, out, expired)
+            runs = self._all_step(runs, pos, n, part, masks, out, expired, nodes)
         part.cache["nfab_expired"] = {s: min(ms, key=lambda vm: vm[0])[1] for s, ms in expired.items()}
         return {s: _by_preference(ms) for s, ms in out.items()}
 
     def _all_step(self, runs: list, pos: int, n: int, part: PartitionData, masks: list, out: dict,
-                  expired: dict) -> list:
+                  expired: dict, nodes: dict) -> list:
         """Every run of the one-pass search at row ``pos``: matches it finishes go to
-        ``out``, what it becomes (merged with equivalent runs) is returned."""
+        ``out``, what it becomes (merged with equivalent runs) is returned. ``nodes`` counts
+        the buffer pointers each start row's members add: its label paths, which the bound
+        ``max_nodes`` holds per start row as the compiled search's history nodes."""
         merged: dict[tuple, tuple[tuple, list]] = {}
         order: list[tuple] = []
         entries: dict[tuple, _Entry] = {}  # (label, excluded) -> buffer entry for row pos
@@ -368,6 +373,9 @@ class NFAbMatcher(Matcher):
                     else:
                         entry.add(v, prev)
                         new_members.append((v, entry, start))
+                        grown = nodes[start] = nodes.get(start, 0) + 1
+                        if grown > self.max_nodes:
+                            raise too_many_runs(self.max_nodes, NODES_ADVICE, pos)
                 key = self._merge_key(nrun, live[0][2]) if self.merge else (len(order),)
                 slot = merged.get(key)
                 if slot is None:
@@ -602,7 +610,7 @@ class CompiledNFAb(NFAbMatcher):
         s = k.spec
         args = (kernel.STRATEGY[q.event_selection], bool(q.negated), adjacent, k.op, k.a, k.closure, masks, s.reg_member, s.reg_kind,
                 s.dyn_int, s.dyn_float, cols, valid, part.n, k.maxlength, q.within is not None, order0, within,
-                s.reg_member.shape[0], plan.program.slots, min(self.max_runs, COMPILED_MAX_RUNS))
+                s.reg_member.shape[0], plan.program.slots, min(self.max_runs, COMPILED_MAX_RUNS), self.max_nodes)
         self.ran = True
         return starts, args
 
