@@ -228,7 +228,11 @@ class ZoneAt(dt.tzinfo):
         return None
 
     def tzname(self, d):
-        return str(getattr(self.zone, "key", self.zone))
+        # The name Arrow reads the zone by (pyarrow asks for it when it converts values).
+        try:
+            return pa.lib.tzinfo_to_string(self.zone)
+        except (pa.ArrowException, TypeError, ValueError):
+            return str(getattr(self.zone, "key", self.zone))
 
     def fromutc(self, d):
         return (d.replace(tzinfo=None) + self.offset).replace(tzinfo=self)
@@ -244,8 +248,12 @@ _ZONES: dict[tuple[Any, dt.timedelta], ZoneAt] = {}
 
 
 def zone_at(zone: dt.tzinfo, offset: dt.timedelta) -> ZoneAt:
-    key = (zone, offset)
-    got = _ZONES.get(key)
+    key: tuple = (zone, offset)
+    try:
+        got = _ZONES.get(key)
+    except TypeError:  # a zone that cannot be hashed (dateutil's): by identity, which the entry keeps alive
+        key = (id(zone), offset)
+        got = _ZONES.get(key)
     if got is None:
         got = _ZONES[key] = ZoneAt(zone, offset)
     return got
@@ -294,6 +302,31 @@ def shift(ts: dt.datetime, delta: dt.timedelta) -> dt.datetime:
     r = ts + delta
     zone = zone_of(r) if r.tzinfo is not None else None
     return r if zone is None else in_zone(r, zone)
+
+
+def arrow_zone(tz: str) -> dt.tzinfo:
+    """The tzinfo pyarrow gives values of a timestamp column in Arrow zone ``tz``."""
+    return pa.scalar(0, pa.timestamp("us", tz)).as_py().tzinfo
+
+
+def timestamps_out(values: list[Any], t: pa.DataType) -> tuple[list[Any], pa.DataType]:
+    """A measure's timestamps and the Arrow type they go out as, ``t`` as typed. In a zoned
+    measure a naive value (a function's) is wall time in the measure's zone, as when the two
+    compare. A measure typed naive whose values carry a zone (a function's, where the query
+    reads no zoned column) takes the zone of the first: every instant is kept, and a naive
+    value is wall time there."""
+    if t.tz is None:
+        first = next((v for v in values if isinstance(v, dt.datetime) and v.tzinfo is not None), None)
+        if first is None:
+            return values, t
+        try:
+            t = pa.timestamp(t.unit, pa.array([first]).type.tz)
+        except (pa.ArrowException, ValueError, KeyError):  # a zone Arrow cannot name: its instants in UTC
+            t = pa.timestamp(t.unit, "UTC")
+        zone = first.tzinfo
+    else:
+        zone = arrow_zone(t.tz)
+    return [localize(v, zone) if isinstance(v, dt.datetime) and v.tzinfo is None else v for v in values], t
 
 
 # ---------------------------------------------------------------- columns in

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import zoneinfo
 
 import numpy as np
 import pandas as pd
@@ -267,6 +268,59 @@ def test_timestamp_results_of_functions_are_zoned_values(registered):
     z = pd.DataFrame({"id": [1], "ts": _berlin("2024-03-31 00:30")})
     out = match_recognize(z, "ORDER BY id MEASURES later(A.ts) - A.ts AS gap PATTERN (A)")
     assert out.gap.tolist() == [pd.Timedelta(hours=1)]
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "sb", "tasks"])
+def test_a_naive_function_result_in_a_zoned_measure_is_wall_time_there(registered, strategy):
+    """A function that drops the zone (wall time in Berlin) in a measure typed by a zoned
+    column: the value is that wall time in the zone, as DEFINE compares it, not UTC."""
+    registered("wall", lambda t: t.replace(tzinfo=None), returns="timestamp")
+    z = pd.DataFrame({"k": [1, 1, 2], "ts": _berlin("2024-03-30 23:30", "2024-03-31 00:30", "2024-03-31 01:30")})
+    options = {"workers": 0} if strategy == "tasks" else {}
+    out = match_recognize(z, "PARTITION BY k ORDER BY ts MEASURES wall(A.ts) AS w, A.ts AS a PATTERN (A) "
+                             "DEFINE A AS wall(ts) = ts", strategy=strategy, **options)
+    assert out.w.tolist() == out.a.tolist() == list(z.ts)
+    assert str(out.w.dtype) == "datetime64[us, Europe/Berlin]"
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "sb", "tasks"])
+def test_zoned_function_results_keep_their_zone_where_no_column_has_one(registered, strategy):
+    """Zoned values of a function declared "timestamp", in a query reading no zoned column:
+    the measure takes the zone of the first (a NULL first, a partition with naive values
+    only first), keeps every instant, and a naive value is wall time in that zone."""
+    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+
+    def when(x):
+        base = dt.datetime(2026, 3, 29, 1, 30)
+        if x == 0:
+            return None
+        t = base + dt.timedelta(hours=x)
+        return t if x in (1, 4) else t.replace(tzinfo=berlin)
+    registered("when", when, returns="timestamp")
+    data = pd.DataFrame({"k": [1, 1, 2, 2, 3, 3], "x": range(6)})
+    options = {"workers": 0} if strategy == "tasks" else {}
+    out = match_recognize(data, "PARTITION BY k ORDER BY x MEASURES when(A.x) AS t PATTERN (A)",
+                          strategy=strategy, **options)
+    assert str(out.t.dtype) == "datetime64[us, Europe/Berlin]"
+    # 02:30 does not exist that night in Berlin: the value given as 02:30+01:00 is 03:30 CEST.
+    assert out.t.tolist()[1:] == [pd.Timestamp(f"2026-03-29 0{h}:30", tz="Europe/Berlin") for h in (3, 3, 4, 5, 6)]
+    assert pd.isna(out.t.tolist()[0])
+
+
+@pytest.mark.parametrize("zone, name", [(dt.timezone(dt.timedelta(hours=5)), "+05:00"),
+                                        ("dateutil", "Europe/Berlin")])
+def test_function_results_in_any_zone_type_come_out(registered, zone, name):
+    """A fixed UTC offset and a dateutil zone (which cannot be hashed) from a function: the
+    measure is in that zone, not an internal error."""
+    if zone == "dateutil":
+        from dateutil import tz
+
+        zone = tz.gettz("Europe/Berlin")
+    registered("at", lambda x: dt.datetime(2026, 1, 1, x, tzinfo=zone), returns="timestamp")
+    out = match_recognize(pd.DataFrame({"x": [1, 2]}), "ORDER BY x MEASURES at(A.x) AS t PATTERN (A) "
+                                                       "DEFINE A AS at(x) > TIMESTAMP '2025-12-31 00:00:00'")
+    assert pa.Table.from_pandas(out).schema.field("t").type.tz == name
+    assert out.t.tolist() == [pd.Timestamp(dt.datetime(2026, 1, 1, h, tzinfo=zone)) for h in (1, 2)]
 
 
 # ---------------------------------------------------------------- DECIMAL(p, s)

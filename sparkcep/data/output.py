@@ -10,6 +10,7 @@ import pyarrow as pa
 from sparkcep.analysis.bound import AnalyzedQuery, BColumn, Type
 from sparkcep.errors import DataError
 from sparkcep.types import is_decimal
+from sparkcep.values import timestamps_out
 
 _ARROW = {
     Type.BIGINT: pa.int64(),
@@ -137,6 +138,8 @@ def output_table(q_or_plan, table: pa.Table, rows, measures: list,
 
 
 def measure_array(name: str, values: list[Any], arrow_type: pa.DataType | None) -> pa.Array:
+    if arrow_type is not None and pa.types.is_timestamp(arrow_type):
+        values, arrow_type = timestamps_out(values, arrow_type)
     try:
         return pa.array(values, type=arrow_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:

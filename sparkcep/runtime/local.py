@@ -231,4 +231,7 @@ def _join(chunks: list[pa.Array], arrow_type) -> pa.Array:
         if arrow_type is None:
             return pa.array([v for c in chunks for v in c.to_pylist()])
         chunks = [c.cast(arrow_type) for c in chunks]
+    elif pa.types.is_timestamp(arrow_type) and arrow_type.tz is None and any(c.type.tz for c in chunks):
+        # Some chunks' values carried a zone (data.output.measure_array): they decide for all.
+        return measure_array("", [v for c in chunks for v in c.to_pylist()], arrow_type)
     return pa.concat_arrays([c.cast(arrow_type) if c.type != arrow_type else c for c in chunks])
