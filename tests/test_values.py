@@ -283,9 +283,10 @@ def test_a_naive_function_result_in_a_zoned_measure_is_wall_time_there(registere
     assert str(out.w.dtype) == "datetime64[us, Europe/Berlin]"
 
 
+@pytest.mark.parametrize("returns", ["timestamp", "any"])
 @pytest.mark.parametrize("strategy", ["sequential", "sb", "tasks"])
-def test_zoned_function_results_keep_their_zone_where_no_column_has_one(registered, strategy):
-    """Zoned values of a function declared "timestamp", in a query reading no zoned column:
+def test_zoned_function_results_keep_their_zone_where_no_column_has_one(registered, strategy, returns):
+    """Zoned values of a function declared "timestamp" (or "any"), in a query reading no zoned column:
     the measure takes the zone of the first (a NULL first, a partition with naive values
     only first), keeps every instant, and a naive value is wall time in that zone."""
     berlin = zoneinfo.ZoneInfo("Europe/Berlin")
@@ -296,7 +297,7 @@ def test_zoned_function_results_keep_their_zone_where_no_column_has_one(register
             return None
         t = base + dt.timedelta(hours=x)
         return t if x in (1, 4) else t.replace(tzinfo=berlin)
-    registered("when", when, returns="timestamp")
+    registered("when", when, returns=returns)
     data = pd.DataFrame({"k": [1, 1, 2, 2, 3, 3], "x": range(6)})
     options = {"workers": 0} if strategy == "tasks" else {}
     out = match_recognize(data, "PARTITION BY k ORDER BY x MEASURES when(A.x) AS t PATTERN (A)",

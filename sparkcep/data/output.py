@@ -3,6 +3,7 @@ measure, and the output table built from matched rows and measure values."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pyarrow as pa
@@ -138,6 +139,9 @@ def output_table(q_or_plan, table: pa.Table, rows, measures: list,
 
 
 def measure_array(name: str, values: list[Any], arrow_type: pa.DataType | None) -> pa.Array:
+    """A measure's values as an Arrow array of ``arrow_type`` (None: the values decide)."""
+    if arrow_type is None and any(isinstance(v, dt.datetime) for v in values):
+        arrow_type = pa.timestamp("us")  # an "any" function's timestamps: as a declared one's
     if arrow_type is not None and pa.types.is_timestamp(arrow_type):
         values, arrow_type = timestamps_out(values, arrow_type)
     try:

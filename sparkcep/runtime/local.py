@@ -229,7 +229,7 @@ def _join(chunks: list[pa.Array], arrow_type) -> pa.Array:
         kinds = {c.type for c in chunks if c.type != pa.null()}
         arrow_type = kinds.pop() if len(kinds) == 1 else None
         if arrow_type is None:
-            return pa.array([v for c in chunks for v in c.to_pylist()])
+            return measure_array("", [v for c in chunks for v in c.to_pylist()], None)
         chunks = [c.cast(arrow_type) for c in chunks]
     elif pa.types.is_timestamp(arrow_type) and arrow_type.tz is None and any(c.type.tz for c in chunks):
         # Some chunks' values carried a zone (data.output.measure_array): they decide for all.
