@@ -161,6 +161,18 @@ def test_the_clock_vectorized_equals_one_value_at_a_time(kind):
     assert clock.timers(arr).tolist() == [clock.timer(v) for v in arr.to_pylist()]
 
 
+@pytest.mark.parametrize("kind, far", [(pa.int64(), -(2**63)), (pa.int64(), 2**62), (pa.float64(), 1e300),
+                                       (pa.timestamp("s"), -(2**62))])
+def test_an_event_time_past_the_clock_is_a_data_error_naming_the_column(kind, far):
+    """Seconds whose milliseconds need more than 64 bits: an error, not a wrapped timer
+    (np.abs(-2^63) is -2^63, which passed a range test by absolute value)."""
+    clock = EventClock(kind, "ts")
+    arr = pa.array([far, 5], pa.int64()).cast(kind) if not pa.types.is_floating(kind) else pa.array([far, 5.0], kind)
+    with pytest.raises(DataError, match="outside the watermark's clock") as e:
+        clock.timers(arr)
+    assert e.value.column == "ts"
+
+
 def _per_key_bucket(meta: dict, keys: pa.Table) -> bytes:
     """A bucket's state in the earlier layout (one KeyState blob per key), as it was written."""
     import json

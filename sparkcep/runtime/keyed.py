@@ -44,26 +44,30 @@ class EventClock:
     """Spark's watermark clock for an event-time column: milliseconds since the epoch (a
     number column's unit is one second, as ``timestamp_seconds`` reads it)."""
 
-    def __init__(self, time_type: pa.DataType):
+    def __init__(self, time_type: pa.DataType, column: str | None = None):
         self.type = time_type
+        self.column = column  # named in the error for a time the clock cannot hold
 
     def timers(self, values: pa.Array) -> np.ndarray:
         """The watermark (ms) at which each row of these event times is sealed: one above
         its own millisecond (Spark fires a timer once the watermark is past it)."""
         t = self.type
+        # Ranges are tested by min and max: np.abs wraps -2^63 to itself.
         if pa.types.is_timestamp(t):
             v = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
-            if t.unit == "s" and (len(v) == 0 or np.abs(v).max() < 2**53 // 1000):
-                return v * 1000 + 1
+            if t.unit == "s":
+                if len(v) == 0 or -(2**53 // 1000) < v.min() and v.max() < 2**53 // 1000:
+                    return v * 1000 + 1
+                return np.array([self._checked(int(x) * 1000, int(x)) + 1 for x in v], dtype=np.int64)
             if t.unit != "s":
                 return v // {"ms": 1, "us": 1_000, "ns": 1_000_000}[t.unit] + 1
         elif pa.types.is_integer(t):
             v = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
-            if len(v) == 0 or np.abs(v).max() < 2**53 // 1000:
+            if len(v) == 0 or -(2**53 // 1000) < v.min() and v.max() < 2**53 // 1000:
                 return v * 1000 + 1
         elif pa.types.is_floating(t):
             v = np.floor(values.cast(pa.float64()).to_numpy(zero_copy_only=False) * 1000)
-            if len(v) == 0 or np.abs(v).max() < 2**62:
+            if len(v) == 0 or -(2**62) < np.min(v) and np.max(v) < 2**62:
                 return v.astype(np.int64) + 1
         return np.array([self.timer(x) for x in values.to_pylist()], dtype=np.int64)
 
@@ -72,8 +76,18 @@ class EventClock:
         import math
 
         if pa.types.is_timestamp(self.type):
-            return self.millis(value) + 1
-        return math.floor(value * 1000) + 1
+            ms = self.millis(value)
+        elif isinstance(value, float) and not math.isfinite(value):
+            ms = None
+        else:
+            ms = math.floor(value * 1000)
+        return self._checked(ms, value) + 1
+
+    def _checked(self, ms: int | None, value) -> int:
+        if ms is None or not -(2**63) <= ms < 2**63 - 1:
+            raise DataError(f"the event time {value!r} is outside the watermark's clock (milliseconds since "
+                            "1970 in 64 bits)", column=self.column)
+        return ms
 
     def millis(self, value) -> int:
         """An event time on Spark's clock (ms): a timestamp floored to its millisecond; a
@@ -172,7 +186,7 @@ class KeyedMatcher:
         self.single = IncrementalMatcher(plan, schema, use_kernel, **kw)
         self.plan, self.schema = plan, schema
         q = plan.query
-        self.clock = EventClock(schema.field(q.order_by[0].index).type)
+        self.clock = EventClock(schema.field(q.order_by[0].index).type, q.order_by[0].column)
         # One kernel call for every key: what the kernel window of one key runs (no WITHIN,
         # contiguous rows, not ALL MATCHES), with measures as columns or inside the match.
         # bulk=False forces the per-key path (tests compare the two).
