@@ -628,7 +628,7 @@ def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, 
             h, n_hist = _shared_node(label, flag, cur_h[i], step_first, n_hist, hist_label, hist_excl, hist_parent,
                                      chain)
         else:
-            h, n_hist = history_node(label, flag, cur_h[i], False, step_first, n_hist, hist_label, hist_excl,
+            h, n_hist = history_node(label, flag, cur_h[i], step_first, n_hist, hist_label, hist_excl,
                                      hist_parent)
         t = scratch[1]
         for x in range(W):
@@ -642,14 +642,9 @@ def _step(cur, cur_h, ncur, nxt, nxt_h, every, pos, start, extend, op_, a_, cl, 
 
 
 @njit(_nrt=False)
-def history_node(label, flag, parent, every, step_first, n_hist, hist_label, hist_excl, hist_parent):
+def history_node(label, flag, parent, step_first, n_hist, hist_label, hist_excl, hist_parent):
     """(node, node count) for a thread that labelled this row ``label`` after node ``parent``,
-    in the room the caller made; ALL MATCHES (``every``): identical label paths of this step
-    (nodes from ``step_first`` on) share one node."""
-    if every:
-        for x in range(step_first, n_hist):
-            if hist_label[x] == label and hist_excl[x] == flag and hist_parent[x] == parent:
-                return x, n_hist
+    in the room the caller made (ALL MATCHES shares equal label paths: _shared_node)."""
     hist_label[n_hist] = label
     hist_excl[n_hist] = flag
     hist_parent[n_hist] = parent
@@ -1084,12 +1079,12 @@ STRATEGY = {"PARTITION": PARTITION, "STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
 
 
 @njit
-def _append(run, h, dest, dest_h, count, n_key, by_history):
+def _append(run, h, dest, dest_h, count, n_key):
     """Append run ``run`` (history ``h``) to dest[count:] unless an equal one is there: equal
-    in the first ``n_key`` columns and the last one (FRESH), and in history ``by_history``."""
+    in the first ``n_key`` columns and the last one (FRESH)."""
     W = run.shape[0]
     for j in range(count):
-        if dest[j, 0] == MARK or (by_history and dest_h[j] != h):
+        if dest[j, 0] == MARK:
             continue
         same = dest[j, W - 1] == run[W - 1]
         if same:
@@ -1103,6 +1098,44 @@ def _append(run, h, dest, dest_h, count, n_key, by_history):
         dest[count, x] = run[x]
     dest_h[count] = h
     return count + 1
+
+
+@njit
+def _append_by_history(run, h, dest, dest_h, count, n_key, last_with, stamp, link, step):
+    """_append for ALL MATCHES, where equal runs also have equal histories: only the runs of
+    history ``h`` appended in this ``step`` are compared, chained from last_with[h + 1]
+    (valid where stamp[h + 1] is this step) through ``link``. A scan of every run made each
+    row cost the square of the runs, which ALL MATCHES of A B* C* D grows by one a row."""
+    W = run.shape[0]
+    first = last_with[h + 1] if stamp[h + 1] == step else -1
+    j = first
+    while j >= 0:
+        same = dest[j, W - 1] == run[W - 1]
+        if same:
+            for x in range(n_key):
+                if dest[j, x] != run[x]:
+                    same = False
+                    break
+        if same:
+            return count
+        j = link[j]
+    for x in range(W):
+        dest[count, x] = run[x]
+    dest_h[count] = h
+    link[count] = first
+    last_with[h + 1] = count
+    stamp[h + 1] = step
+    return count + 1
+
+
+@njit
+def _grow_filled(arr, need, fill):
+    """_grow with the new entries set to ``fill``."""
+    if need <= arr.shape[0]:
+        return arr
+    out = np.full(max(need, arr.shape[0] * 2), fill, dtype=arr.dtype)
+    out[: arr.shape[0]] = arr
+    return out
 
 
 @njit
@@ -1134,6 +1167,14 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
     u = np.empty(W, dtype=np.int64)
     t = np.empty(W, dtype=np.int64)
     regs = np.empty(max(n_regs, 1), dtype=np.int64)
+    # ALL MATCHES: per history node (+ 1, for the start's -1), the last run of the step with
+    # it, and the step that was (_append_by_history); per run, the one before it.
+    last_with = np.full(1 if not every else 256, -1, dtype=np.int64)
+    stamp = np.full(last_with.shape[0], -1, dtype=np.int64)
+    link = np.empty(cap, dtype=np.int64)
+    # ALL MATCHES' shared history nodes: _shared_node's links (_history_chain's first two).
+    children = np.full(last_with.shape[0], -1, dtype=np.int64)
+    chain = (children, np.full(last_with.shape[0], -1, dtype=np.int64), children, children)
     cur[0, :] = -1
     cur[0, 0] = 0
     cur[0, 1] = 0
@@ -1158,11 +1199,18 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
         if need > nxt.shape[0]:
             nxt = np.empty((need, W), dtype=np.int64)
             nxt_h = np.empty(need, dtype=np.int64)
+            if every:
+                link = np.empty(need, dtype=np.int64)
         if n_hist + ncur * widest > hist_label.shape[0]:
             hist_label = _grow(hist_label, n_hist + ncur * widest)
             hist_excl = _grow(hist_excl, n_hist + ncur * widest)
             hist_row = _grow(hist_row, n_hist + ncur * widest)
             hist_parent = _grow(hist_parent, n_hist + ncur * widest)
+        if every and n_hist + ncur * widest + 1 > last_with.shape[0]:
+            last_with = _grow_filled(last_with, n_hist + ncur * widest + 1, -1)
+            stamp = _grow_filled(stamp, last_with.shape[0], -1)
+            chain = (_grow_filled(chain[0], last_with.shape[0], -1), _grow_filled(chain[1], last_with.shape[0], -1),
+                     children, children)
         nn = 0
         live = False
         cut = False
@@ -1217,8 +1265,13 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
                             cols, valid, n, n_regs, regs):
                         if not any_same or label == lab:
                             took_home = True
-                        h, grown = history_node(label, 1 if items[k, 1] > 0 else 0, cur_h[i], every, step_first,
-                                                n_hist, hist_label, hist_excl, hist_parent)
+                        flag = 1 if items[k, 1] > 0 else 0
+                        if every:
+                            h, grown = _shared_node(label, flag, cur_h[i], step_first, n_hist, hist_label, hist_excl,
+                                                    hist_parent, chain)
+                        else:
+                            h, grown = history_node(label, flag, cur_h[i], step_first, n_hist, hist_label, hist_excl,
+                                                    hist_parent)
                         if grown > n_hist:  # a new node: its row too (event selection leaves gaps)
                             hist_row[h] = pos
                             n_hist = grown
@@ -1232,7 +1285,10 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
                         t[LAST] = pos
                         t[FRESH] = 1
                         before = nn
-                        nn = _append(t, h, nxt, nxt_h, nn, n_key, every)
+                        if every:
+                            nn = _append_by_history(t, h, nxt, nxt_h, nn, n_key, last_with, stamp, link, pos)
+                        else:
+                            nn = _append(t, h, nxt, nxt_h, nn, n_key)
                         live = live or nn > before
                 if k == last_test and extend == 1 and cur[i, LAST] >= 0 and (
                         selection == ANY or (selection == NEXT and not took_home)):
@@ -1240,7 +1296,10 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
                         t[x] = cur[i, x]
                     t[FRESH] = 0
                     before = nn
-                    nn = _append(t, cur_h[i], nxt, nxt_h, nn, n_key, every)
+                    if every:
+                        nn = _append_by_history(t, cur_h[i], nxt, nxt_h, nn, n_key, last_with, stamp, link, pos)
+                    else:
+                        nn = _append(t, cur_h[i], nxt, nxt_h, nn, n_key)
                     live = live or nn > before
             if cut:
                 break
