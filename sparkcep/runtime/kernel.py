@@ -1078,7 +1078,7 @@ PARTITION, STRICT, NEXT, ANY = 0, 1, 2, 3
 STRATEGY = {"PARTITION": PARTITION, "STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
 
 
-@njit
+@njit(_nrt=False)
 def _append(run, h, dest, dest_h, count, n_key):
     """Append run ``run`` (history ``h``) to dest[count:] unless an equal one is there: equal
     in the first ``n_key`` columns and the last one (FRESH)."""
@@ -1100,7 +1100,7 @@ def _append(run, h, dest, dest_h, count, n_key):
     return count + 1
 
 
-@njit
+@njit(_nrt=False)
 def _append_by_history(run, h, dest, dest_h, count, n_key, last_with, stamp, link, step):
     """_append for ALL MATCHES, where equal runs also have equal histories: only the runs of
     history ``h`` appended in this ``step`` are compared, chained from last_with[h + 1]
@@ -1318,7 +1318,7 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
         pos += 1
 
 
-@njit
+@njit(_nrt=False)
 def _negations_hold(items, k, last, pos, start, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, n,
                     n_regs, regs, pend_col):
     """No row the run skipped since its last selected row ``last`` satisfies a variable
