@@ -1078,25 +1078,34 @@ PARTITION, STRICT, NEXT, ANY = 0, 1, 2, 3
 STRATEGY = {"PARTITION": PARTITION, "STRICT": STRICT, "NEXT": NEXT, "ANY": ANY}
 
 
-@njit(_nrt=False)
-def _append(run, h, dest, dest_h, count, n_key):
-    """Append run ``run`` (history ``h``) to dest[count:] unless an equal one is there: equal
-    in the first ``n_key`` columns and the last one (FRESH)."""
+@njit(_nrt=False, inline='always')
+def _same_run(dest, j, run, n_key):
+    """Whether run ``dest[j]`` equals ``run`` in the first ``n_key`` columns and the last
+    one (FRESH)."""
     W = run.shape[0]
-    for j in range(count):
-        if dest[j, 0] == MARK:
-            continue
-        same = dest[j, W - 1] == run[W - 1]
-        if same:
-            for x in range(n_key):
-                if dest[j, x] != run[x]:
-                    same = False
-                    break
-        if same:
-            return count
-    for x in range(W):
+    if dest[j, W - 1] != run[W - 1]:
+        return False
+    for x in range(n_key):
+        if dest[j, x] != run[x]:
+            return False
+    return True
+
+
+@njit(_nrt=False, inline='always')
+def _put(run, h, dest, dest_h, count):
+    for x in range(run.shape[0]):
         dest[count, x] = run[x]
     dest_h[count] = h
+
+
+@njit(_nrt=False)
+def _append(run, h, dest, dest_h, count, n_key):
+    """Append run ``run`` (history ``h``) to dest[count:] unless an equal one (_same_run)
+    is there."""
+    for j in range(count):
+        if dest[j, 0] != MARK and _same_run(dest, j, run, n_key):
+            return count
+    _put(run, h, dest, dest_h, count)
     return count + 1
 
 
@@ -1106,22 +1115,13 @@ def _append_by_history(run, h, dest, dest_h, count, n_key, last_with, stamp, lin
     history ``h`` appended in this ``step`` are compared, chained from last_with[h + 1]
     (valid where stamp[h + 1] is this step) through ``link``. A scan of every run made each
     row cost the square of the runs, which ALL MATCHES of A B* C* D grows by one a row."""
-    W = run.shape[0]
     first = last_with[h + 1] if stamp[h + 1] == step else -1
     j = first
     while j >= 0:
-        same = dest[j, W - 1] == run[W - 1]
-        if same:
-            for x in range(n_key):
-                if dest[j, x] != run[x]:
-                    same = False
-                    break
-        if same:
+        if _same_run(dest, j, run, n_key):
             return count
         j = link[j]
-    for x in range(W):
-        dest[count, x] = run[x]
-    dest_h[count] = h
+    _put(run, h, dest, dest_h, count)
     link[count] = first
     last_with[h + 1] = count
     stamp[h + 1] = step
