@@ -152,16 +152,67 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     data = (df.withColumn(_EVENT_TIME, event_time + F.expr(f"INTERVAL {_SHIFT_DAYS} DAYS"))
             .withWatermark(_EVENT_TIME, f"{_SHIFT_DAYS} days {delay}")
             .withColumn(_BUCKET, bucket_column(keys, buckets)))
+    # The watermark's column reaches the operator NULL, with the watermark's metadata kept:
+    # pandas' nanosecond timestamps end in 2262, and its values run a century ahead of event
+    # time (a number of epoch milliseconds read as seconds is far past that). Spark then
+    # drops no row as late either, which only the century's shift achieved before.
+    carried = F.lit(None).cast("timestamp").alias(_EVENT_TIME, metadata=data.schema[_EVENT_TIME].metadata)
+    data, wire = _exact_for_pandas(data.withColumn(_EVENT_TIME, carried), arrow_schema)
     if timeouts:
         spark_schema = _with_timeouts(spark_schema, incremental)
     if not isinstance(max_state_rows, int) or max_state_rows < 1:
         raise SparkCepError("max_state_rows must be a positive number of rows")
     operator = _BucketOperator(clause, mode, arrow_schema.serialize().to_pybytes(), buckets, late, timeouts,
                                metrics, max_state_rows, _delay_ms(df.sparkSession, delay),
-                               df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC")
+                               df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC", wire)
     return data.groupBy(_BUCKET).applyInPandasWithState(
         operator, outputStructType=spark_schema, stateStructType=_state_type(buckets), outputMode="append",
         timeoutConf=GroupStateTimeout.EventTimeTimeout)
+
+
+# applyInPandasWithState hands rows over as pandas, where a BIGINT column holding a NULL
+# becomes float64 (exact only below 2^53) and a double's NaN and NULL both become NaN. So a
+# BIGINT crosses as two halves that float64 holds exactly, and a double brings a flag for
+# its NaNs (_BucketOperator._arrived puts both back).
+_LOW = "__sparkcep_low_{}"
+_NAN = "__sparkcep_nan_{}"
+
+
+def _exact_for_pandas(data, arrow_schema: pa.Schema):
+    """``data`` with its BIGINT and double columns (of those ``arrow_schema`` keeps) made to
+    survive pandas, and what was done: (column, "halves" or "nan") pairs."""
+    from pyspark.sql import functions as F
+
+    wire = []
+    for i, f in enumerate(arrow_schema):
+        c = F.col(f"`{f.name}`")
+        if pa.types.is_int64(f.type):
+            data = data.withColumn(_LOW.format(i), c.bitwiseAND(F.lit(0xFFFFFFFF))).withColumn(
+                f.name, F.shiftright(c, 32))
+            wire.append((f.name, "halves"))
+        elif pa.types.is_floating(f.type):
+            data = data.withColumn(_NAN.format(i), F.isnan(c))
+            wire.append((f.name, "nan"))
+    return data, tuple(wire)
+
+
+def _from_pandas_wire(table: pa.Table, arrow_schema: pa.Schema, wire: tuple) -> pa.Table:
+    """The columns _exact_for_pandas sent, as they were (``table`` is one pandas frame as
+    Arrow)."""
+    import pyarrow.compute as pc
+
+    for name, how in wire:
+        i = arrow_schema.get_field_index(name)
+        col = table.column(name)
+        if how == "halves":
+            high = col.cast(pa.int64())
+            low = table.column(_LOW.format(i)).cast(pa.int64())
+            value = pc.add(pc.multiply(high, pa.scalar(1 << 32, pa.int64())), low)
+        else:
+            nan = pc.fill_null(table.column(_NAN.format(i)).cast(pa.bool_()), False)
+            value = pc.if_else(nan, pa.scalar(float("nan"), col.type), col)
+        table = table.set_column(table.schema.get_field_index(name), name, value)
+    return table
 
 
 def _delay_ms(spark, delay: str) -> int:
@@ -423,9 +474,10 @@ class _BucketOperator:
 
     def __init__(self, clause: str, mode: str, schema: bytes, buckets: int, late: str = "drop",
                  timeouts: bool = False, metrics: StreamMetrics | None = None, max_rows: int = 1_000_000,
-                 delay_ms: int = 0, session_zone: str = "UTC"):
+                 delay_ms: int = 0, session_zone: str = "UTC", wire: tuple = ()):
         self.clause, self.mode, self.schema_bytes, self.buckets = clause, mode, schema, buckets
         self.delay_ms, self.session_zone = delay_ms, session_zone
+        self.wire = wire  # how columns crossed pandas (_exact_for_pandas)
         self.late_policy, self.timeouts, self.metrics, self.max_rows = late, timeouts, metrics, max_rows
         self.matcher = None
 
@@ -524,7 +576,8 @@ class _BucketOperator:
     def _arrived(self, pdfs) -> pa.Table:
         """The rows that arrived, as one table of the query's schema (in arrival order)."""
         # One thread: a call holds a bucket's rows, too few for a thread pool to pay its start.
-        tables = [pa.Table.from_pandas(pdf, preserve_index=False, nthreads=1).select(self.arrow_schema.names)
+        tables = [_from_pandas_wire(pa.Table.from_pandas(pdf, preserve_index=False, nthreads=1), self.arrow_schema,
+                                    self.wire).select(self.arrow_schema.names)
                   for pdf in pdfs if len(pdf)]
         if not tables:
             return self.arrow_schema.empty_table()
