@@ -46,7 +46,9 @@ def compile_reading(df, clause: str, mode: str = "sql", how: str | None = None, 
     the plan, its Arrow input schema, the Spark output schema)."""
     plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how, sharing)
     if plan.query.rows_per_match == "ONE":
-        read = sorted(referenced_columns(plan.query))
+        # At least one column: Arrow tables without columns lose their row counts when
+        # concatenated (the run strategy's batch edges), and a query may read none.
+        read = sorted(referenced_columns(plan.query)) or [0]
         if len(read) < len(df.columns):
             df = df.select(*[df.columns[i] for i in read])
             plan, arrow_schema, spark_schema = compile_for(df, clause, mode, how, sharing)

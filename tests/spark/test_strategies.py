@@ -242,6 +242,14 @@ def test_one_row_per_match_ships_only_the_columns_it_reads(spark):
     assert sum(expected.values()) > 0
 
 
+def test_a_query_that_reads_no_column(spark):
+    """No PARTITION BY, ORDER BY or column in DEFINE and MEASURES: the rows still count (the
+    run strategy's batch edges are tables; without a column they had no rows)."""
+    pdf = pd.DataFrame({"ts": range(7), "v": [5, 3, 4, 1, 2, 2, 7]})
+    expected = assert_same(spark, pdf, "MEASURES COUNT(*) AS n PATTERN (A B) DEFINE A AS true", batch=3)
+    assert sum(expected.values()) == 3
+
+
 def test_segment_query_on_spark(spark):
     # T-REX: segment queries run per PARTITION BY key; the run strategies refuse them.
     pdf = pd.DataFrame({"k": [i % 3 for i in range(90)], "t": range(90),
