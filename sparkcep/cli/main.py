@@ -12,12 +12,16 @@ from enum import StrEnum
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from sparkcep.errors import SparkCepError, as_sparkcep_error
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-console = Console()
-err = Console(stderr=True)
+# Queries, paths and result values hold brackets: printed as text, never read as rich markup
+# (a "[/]" in them crashed the command, a "[x]" vanished). Errors are not wrapped, so an
+# excerpt's caret stays under its column.
+console = Console(markup=False)
+err = Console(stderr=True, markup=False, soft_wrap=True)
 
 
 def _version(value: bool) -> None:
@@ -71,7 +75,7 @@ class Mode(StrEnum):
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(Text("error:", style="bold red"), message)
     raise typer.Exit(2)
 
 
@@ -185,7 +189,7 @@ def run(
     for k, v in [("input", f"{input} ({rows_in:,} rows)"), ("output", f"{output} ({format.value}, {matches:,} rows)"),
                  ("strategy", run_info.describe()), ("master", spark.sparkContext.master),
                  ("time", f"{elapsed:.1f} s ({rows_in / max(elapsed, 1e-9):,.0f} rows/s end to end)")]:
-        summary.add_row(k, v)
+        summary.add_row(Text(k), Text(v))
     console.print(summary)
 
 
@@ -367,7 +371,7 @@ def _run_snoop(text, input, output, format, input_format, strategy, order_by, ty
                                                          f"{stats.dropped:,} dropped as consumed)"),
                  ("matches", f"{stats.fired:,} fired of {stats.final_matches:,} final matches found"),
                  ("time", f"{elapsed:.2f} s ({table.num_rows / max(elapsed, 1e-9):,.0f} events/s)")]:
-        summary.add_row(k, v)
+        summary.add_row(Text(k), Text(v))
     console.print(summary)
 
 
@@ -384,9 +388,9 @@ def _clause(text: str, order_by: str, type_column: str):
 def _table(pdf, title: str) -> Table:
     t = Table(title=title)
     for c in pdf.columns:
-        t.add_column(str(c))
+        t.add_column(Text(str(c)))
     for row in pdf.itertuples(index=False):
-        t.add_row(*[_cell(v) for v in row])
+        t.add_row(*[Text(_cell(v)) for v in row])
     return t
 
 
@@ -419,10 +423,12 @@ def generate(
 
     if rows < 0:
         _fail("--rows must not be negative")
+    if symbols is not None and symbols < 1:
+        _fail("--symbols must be at least 1")
     if workload is Workload.stock:
-        pdf = stock_trades(rows, symbols=symbols or 1, seed=seed)
+        pdf = stock_trades(rows, symbols=1 if symbols is None else symbols, seed=seed)
     else:
-        pdf = trade_stream(rows, symbols=symbols or 390, seed=seed)
+        pdf = trade_stream(rows, symbols=390 if symbols is None else symbols, seed=seed)
     path = pathlib.Path(output)
     path.parent.mkdir(parents=True, exist_ok=True)
     if format is Format.parquet:

@@ -74,6 +74,26 @@ def test_clear_errors(workdir):
 
 
 @pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
+def test_brackets_in_queries_and_values_print_as_text(workdir):
+    """Query text and result values holding [x] or [/] are printed as they are (rich read
+    them as markup: text vanished, or the command crashed after writing its output); a bad
+    --symbols is a one-line error."""
+    (workdir / "brackets.sql").write_text("ORDER BY ts PATTERN (A) DEFINE A AS symbol = '[/]' AND [x] > 1")
+    r = run_cli("explain", "-q", "brackets.sql", "-i", "stock.parquet", cwd=workdir)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    line, caret = r.stderr.splitlines()[-2:]
+    assert line.strip() == "ORDER BY ts PATTERN (A) DEFINE A AS symbol = '[/]' AND [x] > 1"
+    assert line[caret.index("^")] == "["
+    pd.DataFrame({"symbol": ["[/]", "[b]x"], "ts": [1, 2]}).to_csv(workdir / "brackets.csv", index=False)
+    (workdir / "all.sql").write_text("ORDER BY ts MEASURES A.symbol AS s PATTERN (A)")
+    r = run_cli("run", "-q", "all.sql", "-i", "brackets.csv", "-o", "out_brackets", cwd=workdir)
+    assert r.returncode == 0 and "[/]" in r.stdout and "[b]x" in r.stdout, r.stdout + r.stderr
+    for bad in ("0", "-2"):
+        r = run_cli("generate", "trades", "--rows", "10", "--symbols", bad, "--output", "t.parquet", cwd=workdir)
+        assert r.returncode == 2 and "--symbols must be at least 1" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
 def test_explain(workdir):
     r = run_cli("explain", "-q", "q7.sql", "-i", "stock.parquet", cwd=workdir)
     assert r.returncode == 0, r.stderr
