@@ -52,7 +52,7 @@ class QueryError(SparkCepError):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        where = f" at line {self.line}, column {self.column}" if self.line is not None else ""
+        where = f" at line {self.span.line}, column {self.span.column}" if self.span is not None else ""
         out = f"[{self.code}] {self.message}{where}"
         if self.excerpt:
             out += "\n" + "\n".join("    " + ln for ln in self.excerpt.splitlines())
@@ -62,7 +62,19 @@ class QueryError(SparkCepError):
         """The same error with the caret excerpt taken from ``text``."""
         if self.excerpt is not None or self.span is None:
             return self
-        return QueryError(self.code, self.message, self.span, text)
+        return self.at(self.span, text)
+
+    def at(self, span: Span, text: str) -> QueryError:
+        """The same error (its class kept) pointing at ``span`` of ``text``."""
+        new = type(self).__new__(type(self))  # not copy.copy: it calls __init__ with the rendered text
+        new.__dict__.update(self.__dict__)
+        new.span = span
+        new.line = span.line
+        if not isinstance(self, DataError):  # an UNKNOWN_COLUMN error's column is the data's
+            new.column = span.column
+        new.excerpt = caret_excerpt(text, span)
+        new.args = (new._render(),)
+        return new
 
 
 class DataError(SparkCepError):
@@ -96,6 +108,7 @@ class UnknownColumnError(QueryError, DataError):
 
     def __init__(self, message: str, column: str, span: Span | None = None, text: str | None = None):
         QueryError.__init__(self, "UNKNOWN_COLUMN", message, span, text)
+        self.message = message  # QueryError's init reaches DataError's, which kept the rendered text
         self.column = column
         self.row = None
         self.key = None

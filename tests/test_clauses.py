@@ -210,6 +210,7 @@ def test_data_errors_name_column_and_row():
     with pytest.raises(DataError) as e:
         sparkcep.match_recognize(df, "ORDER BY tss MEASURES MATCH_NUMBER() AS m PATTERN (A)")
     assert e.value.column == "tss" and "did you mean 'ts'" in str(e.value)
+    assert e.value.message == "the data has no column 'tss' (did you mean 'ts'?)"  # not the rendered error
     t = pa.table({"ts": [1, None], "price": [1.0, 2.0]})
     with pytest.raises(DataError) as e:
         sparkcep.match_recognize(t, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A) WITHIN 3")

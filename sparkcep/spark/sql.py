@@ -102,11 +102,14 @@ def split_statement(text: str) -> tuple[str, str, str, int, str | None, str]:
 def shift_error(e: QueryError, text: str, offset: int) -> QueryError:
     """A QueryError about the clause, re-pointed into the whole statement."""
     if e.span is None:
-        return QueryError(e.code, e.message, None, text)
+        return e
     line0, col0 = _position(text, offset)
-    line = line0 + e.span.line - 1
-    col = col0 + e.span.column - 1 if e.span.line == 1 else e.span.column
-    return QueryError(e.code, e.message, Span(line, col), text)
+
+    def moved(line: int, col: int) -> tuple[int, int]:
+        return line0 + line - 1, col0 + col - 1 if line == 1 else col
+
+    end = moved(e.span.end_line, e.span.end_column) if e.span.end_line is not None and e.span.end_column else (None, None)
+    return e.at(Span(*moved(e.span.line, e.span.column), *end), text)
 
 
 def sql(spark, statement: str, **options):

@@ -155,7 +155,10 @@ def test_sql_statement(spark, stream):
     assert out.first_trade.tolist() == [t for t in local.first_trade.tolist() if t > 100]
     with pytest.raises(sparkcep.QueryError) as e:
         sparkcep.sql(spark, "SELECT *\nFROM trades MATCH_RECOGNIZE (\n  ORDER BY timestamp\n  PATTERN (A) DEFINE A AS pricee > 1)")
-    assert (e.value.line, e.value.column) == (4, 27)
+    # Re-pointed into the statement, still an UNKNOWN_COLUMN error: a DataError naming the column.
+    assert (e.value.line, e.value.span.column, e.value.column) == (4, 27, "pricee")
+    assert isinstance(e.value, sparkcep.DataError) and str(e.value).count("UNKNOWN_COLUMN") == 1
+    assert str(e.value).endswith("^~~~~~") and e.value.message.startswith("the data has no column 'pricee'")
     with pytest.raises(sparkcep.SparkCepError, match="unknown option"):
         sparkcep.sql(spark, "SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY timestamp PATTERN (A) DEFINE A AS true)",
                      strateggy="runs")
