@@ -34,6 +34,10 @@ def sase(data: Any, query: str, *, order_by: str = "time", type_column: str | No
     the output is every match (SASE's default)."""
     from sparkcep.language.sase import parse_sase
 
+    if not isinstance(order_by, str) or not order_by:
+        raise SparkCepError(f"order_by must name the column that orders the events, not {order_by!r}")
+    if type_column is not None and not isinstance(type_column, str):
+        raise SparkCepError(f"type_column must name a column or be None, not {type_column!r}")
     return match_recognize(data, parse_sase(query, order_by, type_column), **options)
 
 

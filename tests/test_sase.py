@@ -106,6 +106,9 @@ def _stock_schema():
     ("PATTERN SEQ(Stock a, Stock b) WHERE median(a.price) > 1", "UNKNOWN_FUNCTION", "median"),
     ("PATTERN SEQ(Stock a, Stock b) WHERE a.nope > 1", "UNKNOWN_COLUMN", "a.nope"),
     ("PATTERN SEQ(Stock+ a[], Stock b) WHERE a[a.len].price > 1", "NOT_SUPPORTED", "a[a.len]"),
+    ("PATTERN SEQ(Stock a, Stock b) WITHIN 30000000000 days", "NUMBER_OUT_OF_RANGE", "WITHIN"),
+    ("PATTERN SEQ(Stock a, Stock b) WITHIN 99999999999999999999999 hours", "NUMBER_OUT_OF_RANGE", "WITHIN"),
+    ("PATTERN SEQ(Stock a, Stock b) WITHIN 99999999999999999999999 events", "NUMBER_OUT_OF_RANGE", "WITHIN"),
 ])
 def test_errors_point_into_the_sase_text(query, code, at):
     with pytest.raises(QueryError) as e:
@@ -113,3 +116,11 @@ def test_errors_point_into_the_sase_text(query, code, at):
     assert e.value.code == code
     assert f"line 1, column {query.rindex(at) + 1}" in str(e.value)
     assert "^" in str(e.value)
+
+
+@pytest.mark.parametrize("order_by, type_column", [(None, "event_type"), (5, "event_type"), ("time", 3)])
+def test_bad_column_arguments_are_clear_errors(order_by, type_column):
+    with pytest.raises(sparkcep.SparkCepError, match="must name") as e:
+        sparkcep.sase(_stock_schema().to_pandas(), "PATTERN SEQ(Stock a, Stock b)", order_by=order_by,
+                      type_column=type_column)
+    assert type(e.value) is sparkcep.SparkCepError  # not an InternalError

@@ -44,6 +44,7 @@ from lark.exceptions import (
 from sparkcep.errors import QueryError
 from sparkcep.language import ast
 from sparkcep.language.ast import Span
+from sparkcep.language.parser import MAX_COUNT
 
 AGGREGATES = {"AVG", "SUM", "MIN", "MAX", "COUNT"}
 _UNITS = {"HOUR": "hours", "MINUTE": "minutes", "SECOND": "seconds", "DAY": "days", "MILLISECOND": "milliseconds"}
@@ -290,11 +291,18 @@ class _Translator:
             if unit == "EVENT":
                 if not isinstance(number, int):
                     raise self.error("INVALID_WITHIN", "WITHIN n EVENTS needs a whole number", span)
+                if number > MAX_COUNT:
+                    raise self.error("NUMBER_OUT_OF_RANGE", f"WITHIN {number} EVENTS is out of range (at most "
+                                     f"{MAX_COUNT})", span)
                 maxlength, maxlength_span = number, span
             elif unit is None:
                 within = ast.Within(number, False, span=span)
             else:
-                within = ast.Within(dt.timedelta(**{_UNITS[unit]: number}), True, span=span)
+                try:
+                    within = ast.Within(dt.timedelta(**{_UNITS[unit]: number}), True, span=span)
+                except (OverflowError, ValueError):
+                    raise self.error("NUMBER_OUT_OF_RANGE", f"WITHIN {number} {unit.lower()}s is out of range "
+                                     "(at most 999999999 days)", span) from None
 
         if "return" in clauses:
             measures = []
