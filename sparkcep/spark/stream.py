@@ -319,6 +319,26 @@ def mark_flushed(checkpoint: str) -> None:
         f.write("flushed\n")
 
 
+def _state_path(checkpoint: str) -> str:
+    """Where Spark's state reader can read ``checkpoint``: a local path that URLs must
+    escape (a space) through a link without such characters, since the reader looks for the
+    escaped name (Spark 4.3: STDS_COMMITTED_BATCH_UNAVAILABLE)."""
+    import atexit
+    import os
+    import shutil
+    import tempfile
+    import urllib.parse
+
+    path = os.path.abspath(checkpoint)
+    if "://" in checkpoint or urllib.parse.quote(path) == path:
+        return checkpoint
+    folder = tempfile.mkdtemp(prefix="sparkcep-checkpoint-")
+    atexit.register(shutil.rmtree, folder, True)
+    link = os.path.join(folder, "checkpoint")
+    os.symlink(path, link)
+    return link
+
+
 def _waiting(spark, clause: str, checkpoint: str, mode: str, timeouts: bool):
     """What a stopped stream's checkpoint still holds, run to the end of each key's partition."""
     import os
@@ -331,12 +351,14 @@ def _waiting(spark, clause: str, checkpoint: str, mode: str, timeouts: bool):
     if not os.path.isdir(commits) or not any(n.isdigit() for n in os.listdir(commits)):
         return spark.createDataFrame([], StructType([]))  # no micro-batch committed: no state
     try:
-        states = spark.read.format("statestore").load(checkpoint)
+        states = spark.read.format("statestore").load(_state_path(checkpoint))
         blobs = states.select("value.groupState.blob")
     except Exception as e:  # noqa: BLE001 - Spark's analysis errors: a checkpoint of another operator
-        raise SparkCepError(f"the checkpoint at {checkpoint} was not written by this version of sparkcep.stream "
-                            f"(which keeps one state entry per hash bucket of keys); start the stream again from a "
-                            f"new checkpoint and replay its input ({type(e).__name__})") from None
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        raise SparkCepError(f"the checkpoint at {checkpoint} cannot be read as sparkcep.stream's (which keeps one "
+                            f"state entry per hash bucket of keys): if another version or query wrote it, start the "
+                            f"stream again from a new checkpoint and replay its input ({type(e).__name__}: "
+                            f"{first})") from None
     first = blobs.limit(1).collect()
     if not first:
         return spark.createDataFrame([], StructType([]))

@@ -635,3 +635,15 @@ def test_values_cross_the_pandas_hand_off_exactly(spark, tmp_path):
     expected = sparkcep.match_recognize(table, query).to_pylist()
     assert repr(got) == repr(expected)  # repr: NaN equals NaN
     assert [r["id"] for r in got] == table.column("id").to_pylist() and got[-1]["nans"] == 1
+
+
+@pytest.mark.slow
+def test_run_to_end_with_a_space_in_the_checkpoint_path(spark, tmp_path):
+    """Spark's state reader looks for a checkpoint under its escaped name (my%20data): the
+    end of input reads it through a link, and gives every match."""
+    rows = _rows(0, 40)
+    stream = _json_stream(spark, tmp_path, rows, 2)
+    out, ckpt = str(tmp_path / "my data" / "out"), str(tmp_path / "my data" / "ckpt")
+    result = sparkcep.run_to_end(stream, QUERIES[0], out, ckpt, watermark="3 seconds")
+    assert result["end_of_input_matches"] > 0
+    assert sorted(map(tuple, spark.read.parquet(out).collect()), key=repr) == _batch(spark, rows, QUERIES[0])
