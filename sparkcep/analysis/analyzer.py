@@ -127,7 +127,7 @@ class Analyzer(ExpressionBinder, SegmentRules, SelectionRules):
             expr = self.bind(m.expr, measure_scope, in_row=False)
             if self.segment:
                 self.check_segment_measure(m, expr, measure_scope)
-            measures.append(MeasureDef(m.name.text, expr, expr.type))
+            measures.append(MeasureDef(m.name.text, expr, expr.type, m.expr.span))
         self.check_output_names(measures)
 
         rpm = q.rows_per_match

@@ -196,6 +196,7 @@ class MeasureDef:
     name: str
     expr: BExpr
     type: Type
+    span: ast.Span | None = None  # the expression in the query text
 
 
 @dataclass(frozen=True)

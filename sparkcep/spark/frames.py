@@ -12,6 +12,7 @@ from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import referenced_columns, schema_of
 from sparkcep.data.output import output_schema
+from sparkcep.errors import QueryError
 from sparkcep.language.parser import parse
 from sparkcep.query import plan_query
 
@@ -35,8 +36,37 @@ def compile_for(df, clause: str, mode: str = "sql", how: str | None = None,
 
     arrow_schema = to_arrow_schema(df.schema, timezone=TZ)
     plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode), how, sharing)
+    check_typed_measures(plan.query, arrow_schema, clause)
     out = output_schema(plan.query, arrow_schema)
     return plan, arrow_schema, from_arrow_schema(out)
+
+
+def check_typed_measures(q, arrow_schema: pa.Schema, clause: str) -> None:
+    """Refuse a measure whose type its values would decide (a function registered with
+    returns="any"): a Spark DataFrame's schema is fixed before any row is read."""
+    from sparkcep.analysis.bound import BAgg, BCall, Type, nodes
+    from sparkcep.data.output import measure_types
+
+    def untyped_calls(e):
+        for x in nodes(e):
+            if isinstance(x, BCall) and x.type is Type.ANY:
+                yield x
+            elif isinstance(x, BAgg) and q.measure_aggregates[x.index].arg is not None:
+                yield from untyped_calls(q.measure_aggregates[x.index].arg)
+
+    for m, t in zip(q.measures, measure_types(q, arrow_schema), strict=True):
+        if t is None or (pa.types.is_list(t) and pa.types.is_null(t.value_type)):
+            calls = list(untyped_calls(m.expr))
+            if calls:
+                why = (f"{calls[0].name.lower()} was registered with returns='any' (its values decide its type): "
+                       f"register it with a type (returns='double', 'bigint', 'varchar', ...) or CAST its result")
+            elif t is None:
+                why = "its values would decide its type (an array a registered function returns)"
+            else:
+                continue
+            raise QueryError("NOT_SUPPORTED", f"measure {m.name}: on Spark a result's types are fixed before any "
+                             f"row is read, and {why}", m.span, clause)
+
 
 
 def compile_reading(df, clause: str, mode: str = "sql", how: str | None = None, sharing: bool = True):

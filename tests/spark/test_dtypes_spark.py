@@ -82,3 +82,26 @@ def test_numpy_results_of_functions_on_spark(spark):
     finally:
         sparkcep.unregister_function("np_big")
         sparkcep.unregister_function("np_half")
+
+
+def test_a_measure_whose_values_decide_its_type_is_refused_on_spark(spark):
+    """A function left at returns="any" in MEASURES: on pandas its values decide the type; a
+    Spark schema is fixed first, so Spark refuses it where it stands (its numbers came back
+    as text, its arrays as an InternalError). CAST gives it a type; DEFINE may use it."""
+    sparkcep.register_function("half_any", lambda x: np.float32(x) / 2)
+    sparkcep.register_function("pair_any", lambda x: np.array([x, x + 1]), returns="array")
+    try:
+        pdf = pd.DataFrame({"id": IDS, "x": [1, 3, 5, 2, 8, 1, 9, 4]})
+        df = spark.createDataFrame(pdf)
+        for measure, name in (("half_any(LAST(x))", "half_any"), ("COLLECT(half_any(x))", "half_any"),
+                              ("pair_any(LAST(x))", "an array")):
+            clause = f"ORDER BY id MEASURES {measure} AS h PATTERN (A+)"
+            with pytest.raises(sparkcep.QueryError, match="NOT_SUPPORTED") as e:
+                sparkcep.match_recognize(df, clause)
+            assert name in str(e.value) and e.value.column == clause.index(measure) + 1
+        clause = ("ORDER BY id MEASURES CAST(half_any(LAST(x)) AS DOUBLE) AS h PATTERN (A B+) "
+                  "DEFINE B AS half_any(x) > 1")
+        assert sum(assert_same(spark, pdf, clause, strategies=("partition",)).values()) > 0
+    finally:
+        sparkcep.unregister_function("half_any")
+        sparkcep.unregister_function("pair_any")
