@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
+from sparkcep.errors import DataError
 from sparkcep.tasks.engine import TaskOptions, TaskStats, run_tasks, sorted_data
 from sparkcep.tasks.query import compile_snoop
 from sparkcep.tasks.reference import SnoopReference
@@ -182,6 +183,34 @@ def test_worker_processes_equal_reference_with_delays(query, table, pm, queue, b
         assert got.to_pylist() == expected.to_pylist(), delayed
     finally:
         sparkcep.unregister_function("jitter")
+
+
+def _late_boom(a, b):
+    # The first failing call (A at 13, B at row 2) answers last; a later one (B at row 3) at once.
+    if a == 13 and b == 9:
+        time.sleep(0.3)
+    if a == 13:
+        raise ValueError("boom")
+    return abs(a - b)
+
+
+@pytest.mark.parametrize("start", ["spawn", "fork"])
+def test_the_sequential_engines_error_comes_out_whichever_worker_answers_first(start):
+    """MATCH_RECOGNIZE on the task engine: of the calls that fail, the one a worker answers
+    first is a later one; the error is still the sequential engine's (its row, its words)."""
+    sparkcep.register_function("late_boom", _late_boom, "double", cost="expensive")
+    try:
+        table = pa.table({"ts": list(range(6)), "v": [1, 13, 9, 10, 11, 2]})
+        query = ("ORDER BY ts MEASURES A.v AS a, B.v AS b ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH "
+                 "PATTERN (A B) DEFINE A AS v > 5, B AS late_boom(A.v, B.v) < 100")
+        with pytest.raises(DataError) as sequential:
+            sparkcep.match_recognize(table, query, strategy="sequential")
+        assert sequential.value.row == 2 and "in the condition of B" in str(sequential.value)
+        with pytest.raises(DataError) as tasks:
+            sparkcep.match_recognize(table, query, strategy="tasks", workers=2, chunk=1, start=start)
+        assert str(tasks.value) == str(sequential.value)
+    finally:
+        sparkcep.unregister_function("late_boom")
 
 
 def _slow_eq(a, b):

@@ -314,10 +314,12 @@ def sorted_data(tq: TaskQuery, table: pa.Table):
 
 
 def run_fired(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStats | None = None,
-              progress=None, pool_factory=None):
+              progress=None, pool_factory=None, sequential_errors: bool = False):
     """Every partition through the coordinator: the sorted data, each position's input row,
     and per partition the fired matches as (variables, rows). ``pool_factory(evaluator)``
-    makes the workers (default: worker processes as ``opts.start`` says; Spark passes its own)."""
+    makes the workers (default: worker processes as ``opts.start`` says; Spark passes its own).
+    ``sequential_errors``: a data error is the one the sequential engine meets first (see
+    sequential_error), not the first a worker happened to answer."""
     stats = stats if stats is not None else TaskStats()
     part, bounds, order_np = sorted_data(tq, table)
     evaluator = Evaluator(tq, part)
@@ -336,6 +338,8 @@ def run_fired(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStat
         for start, end in bounds:
             fired.append([(m.variables, m.rows) for m in coordinator.run(start, end)])
     except DataError as e:
+        if sequential_errors and getattr(e, "position", None) is not None:
+            raise sequential_error(tq, table, order_np, e) from None
         raise at_input_row(e, order_np) from None
     finally:
         if pool is not None:
@@ -350,6 +354,25 @@ def run_tasks(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStat
     """The output table of a query on the task engine, as match_recognize builds it."""
     part, order_np, fired = run_fired(tq, table, opts, stats, progress, pool_factory)
     return matches_table(tq, table, part, order_np, fired)
+
+
+def sequential_error(tq: TaskQuery, table: pa.Table, order_np: np.ndarray, e: DataError) -> DataError:
+    """The error the sequential engine raises first, given ``e`` from a task at stream
+    position ``e.position``. Workers answer in no set order, so that task need not be the
+    first to fail; but every task of the query (a MATCH_RECOGNIZE, no consumption) is one
+    the sequential engine evaluates too, reading no row after its own, so it fails at that
+    position at the latest: the sequential engine runs the rows up to it (in the task
+    engine's order, so positions stay) and its error is the one."""
+    from sparkcep.query import run_plan
+    from sparkcep.tasks.calls import calls_once
+
+    rows = order_np[: e.position + 1]
+    try:
+        with calls_once(tq.plan):
+            run_plan(tq.plan, table.take(pa.array(rows)))
+    except DataError as first:
+        return DataError(first.message, first.column, row=int(rows[first.row])) if first.row is not None else first
+    return at_input_row(e, order_np)
 
 
 def at_input_row(e: DataError, order_np: np.ndarray) -> DataError:

@@ -105,5 +105,5 @@ def task_query_of(plan: Plan) -> TaskQuery | None:
 
 def run_sql_on_tasks(tq: TaskQuery, table: pa.Table, opts: TaskOptions, stats: TaskStats | None = None) -> pa.Table:
     """The plan's output, its matches found by the task engine, in MATCH_RECOGNIZE's order."""
-    part, order_np, fired = run_fired(tq, table, opts, stats)
+    part, order_np, fired = run_fired(tq, table, opts, stats, sequential_errors=True)
     return matches_table(tq, table, part, order_np, [sorted(f, key=lambda m: m[1]) for f in fired])
