@@ -250,6 +250,20 @@ def test_label_paths_of_one_start_are_bounded(selection):
     assert rows[0] == rows[1] and 5 < rows[0] < 300
 
 
+def test_one_labelling_reached_many_ways_is_held_once():
+    """Nested quantifiers reach one labelling of the rows many ways (((B* | C)+)*): a merged
+    run keeps one member per start and label path, so SKIP TILL ANY MATCH's partial matches
+    stay few (they grew about 9x a row, past 60 000 at the fifth) and the matches are the
+    reference's."""
+    t = _table(ts=list(range(5)), price=[1] * 5)
+    plan = compile_query("""ORDER BY ts MEASURES MATCH_NUMBER() AS mn, COUNT(*) AS c ALL MATCHES
+        EVENT SELECTION SKIP TILL ANY MATCH PATTERN ((((B* | C)+)*){2})""", t)
+    matcher = NFAbMatcher(plan, max_runs=5000)
+    got = run_plan(plan, t, lambda p: matcher).to_pylist()
+    assert got == run_plan(plan, t, SelectionReference).to_pylist() and len(got) == 247
+    assert matcher.peak_runs < 1000
+
+
 def test_the_label_path_bound_is_per_start():
     """Many starts alive at once, each with a few label paths (WITHIN ends them): their sum
     passes the bound, no start's does, so nothing stops."""

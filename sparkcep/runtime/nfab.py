@@ -303,7 +303,11 @@ class NFAbMatcher(Matcher):
         """Every match of the partition (ALL MATCHES), by start row, in one pass over the
         rows. Matches live in a shared versioned buffer: one entry per selected (row, label),
         with predecessor pointers labelled by Dewey version numbers; a run holds members
-        (version, entry, start row); equivalent runs are merged when ``merge`` is set."""
+        (version, entry, start row, path); equivalent runs are merged when ``merge`` is set.
+        A path is an object shared by the members of one start that selected the same rows
+        with the same labels (a tuple holding the path before it): a merged run keeps one
+        member per start and path, the most preferred, since the others would give the same
+        matches again (nested quantifiers such as ((B* | C)+)* reach one labelling many ways)."""
         masks, starts = self.prepare(part)
         out: dict[int, list[Match]] = {}
         runs: list[tuple[tuple, list]] = []  # (run state, members)
@@ -330,10 +334,10 @@ class NFAbMatcher(Matcher):
                 while next_start < len(candidates) and candidates[next_start] < pos:
                     next_start += 1
                 if next_start < len(candidates) and candidates[next_start] == pos:
-                    runs.append((self.initial(), [((pos,), None, pos)]))
+                    runs.append((self.initial(), [((pos,), None, pos, ())]))
                     next_start += 1
             elif pos < n:
-                runs.append((self.initial(), [((pos,), None, pos)]))
+                runs.append((self.initial(), [((pos,), None, pos, ())]))
             runs = self._all_step(runs, pos, n, part, masks, out, expired, nodes)
         part.cache["nfab_expired"] = {s: min(ms, key=lambda vm: vm[0])[1] for s, ms in expired.items()}
         return {s: _by_preference(ms) for s, ms in out.items()}
@@ -347,6 +351,8 @@ class NFAbMatcher(Matcher):
         merged: dict[tuple, tuple[tuple, list]] = {}
         order: list[tuple] = []
         entries: dict[tuple, _Entry] = {}  # (label, excluded) -> buffer entry for row pos
+        paths: dict[tuple, tuple] = {}  # (id of a path, label, excluded) -> that path with row pos
+        kept: dict[tuple, dict] = {}  # merge key -> (start, id of path) -> index of its member
         for run, members in runs:
             items = self.closure(run, pos, part)
             live = [m for m in members if pos < n and self._can_extend(part, m[2], pos)]
@@ -362,17 +368,21 @@ class NFAbMatcher(Matcher):
             split = len(outcomes) > 1
             for j, (nrun, entry) in enumerate(outcomes):
                 if nrun is None:
-                    for version, last, start in members:
+                    for version, last, start, _ in members:
                         self._emit(out, version + (j,) if split else version, last, start)
                     continue
                 new_members = []
-                for version, prev, start in live:
+                for version, prev, start, path in live:
                     v = version + (j,) if split else version
                     if entry is None:
-                        new_members.append((v, prev, start))
+                        new_members.append((v, prev, start, path))
                     else:
                         entry.add(v, prev)
-                        new_members.append((v, entry, start))
+                        at = (id(path), entry.label, entry.excluded)
+                        longer = paths.get(at)
+                        if longer is None:
+                            longer = paths[at] = (path,)
+                        new_members.append((v, entry, start, longer))
                         grown = nodes[start] = nodes.get(start, 0) + 1
                         if grown > self.max_nodes:
                             raise too_many_runs(self.max_nodes, NODES_ADVICE, pos)
@@ -382,7 +392,7 @@ class NFAbMatcher(Matcher):
                     merged[key] = (nrun, new_members)
                     order.append(key)
                 else:
-                    slot[1].extend(new_members)
+                    self._merge_members(slot[1], new_members, kept, key)
         out_runs = []
         total = 0
         self.rows_read += 1
@@ -395,6 +405,22 @@ class NFAbMatcher(Matcher):
         if pos < n:
             self._check_bound(total, pos)
         return out_runs
+
+    @staticmethod
+    def _merge_members(members: list, new: list, kept: dict, key: tuple) -> None:
+        """Add ``new`` members to a merged run's; of two with one start and one path, the one
+        with the smaller version stays (the same matches, found in preference order)."""
+        index = kept.get(key)
+        if index is None:
+            index = kept[key] = {(m[2], id(m[3])): i for i, m in enumerate(members)}
+        for m in new:
+            k = (m[2], id(m[3]))
+            i = index.get(k)
+            if i is None:
+                index[k] = len(members)
+                members.append(m)
+            elif m[0] < members[i][0]:
+                members[i] = m
 
     def _outcomes(self, run: tuple, items: list, live: list, pos: int, part: PartitionData, masks: list,
                   entries: dict) -> list[tuple]:
