@@ -250,6 +250,36 @@ def test_label_paths_of_one_start_are_bounded(selection):
     assert rows[0] == rows[1] and 5 < rows[0] < 300
 
 
+_SHRINKING_RUNS = """
+import pyarrow as pa
+from sparkcep.api import compile_query, run_plan
+from sparkcep.runtime.nfab import CompiledNFAb, NFAbMatcher
+kinds = {"3": (1, 1, 1, 1), "1": (1, 1, 0, 0), "0": (0, 1, 0, 1)}
+a, b, c, d = zip(*[kinds[ch] for ch in "0303103"])
+t = pa.table({"k": [0] * 7, "ts": list(range(7)), "a": list(a), "b": list(b), "c": list(c), "d": list(d)})
+plan = compile_query("PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS cnt ALL MATCHES "
+                     "EVENT SELECTION STRICT CONTIGUITY PATTERN ((A | B)+ (C | D)+ E) "
+                     "DEFINE A AS a = 1, B AS b = 1, C AS c = 1, D AS d = 1, E AS a = 9", t)
+m = CompiledNFAb(plan)
+assert run_plan(plan, t, lambda p: m).to_pylist() == run_plan(plan, t, NFAbMatcher).to_pylist() and m.ran
+"""
+
+
+@pytest.mark.slow  # compiles the kernel again, with bounds checks
+def test_compiled_all_matches_lists_stay_in_bounds_when_runs_die(tmp_path):
+    """Runs die (strict contiguity), so the run list swapped in is longer than the links
+    kept for it: with numba's bounds checks on, the compiled search must stay in bounds (it
+    wrote past them, which corrupted memory in some runs)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    run = subprocess.run([sys.executable, "-c", _SHRINKING_RUNS], env=env, capture_output=True, text=True,
+                         timeout=900, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 def test_one_labelling_reached_many_ways_is_held_once():
     """Nested quantifiers reach one labelling of the rows many ways (((B* | C)+)*): a merged
     run keeps one member per start and label path, so SKIP TILL ANY MATCH's partial matches

@@ -1199,8 +1199,8 @@ def selection_search(start, how, selection, negated, adjacent, op_, a_, cl, mask
         if need > nxt.shape[0]:
             nxt = np.empty((need, W), dtype=np.int64)
             nxt_h = np.empty(need, dtype=np.int64)
-            if every:
-                link = np.empty(need, dtype=np.int64)
+        if every and link.shape[0] < nxt.shape[0]:  # after a swap nxt may be the larger list
+            link = np.empty(nxt.shape[0], dtype=np.int64)
         if n_hist + ncur * widest > hist_label.shape[0]:
             hist_label = _grow(hist_label, n_hist + ncur * widest)
             hist_excl = _grow(hist_excl, n_hist + ncur * widest)

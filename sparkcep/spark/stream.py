@@ -185,7 +185,7 @@ def _exact_for_pandas(data, arrow_schema: pa.Schema):
 
     wire = []
     for i, f in enumerate(arrow_schema):
-        c = F.col(f"`{f.name}`")
+        c = F.col("`" + f.name.replace("`", "``") + "`")  # a name with dots or backticks, quoted
         if pa.types.is_int64(f.type):
             data = data.withColumn(_LOW.format(i), c.bitwiseAND(F.lit(0xFFFFFFFF))).withColumn(
                 f.name, F.shiftright(c, 32))
