@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pandas as pd
 import pyarrow as pa
 
 from sparkcep.errors import QueryError, SparkCepError, guarded
@@ -174,6 +175,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
 # becomes float64 (exact only below 2^53) and a double's NaN and NULL both become NaN. So a
 # BIGINT crosses as two halves that float64 holds exactly, and a double brings a flag for
 # its NaNs (_BucketOperator._arrived puts both back).
+_EXACT_PANDAS = {pa.int64(): pd.Int64Dtype(), pa.float64(): pd.Float64Dtype(), pa.float32(): pd.Float32Dtype()}
 _LOW = "__sparkcep_low_{}"
 _NAN = "__sparkcep_nan_{}"
 
@@ -593,7 +595,9 @@ class _BucketOperator:
             state.update((write_bucket(new_meta, keys), None))
         out = _output(self.matcher, stepped.out, stepped.timeouts) if self.timeouts else stepped.out
         if out.num_rows:
-            yield out.to_pandas(use_threads=False)
+            # Back through pandas: nullable integers and floats keep BIGINT digits and NaN
+            # apart from NULL (float64 would round the one and merge the other).
+            yield out.to_pandas(use_threads=False, types_mapper=_EXACT_PANDAS.get)
 
     def _arrived(self, pdfs) -> pa.Table:
         """The rows that arrived, as one table of the query's schema (in arrival order)."""
