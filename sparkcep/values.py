@@ -313,8 +313,9 @@ def timestamps_out(values: list[Any], t: pa.DataType) -> tuple[list[Any], pa.Dat
     """A measure's timestamps and the Arrow type they go out as, ``t`` as typed. In a zoned
     measure a naive value (a function's) is wall time in the measure's zone, as when the two
     compare. A measure typed naive whose values carry a zone (a function's, where the query
-    reads no zoned column) takes the zone of the first: every instant is kept, and a naive
-    value is wall time there."""
+    reads no zoned column) takes the zone of the first, keeping every instant; a naive value
+    beside them is read as UTC (the zone of the first in its own chunk of rows would make the
+    answer depend on how the rows were cut)."""
     if t.tz is None:
         first = next((v for v in values if isinstance(v, dt.datetime) and v.tzinfo is not None), None)
         if first is None:
@@ -323,9 +324,9 @@ def timestamps_out(values: list[Any], t: pa.DataType) -> tuple[list[Any], pa.Dat
             t = pa.timestamp(t.unit, pa.array([first]).type.tz)
         except (pa.ArrowException, ValueError, KeyError):  # a zone Arrow cannot name: its instants in UTC
             t = pa.timestamp(t.unit, "UTC")
-        zone = first.tzinfo
-    else:
-        zone = arrow_zone(t.tz)
+        return [v.replace(tzinfo=dt.timezone.utc) if isinstance(v, dt.datetime) and v.tzinfo is None else v
+                for v in values], t
+    zone = arrow_zone(t.tz)
     return [localize(v, zone) if isinstance(v, dt.datetime) and v.tzinfo is None else v for v in values], t
 
 

@@ -284,27 +284,28 @@ def test_a_naive_function_result_in_a_zoned_measure_is_wall_time_there(registere
 
 
 @pytest.mark.parametrize("returns", ["timestamp", "any"])
-@pytest.mark.parametrize("strategy", ["sequential", "sb", "tasks"])
-def test_zoned_function_results_keep_their_zone_where_no_column_has_one(registered, strategy, returns):
-    """Zoned values of a function declared "timestamp" (or "any"), in a query reading no zoned column:
-    the measure takes the zone of the first (a NULL first, a partition with naive values
-    only first), keeps every instant, and a naive value is wall time in that zone."""
-    berlin = zoneinfo.ZoneInfo("Europe/Berlin")
+@pytest.mark.parametrize("strategy, matches", [("sequential", ""), ("sb", ""), ("tasks", ""),
+                                               ("sequential", "ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH"),
+                                               ("tasks", "ALL MATCHES EVENT SELECTION SKIP TILL ANY MATCH")])
+def test_zoned_function_results_keep_their_zone_where_no_column_has_one(registered, strategy, matches, returns):
+    """Zoned values of a function declared "timestamp" (or "any"), in a query reading no
+    zoned column: the measure takes the zone of the first (after a NULL, and a partition of
+    naive values only) and keeps every instant; a naive value beside them is UTC, however
+    the rows are cut (per partition, or all at once as the task engine measures them)."""
+    tokyo, berlin = zoneinfo.ZoneInfo("Asia/Tokyo"), zoneinfo.ZoneInfo("Europe/Berlin")
 
     def when(x):
-        base = dt.datetime(2026, 3, 29, 1, 30)
-        if x == 0:
-            return None
-        t = base + dt.timedelta(hours=x)
-        return t if x in (1, 4) else t.replace(tzinfo=berlin)
+        t = dt.datetime(2026, 3, 29, 1, 30) + dt.timedelta(hours=x)
+        return [None, t, t.replace(tzinfo=tokyo), t.replace(tzinfo=berlin), t, t.replace(tzinfo=berlin)][x]
     registered("when", when, returns=returns)
     data = pd.DataFrame({"k": [1, 1, 2, 2, 3, 3], "x": range(6)})
     options = {"workers": 0} if strategy == "tasks" else {}
-    out = match_recognize(data, "PARTITION BY k ORDER BY x MEASURES when(A.x) AS t PATTERN (A)",
+    out = match_recognize(data, f"PARTITION BY k ORDER BY x MEASURES when(A.x) AS t {matches} PATTERN (A)",
                           strategy=strategy, **options)
-    assert str(out.t.dtype) == "datetime64[us, Europe/Berlin]"
-    # 02:30 does not exist that night in Berlin: the value given as 02:30+01:00 is 03:30 CEST.
-    assert out.t.tolist()[1:] == [pd.Timestamp(f"2026-03-29 0{h}:30", tz="Europe/Berlin") for h in (3, 3, 4, 5, 6)]
+    assert str(out.t.dtype) == "datetime64[us, Asia/Tokyo]"
+    utc = [t.tz_convert("UTC").strftime("%d %H:%M") for t in out.t.tolist()[1:]]
+    # 04:30 in Berlin that night is CEST (+02:00); 03:30 in Tokyo is 18:30 UTC the day before.
+    assert utc == ["29 02:30", "28 18:30", "29 02:30", "29 05:30", "29 04:30"]
     assert pd.isna(out.t.tolist()[0])
 
 
