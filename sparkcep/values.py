@@ -324,7 +324,7 @@ def timestamps_out(values: list[Any], t: pa.DataType) -> tuple[list[Any], pa.Dat
             t = pa.timestamp(t.unit, pa.array([first]).type.tz)
         except (pa.ArrowException, ValueError, KeyError):  # a zone Arrow cannot name: its instants in UTC
             t = pa.timestamp(t.unit, "UTC")
-        return [v.replace(tzinfo=dt.timezone.utc) if isinstance(v, dt.datetime) and v.tzinfo is None else v
+        return [v.replace(tzinfo=dt.UTC) if isinstance(v, dt.datetime) and v.tzinfo is None else v
                 for v in values], t
     zone = arrow_zone(t.tz)
     return [localize(v, zone) if isinstance(v, dt.datetime) and v.tzinfo is None else v for v in values], t

@@ -162,7 +162,7 @@ def test_the_clock_vectorized_equals_one_value_at_a_time(kind):
 
 
 @pytest.mark.parametrize("kind, far", [(pa.int64(), -(2**63)), (pa.int64(), 2**62), (pa.float64(), 1e300),
-                                       (pa.timestamp("s"), -(2**62))])
+                                       (pa.timestamp("s"), -(2**62)), (pa.timestamp("ms"), 2**63 - 1)])
 def test_an_event_time_past_the_clock_is_a_data_error_naming_the_column(kind, far):
     """Seconds whose milliseconds need more than 64 bits: an error, not a wrapped timer
     (np.abs(-2^63) is -2^63, which passed a range test by absolute value)."""

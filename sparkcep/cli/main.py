@@ -17,11 +17,11 @@ from rich.text import Text
 from sparkcep.errors import SparkCepError, as_sparkcep_error
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
-# Queries, paths and result values hold brackets: printed as text, never read as rich markup
-# (a "[/]" in them crashed the command, a "[x]" vanished). Errors are not wrapped, so an
+# Queries, paths and result values hold brackets and colons: printed as text, never read as
+# rich markup or emoji codes (a "[/]" in them crashed the command, a "[x]" vanished). Errors are not wrapped, so an
 # excerpt's caret stays under its column.
-console = Console(markup=False)
-err = Console(stderr=True, markup=False, soft_wrap=True)
+console = Console(markup=False, emoji=False)
+err = Console(stderr=True, markup=False, emoji=False, soft_wrap=True)
 
 
 def _version(value: bool) -> None:

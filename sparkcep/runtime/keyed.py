@@ -59,8 +59,10 @@ class EventClock:
                 if len(v) == 0 or -(2**53 // 1000) < v.min() and v.max() < 2**53 // 1000:
                     return v * 1000 + 1
                 return np.array([self._checked(int(x) * 1000, int(x)) + 1 for x in v], dtype=np.int64)
-            if t.unit != "s":
-                return v // {"ms": 1, "us": 1_000, "ns": 1_000_000}[t.unit] + 1
+            per_ms = {"ms": 1, "us": 1_000, "ns": 1_000_000}[t.unit]
+            if len(v) == 0 or v.max() < 2**63 - 1:  # + 1 must not wrap
+                return v // per_ms + 1
+            return np.array([self._checked(int(x) // per_ms, int(x)) + 1 for x in v], dtype=np.int64)
         elif pa.types.is_integer(t):
             v = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
             if len(v) == 0 or -(2**53 // 1000) < v.min() and v.max() < 2**53 // 1000:
@@ -407,7 +409,12 @@ class KeyedMatcher:
         within = self.plan.query.within
         first = st.selection.pos - st.base
         if within is not None and 0 <= first < st.rows.num_rows:
-            deadline = self.clock.timer(times[first].as_py() + within)
+            try:
+                end = times[first].as_py() + within
+            except OverflowError:  # past the last datetime: no deadline the clock can hold
+                raise DataError(f"the event time {times[first].as_py()!r} plus WITHIN is past the largest time",
+                                column=self.clock.column) from None
+            deadline = self.clock.timer(end)
             timer = min(timer, deadline) if timer else deadline
         return timer
 

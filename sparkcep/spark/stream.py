@@ -153,10 +153,10 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     data = (df.withColumn(_EVENT_TIME, event_time + F.expr(f"INTERVAL {_SHIFT_DAYS} DAYS"))
             .withWatermark(_EVENT_TIME, f"{_SHIFT_DAYS} days {delay}")
             .withColumn(_BUCKET, bucket_column(keys, buckets)))
-    # The watermark's column reaches the operator NULL, with the watermark's metadata kept:
-    # pandas' nanosecond timestamps end in 2262, and its values run a century ahead of event
-    # time (a number of epoch milliseconds read as seconds is far past that). Spark then
-    # drops no row as late either, which only the century's shift achieved before.
+    # That column reaches the operator NULL, with the watermark's metadata kept (which is what
+    # Spark checks for event-time timeouts): pandas' nanosecond timestamps end in 2262, and
+    # its values run a century ahead of event time (epoch milliseconds read as seconds, far
+    # past that).
     carried = F.lit(None).cast("timestamp").alias(_EVENT_TIME, metadata=data.schema[_EVENT_TIME].metadata)
     data, wire = _exact_for_pandas(data.withColumn(_EVENT_TIME, carried), arrow_schema)
     if timeouts:
@@ -331,9 +331,14 @@ def _state_path(checkpoint: str) -> str:
     import tempfile
     import urllib.parse
 
+    parsed = urllib.parse.urlparse(checkpoint)
+    if parsed.scheme == "file":  # file:/x or file:///x
+        checkpoint = parsed.path
+    elif parsed.scheme:
+        return checkpoint  # another file system: its own rules
     path = os.path.abspath(checkpoint)
-    if "://" in checkpoint or urllib.parse.quote(path) == path:
-        return checkpoint
+    if urllib.parse.quote(path) == path:
+        return path
     folder = tempfile.mkdtemp(prefix="sparkcep-checkpoint-")
     atexit.register(shutil.rmtree, folder, True)
     link = os.path.join(folder, "checkpoint")
