@@ -68,7 +68,6 @@ def check_typed_measures(q, arrow_schema: pa.Schema, clause: str) -> None:
                              f"row is read, and {why}", m.span, clause)
 
 
-
 def compile_reading(df, clause: str, mode: str = "sql", how: str | None = None, sharing: bool = True):
     """compile_for, with the input cut to the columns the query reads where ONE ROW PER
     MATCH outputs keys and measures only: the others need not cross a shuffle, reach Python

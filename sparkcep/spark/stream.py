@@ -174,10 +174,11 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
 # applyInPandasWithState hands rows over as pandas, where a BIGINT column holding a NULL
 # becomes float64 (exact only below 2^53) and a double's NaN and NULL both become NaN. So a
 # BIGINT crosses as two halves that float64 holds exactly, and a double brings a flag for
-# its NaNs (_BucketOperator._arrived puts both back).
-_EXACT_PANDAS = {pa.int64(): pd.Int64Dtype(), pa.float64(): pd.Float64Dtype(), pa.float32(): pd.Float32Dtype()}
+# its NaNs (_BucketOperator._arrived puts both back). Matches go back out with nullable
+# dtypes (_EXACT_PANDAS), which keep both.
 _LOW = "__sparkcep_low_{}"
 _NAN = "__sparkcep_nan_{}"
+_EXACT_PANDAS = {pa.int64(): pd.Int64Dtype(), pa.float64(): pd.Float64Dtype(), pa.float32(): pd.Float32Dtype()}
 
 
 def _exact_for_pandas(data, arrow_schema: pa.Schema):
