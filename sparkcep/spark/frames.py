@@ -42,30 +42,33 @@ def compile_for(df, clause: str, mode: str = "sql", how: str | None = None,
 
 
 def check_typed_measures(q, arrow_schema: pa.Schema, clause: str) -> None:
-    """Refuse a measure whose type its values would decide (a function registered with
-    returns="any"): a Spark DataFrame's schema is fixed before any row is read."""
+    """Refuse a measure whose type a registered function's values would decide (returns="any",
+    or an array): a Spark DataFrame's schema is fixed before any row is read."""
     from sparkcep.analysis.bound import BAgg, BCall, Type, nodes
     from sparkcep.data.output import measure_types
+    from sparkcep.functions import user_functions
+
+    registered = user_functions()
 
     def untyped_calls(e):
         for x in nodes(e):
-            if isinstance(x, BCall) and x.type is Type.ANY:
+            if isinstance(x, BCall) and x.type in (Type.ANY, Type.ARRAY) and x.name.upper() in registered:
                 yield x
             elif isinstance(x, BAgg) and q.measure_aggregates[x.index].arg is not None:
                 yield from untyped_calls(q.measure_aggregates[x.index].arg)
 
     for m, t in zip(q.measures, measure_types(q, arrow_schema), strict=True):
-        if t is None or (pa.types.is_list(t) and pa.types.is_null(t.value_type)):
-            calls = list(untyped_calls(m.expr))
-            if calls:
-                why = (f"{calls[0].name.lower()} was registered with returns='any' (its values decide its type): "
-                       f"register it with a type (returns='double', 'bigint', 'varchar', ...) or CAST its result")
-            elif t is None:
-                why = "its values would decide its type (an array a registered function returns)"
-            else:
-                continue
-            raise QueryError("NOT_SUPPORTED", f"measure {m.name}: on Spark a result's types are fixed before any "
-                             f"row is read, and {why}", m.span, clause)
+        if not (t is None or (pa.types.is_list(t) and pa.types.is_null(t.value_type))):
+            continue
+        calls = list(untyped_calls(m.expr))
+        if not calls:
+            continue  # a built-in's (array_min(ARRAY[]) is NULL of no type): as text
+        f = calls[0]
+        how = "returns='any' (its values decide its type)" if f.type is Type.ANY else "returns='array'"
+        span = m.span if m.span is not None and m.span.line > 0 else None  # a translated query's may be none
+        raise QueryError("NOT_SUPPORTED", f"measure {m.name}: on Spark a result's types are fixed before any row "
+                         f"is read, and {f.name.lower()} was registered with {how}: register it with a type "
+                         f"(returns='double', 'bigint', 'varchar', ...) or CAST its result", span, clause)
 
 
 def compile_reading(df, clause: str, mode: str = "sql", how: str | None = None, sharing: bool = True):

@@ -24,7 +24,7 @@ from sparkcep.compile.expressions import EvaluationError
 from sparkcep.data.ingest import table_from_ipc, table_to_ipc
 from sparkcep.data.output import output_schema
 from sparkcep.errors import DataError, SparkCepError
-from sparkcep.spark.frames import arrow_of, slots
+from sparkcep.spark.frames import arrow_of, check_typed_measures, slots
 from sparkcep.spark.wire import collect_errors, errors_to_driver
 from sparkcep.tasks.engine import TaskOptions, TaskStats, run_tasks, sorted_data
 from sparkcep.tasks.evaluate import Evaluator
@@ -124,6 +124,7 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
     compile_opts = {"order_by": order_by, "partition_by": tuple(partition_by), "type_column": type_column}
     arrow_schema = arrow_of(df.schema)
     tq = compile_snoop(query, arrow_schema.empty_table(), **compile_opts)  # errors before any Spark job
+    check_typed_measures(tq.plan.query, arrow_schema, query)
     out_schema = output_schema(tq.plan.query, arrow_schema)
     spark = df.sparkSession
     local = sorted({"workers", "start"} & set(options))

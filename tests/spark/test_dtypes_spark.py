@@ -94,7 +94,7 @@ def test_a_measure_whose_values_decide_its_type_is_refused_on_spark(spark):
         pdf = pd.DataFrame({"id": IDS, "x": [1, 3, 5, 2, 8, 1, 9, 4]})
         df = spark.createDataFrame(pdf)
         for measure, name in (("half_any(LAST(x))", "half_any"), ("COLLECT(half_any(x))", "half_any"),
-                              ("pair_any(LAST(x))", "an array")):
+                              ("pair_any(LAST(x))", "pair_any was registered with returns='array'")):
             clause = f"ORDER BY id MEASURES {measure} AS h PATTERN (A+)"
             with pytest.raises(sparkcep.QueryError, match="NOT_SUPPORTED") as e:
                 sparkcep.match_recognize(df, clause)

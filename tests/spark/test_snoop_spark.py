@@ -84,3 +84,16 @@ def test_errors_on_spark(spark):
             sparkcep.snoop(df, "SELECT * FROM SEQ(E1; E2) WHERE E3.x = 1", order_by="ts")
     finally:
         sparkcep.unregister_function("boom")
+
+
+def test_a_return_whose_values_decide_its_type_is_refused_on_spark(spark):
+    """A SNOOP RETURN of a function left at returns="any": a Spark schema is fixed before any
+    row is read (it came back as text), so the query is refused naming the function."""
+    sparkcep.register_function("half_any", lambda x: x / 2)
+    try:
+        df = spark.createDataFrame(_events(10).to_pandas())
+        with pytest.raises(sparkcep.QueryError, match="NOT_SUPPORTED.*half_any"):
+            sparkcep.snoop(df, "SELECT * FROM SEQ(A; B) RETURN half_any(A.x) AS h", order_by="ts",
+                           type_column="type")
+    finally:
+        sparkcep.unregister_function("half_any")
