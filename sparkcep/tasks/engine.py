@@ -363,13 +363,14 @@ def sequential_error(tq: TaskQuery, table: pa.Table, order_np: np.ndarray, e: Da
     the sequential engine evaluates too, reading no row after its own, so it fails at that
     position at the latest: the sequential engine runs the rows up to it (in the task
     engine's order, so positions stay) and its error is the one."""
-    from sparkcep.query import run_plan
+    from sparkcep.runtime.local import run_automaton
+    from sparkcep.runtime.vm import Matcher
     from sparkcep.tasks.calls import calls_once
 
     rows = order_np[: e.position + 1]
     try:
         with calls_once(tq.plan):
-            run_plan(tq.plan, table.take(pa.array(rows)))
+            run_automaton(tq.plan, table.take(pa.array(rows)), Matcher)
     except DataError as first:
         return DataError(first.message, first.column, row=int(rows[first.row])) if first.row is not None else first
     return at_input_row(e, order_np)

@@ -624,8 +624,10 @@ def test_values_cross_the_pandas_hand_off_exactly(spark, tmp_path):
                       "id": pa.array([2**53 + 1, None, 2**60 + 1, -(2**63), 2**63 - 1] * 2, pa.int64()),
                       "f": pa.array([1.0, float("nan"), None, 3.0, -0.5] * 2)})
     (tmp_path / "in").mkdir()
-    for i in range(2):
-        pq.write_table(table.slice(5 * i, 5), str(tmp_path / "in" / f"part-{i}.parquet"))
+    for i in range(2):  # modification times in order: the file source takes files by them
+        path = str(tmp_path / "in" / f"part-{i}.parquet")
+        pq.write_table(table.slice(5 * i, 5), path)
+        os.utime(path, (1_700_000_000 + i * 10, 1_700_000_000 + i * 10))
     query = ("PARTITION BY k ORDER BY ts MEASURES FIRST(id) AS first_id, count_if(f IS NULL) AS nulls, "
              "count_if(f <> f) AS nans, MAX(f) AS top ALL ROWS PER MATCH PATTERN (A)")
     events = (spark.readStream.format("parquet").schema(spark.read.parquet(str(tmp_path / "in")).schema)
