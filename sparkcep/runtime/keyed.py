@@ -38,6 +38,7 @@ from sparkcep.runtime.engine import Selection, measure_rows
 from sparkcep.runtime.fast import numbered_within
 from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
 from sparkcep.runtime.vm import PartitionData, matches_from_arrays
+from sparkcep.values import max_magnitude
 
 
 class EventClock:
@@ -52,11 +53,11 @@ class EventClock:
         """The watermark (ms) at which each row of these event times is sealed: one above
         its own millisecond (Spark fires a timer once the watermark is past it)."""
         t = self.type
-        # Ranges are tested by min and max: np.abs wraps -2^63 to itself.
+        # Integer ranges through max_magnitude: np.abs wraps -2^63 to itself.
         if pa.types.is_timestamp(t):
             v = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
             if t.unit == "s":
-                if len(v) == 0 or -(2**53 // 1000) < v.min() and v.max() < 2**53 // 1000:
+                if max_magnitude(v) < 2**53 // 1000:
                     return v * 1000 + 1
                 return np.array([self._checked(int(x) * 1000, int(x)) + 1 for x in v], dtype=np.int64)
             per_ms = {"ms": 1, "us": 1_000, "ns": 1_000_000}[t.unit]
@@ -65,11 +66,11 @@ class EventClock:
             return np.array([self._checked(int(x) // per_ms, int(x)) + 1 for x in v], dtype=np.int64)
         elif pa.types.is_integer(t):
             v = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
-            if len(v) == 0 or -(2**53 // 1000) < v.min() and v.max() < 2**53 // 1000:
+            if max_magnitude(v) < 2**53 // 1000:
                 return v * 1000 + 1
         elif pa.types.is_floating(t):
             v = np.floor(values.cast(pa.float64()).to_numpy(zero_copy_only=False) * 1000)
-            if len(v) == 0 or -(2**62) < np.min(v) and np.max(v) < 2**62:
+            if len(v) == 0 or np.abs(v).max() < 2**62:  # floats: np.abs does not wrap (NaN fails)
                 return v.astype(np.int64) + 1
         return np.array([self.timer(x) for x in values.to_pylist()], dtype=np.int64)
 
