@@ -10,6 +10,17 @@ from dataclasses import dataclass
 class SparkCepError(Exception):
     """Base class of every error sparkcep raises on purpose."""
 
+    def __reduce__(self):
+        # Rebuilt as it was, without calling __init__ (which takes the parts, where pickle
+        # would pass the rendered text): a worker process's error reaches its parent whole.
+        return _rebuilt, (type(self), self.args), self.__dict__
+
+
+def _rebuilt(cls: type, args: tuple) -> SparkCepError:
+    err = cls.__new__(cls)
+    err.args = args
+    return err
+
 
 @dataclass(frozen=True)
 class Span:

@@ -8,6 +8,7 @@ import pytest
 
 import sparkcep
 from sparkcep import DataError, QueryError
+from sparkcep.errors import SparkCepError, UnknownColumnError
 
 PRICES = pd.DataFrame({
     "sym": ["x"] * 7,
@@ -223,6 +224,42 @@ def test_data_errors_name_column_and_row():
         # An unsupported type that the query does not read passes through untouched.
         out = sparkcep.match_recognize(t, "ORDER BY ts MEASURES A.ts AS t ALL ROWS PER MATCH PATTERN (A)")
         assert out.column("price").type == t.schema.field("price").type
+
+
+def _raised(query: str, data) -> SparkCepError:
+    with pytest.raises(SparkCepError) as e:
+        sparkcep.match_recognize(data, query)
+    return e.value
+
+
+def _raise_in_child(err: SparkCepError) -> None:
+    raise err
+
+
+def test_errors_cross_processes_whole():
+    """A worker process's error reaches its parent as it was: QueryError's __init__ takes
+    the parts, where pickle passed the rendered text (a TypeError in the parent, which a
+    process pool reports as a broken pool)."""
+    import concurrent.futures
+    import multiprocessing
+    import pickle
+
+    df = pd.DataFrame({"ts": [2, 1], "price": [1.0, 0.0]})
+    errors = [
+        _raised("ORDER BY ts PATTERN (A{3,2})", df),  # QueryError, with its excerpt
+        _raised("ORDER BY tss PATTERN (A)", df),  # UnknownColumnError: a QueryError and a DataError
+        _raised("ORDER BY ts MEASURES 1 / 0 AS x PATTERN (A) DEFINE A AS true", df),  # a DataError at a row
+        _raised("ORDER BY ts PATTERN (A) DEFINE A AS 1 / price > 0", df),
+    ]
+    assert {type(e) for e in errors} >= {QueryError, UnknownColumnError, DataError}
+    for err in errors:
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err) and back.__dict__ == err.__dict__
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork")) as pool:
+        for err in errors:
+            with pytest.raises(type(err)) as e:
+                pool.submit(_raise_in_child, err).result()
+            assert str(e.value) == str(err) and e.value.__dict__ == err.__dict__
 
 
 def test_division_by_zero_names_the_row():
