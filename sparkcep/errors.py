@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 from dataclasses import dataclass
 
@@ -77,8 +78,7 @@ class QueryError(SparkCepError):
 
     def at(self, span: Span, text: str) -> QueryError:
         """The same error (its class kept) pointing at ``span`` of ``text``."""
-        new = type(self).__new__(type(self))  # not copy.copy: it calls __init__ with the rendered text
-        new.__dict__.update(self.__dict__)
+        new = copy.copy(self)  # through __reduce__: its fields, not __init__ with the rendered text
         new.span = span
         new.line = span.line
         if not isinstance(self, DataError):  # an UNKNOWN_COLUMN error's column is the data's
