@@ -7,7 +7,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from sparkcep.data.ingest import to_arrow
-from sparkcep.errors import SparkCepError, guarded
+from sparkcep.errors import QueryError, SparkCepError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
 from sparkcep.options import OPTIONS, SNOOP_OPTIONS, TASK_OPTIONS, check_options
@@ -100,15 +100,21 @@ def _explain(data: Any, clause: str, picture: str | None = None, **options: Any)
     check_options(options)
     mode = options.get("mode", "sql")
     if is_spark_dataframe(data):
-        from sparkcep.spark.batch import choose_strategy, compile_for
+        from sparkcep.spark.frames import check_typed_measures, plan_for
 
-        plan = compile_for(data, clause, mode, options.get("plan"), options.get("sharing", True))[0]
-        run = choose_strategy(data, clause, **options)
-        if is_segment_plan(plan):
-            return plan.explain(None, picture) + "\n" + run.describe()
-        if picture is not None:
+        plan, arrow_schema = plan_for(data, clause, mode, options.get("plan"), options.get("sharing", True))
+        if picture is not None and not is_segment_plan(plan):
             raise SparkCepError("picture draws a segment query's plan; this query runs on the automaton engine")
-        return plan.explain() + "\n" + run.describe()
+        shown = plan.explain(None, picture) if is_segment_plan(plan) else plan.explain()
+        try:
+            check_typed_measures(plan.query, arrow_schema, clause)
+        except QueryError as e:
+            # The plan is still worth seeing; the run would stop here, so say why instead of
+            # a strategy (no rows are counted for a query that cannot run).
+            return shown + "\nnot runnable on Spark: " + str(e)
+        from sparkcep.spark.batch import choose_strategy
+
+        return shown + "\n" + choose_strategy(data, clause, **options).describe()
     table, _ = to_arrow(data)
     plan = compile_query(clause, table, mode, options.get("plan"), options.get("sharing", True))
     if is_segment_plan(plan):

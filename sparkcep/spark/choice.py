@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import SparkCepError
 from sparkcep.parallel.run_batches import default_shared
-from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, compile_for, max_task_rows
+from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, max_task_rows, plan_for
 
 STRATEGIES = ("auto", "sequential", "partition", "runs", "rr")
 DEFAULT_BATCH = 100_000
@@ -123,7 +123,7 @@ def choose_strategy(df, clause: str, *, strategy: str = "auto", batch: int | Non
     """The strategy a run would use (for explain)."""
     from pyspark.sql import functions as F
 
-    plan = compile_for(df, clause, mode, plan, sharing)[0]
+    plan = plan_for(df, clause, mode, plan, sharing)[0]
     run = SparkRun(strategy, "requested", batch=batch)
     if strategy == "auto":
         choose(plan, df.withColumn(ROW, F.monotonically_increasing_id()), run, batch)

@@ -29,13 +29,22 @@ BUCKET = "__sparkcep_bucket__"
 TZ = "UTC"
 
 
+def plan_for(df, clause: str, mode: str = "sql", how: str | None = None,
+             sharing: bool = True) -> tuple[Plan, pa.Schema]:
+    """The plan for a Spark DataFrame and its Arrow input schema, whether Spark can type
+    its measures or not (explain shows both)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow_schema = to_arrow_schema(df.schema, timezone=TZ)
+    return plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode), how, sharing), arrow_schema
+
+
 def compile_for(df, clause: str, mode: str = "sql", how: str | None = None,
                 sharing: bool = True) -> tuple[Plan, pa.Schema, Any]:
     """The plan for a Spark DataFrame, its Arrow input schema and the Spark output schema."""
-    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema
 
-    arrow_schema = to_arrow_schema(df.schema, timezone=TZ)
-    plan = plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode), how, sharing)
+    plan, arrow_schema = plan_for(df, clause, mode, how, sharing)
     check_typed_measures(plan.query, arrow_schema, clause)
     out = output_schema(plan.query, arrow_schema)
     return plan, arrow_schema, from_arrow_schema(out)

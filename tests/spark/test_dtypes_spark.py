@@ -99,9 +99,14 @@ def test_a_measure_whose_values_decide_its_type_is_refused_on_spark(spark):
             with pytest.raises(sparkcep.QueryError, match="NOT_SUPPORTED") as e:
                 sparkcep.match_recognize(df, clause)
             assert name in str(e.value) and e.value.column == clause.index(measure) + 1
+            # explain still shows the plan, and says why the run would stop instead of a strategy
+            shown = sparkcep.explain(df, clause)
+            assert "program:" in shown and "strategy:" not in shown
+            assert "not runnable on Spark: [NOT_SUPPORTED] measure h:" in shown and name in shown
         clause = ("ORDER BY id MEASURES CAST(half_any(LAST(x)) AS DOUBLE) AS h PATTERN (A B+) "
                   "DEFINE B AS half_any(x) > 1")
         assert sum(assert_same(spark, pdf, clause, strategies=("partition",)).values()) > 0
+        assert "strategy:" in sparkcep.explain(df, clause) and "not runnable" not in sparkcep.explain(df, clause)
     finally:
         sparkcep.unregister_function("half_any")
         sparkcep.unregister_function("pair_any")
