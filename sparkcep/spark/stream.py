@@ -164,17 +164,17 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     if not isinstance(max_state_rows, int) or max_state_rows < 1:
         raise SparkCepError("max_state_rows must be a positive number of rows")
     operator = _BucketOperator(clause, mode, arrow_schema.serialize().to_pybytes(), buckets, late, timeouts,
-                               metrics, max_state_rows, _delay_ms(df.sparkSession, delay),
-                               df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC", wire)
+                               metrics, max_state_rows, _delay_ms(df.sparkSession, delay), wire)
     return data.groupBy(_BUCKET).applyInPandasWithState(
         operator, outputStructType=spark_schema, stateStructType=_state_type(buckets), outputMode="append",
         timeoutConf=GroupStateTimeout.EventTimeTimeout)
 
 
 # applyInPandasWithState hands rows over as pandas, where a BIGINT column holding a NULL
-# becomes float64 (exact only below 2^53) and a double's NaN and NULL both become NaN. So a
-# BIGINT crosses as two halves that float64 holds exactly, and a double brings a flag for
-# its NaNs (_BucketOperator._arrived puts both back). Matches go back out with nullable
+# becomes float64 (exact only below 2^53), a double's NaN and NULL both become NaN, and a
+# timestamp must fit nanoseconds (1677 to 2262). So a BIGINT crosses as two halves that
+# float64 holds exactly, a timestamp as its microseconds in halves, and a double brings a
+# flag for its NaNs (_BucketOperator._arrived puts them back). Matches go back out with nullable
 # dtypes (_EXACT_PANDAS), which keep both.
 _LOW = "__sparkcep_low_{}"
 _NAN = "__sparkcep_nan_{}"
@@ -189,7 +189,13 @@ def _exact_for_pandas(data, arrow_schema: pa.Schema):
     wire = []
     for i, f in enumerate(arrow_schema):
         c = F.col("`" + f.name.replace("`", "``") + "`")  # a name with dots or backticks, quoted
-        if pa.types.is_int64(f.type):
+        if pa.types.is_timestamp(f.type):
+            # pandas' nanoseconds end in 2262: a timestamp crosses as its microseconds, in halves
+            micros = _micros(c, f.type.tz is None)
+            data = data.withColumn(_LOW.format(i), micros.bitwiseAND(F.lit(0xFFFFFFFF))).withColumn(
+                f.name, F.shiftright(micros, 32))
+            wire.append((f.name, "micros"))
+        elif pa.types.is_int64(f.type):
             data = data.withColumn(_LOW.format(i), c.bitwiseAND(F.lit(0xFFFFFFFF))).withColumn(
                 f.name, F.shiftright(c, 32))
             wire.append((f.name, "halves"))
@@ -197,6 +203,17 @@ def _exact_for_pandas(data, arrow_schema: pa.Schema):
             data = data.withColumn(_NAN.format(i), F.isnan(c))
             wire.append((f.name, "nan"))
     return data, tuple(wire)
+
+
+def _micros(c, wall: bool):
+    """A timestamp column's microseconds since the epoch: of the instant, or (``wall``, a
+    TIMESTAMP_NTZ) of its wall time read as UTC, whatever the session's zone."""
+    from pyspark.sql import functions as F
+
+    if not wall:
+        return F.unix_micros(c)
+    seconds = F.unix_date(F.to_date(c)).cast("bigint") * 86400 + F.hour(c) * 3600 + F.minute(c) * 60
+    return seconds * 1_000_000 + (F.date_part(F.lit("SECOND"), c) * 1_000_000).cast("bigint")
 
 
 def _from_pandas_wire(table: pa.Table, arrow_schema: pa.Schema, wire: tuple) -> pa.Table:
@@ -207,10 +224,12 @@ def _from_pandas_wire(table: pa.Table, arrow_schema: pa.Schema, wire: tuple) -> 
     for name, how in wire:
         i = arrow_schema.get_field_index(name)
         col = table.column(name)
-        if how == "halves":
+        if how in ("halves", "micros"):
             high = col.cast(pa.int64())
             low = table.column(_LOW.format(i)).cast(pa.int64())
             value = pc.add(pc.multiply(high, pa.scalar(1 << 32, pa.int64())), low)
+            if how == "micros":
+                value = value.cast(pa.timestamp("us", arrow_schema.field(i).type.tz))
         else:
             nan = pc.fill_null(table.column(_NAN.format(i)).cast(pa.bool_()), False)
             value = pc.if_else(nan, pa.scalar(float("nan"), col.type), col)
@@ -504,9 +523,9 @@ class _BucketOperator:
 
     def __init__(self, clause: str, mode: str, schema: bytes, buckets: int, late: str = "drop",
                  timeouts: bool = False, metrics: StreamMetrics | None = None, max_rows: int = 1_000_000,
-                 delay_ms: int = 0, session_zone: str = "UTC", wire: tuple = ()):
+                 delay_ms: int = 0, wire: tuple = ()):
         self.clause, self.mode, self.schema_bytes, self.buckets = clause, mode, schema, buckets
-        self.delay_ms, self.session_zone = delay_ms, session_zone
+        self.delay_ms = delay_ms
         self.wire = wire  # how columns crossed pandas (_exact_for_pandas)
         self.late_policy, self.timeouts, self.metrics, self.max_rows = late, timeouts, metrics, max_rows
         self.matcher = None
@@ -613,16 +632,8 @@ class _BucketOperator:
                   for pdf in pdfs if len(pdf)]
         if not tables:
             return self.arrow_schema.empty_table()
-        table = pa.concat_tables(tables, promote_options="permissive")
-        for i, f in enumerate(self.arrow_schema):
-            col = table.column(f.name)
-            if pa.types.is_timestamp(f.type) and f.type.tz is not None and col.type.tz is None:
-                # Spark hands timestamps to pandas as wall time in the session's zone.
-                import pyarrow.compute as pc
-
-                table = table.set_column(i, f.name, pc.assume_timezone(
-                    col, self.session_zone, ambiguous="earliest", nonexistent="earliest"))
-        return table.cast(self.arrow_schema)
+        # Timestamps crossed as microseconds (_exact_for_pandas), not as the session's wall time.
+        return pa.concat_tables(tables, promote_options="permissive").cast(self.arrow_schema)
 
     def _late(self, late: pa.Table, watermark) -> None:
         import logging

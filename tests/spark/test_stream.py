@@ -613,23 +613,31 @@ def test_a_folder_with_timeouts_where_readers_see_them_is_refused(tmp_path):
 def test_values_cross_the_pandas_hand_off_exactly(spark, tmp_path):
     """applyInPandasWithState hands rows over as pandas, both ways: a BIGINT holding a NULL
     (float64 there) keeps every digit past 2^53, a double keeps NaN apart from NULL, and
-    event time in epoch milliseconds (read as seconds, far past pandas' year 2262) runs.
-    The first file's matches go out while the stream runs, the rest at its end; all equal
-    match_recognize on the same rows."""
+    event time in epoch milliseconds (read as seconds, far past pandas' year 2262) runs,
+    and timestamps before 1677 or after 2262 (past pandas' nanoseconds; zoned, and wall
+    time) keep every microsecond. The first file's matches go out while the stream runs,
+    the rest at its end; all equal match_recognize on the same rows."""
+    import datetime as dt
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     t0 = 1_700_000_000_000
+    times = [dt.datetime(2300, 1, 1, 0, 0, 1), None, dt.datetime(1500, 6, 1, 12, 34, 56, 789012),
+             dt.datetime(2024, 3, 31, 1, 30), dt.datetime(9999, 12, 31, 23, 59, 59, 999999)]
     table = pa.table({"k": ["X"] * 10, "ts": [t0 + 1000 * i for i in range(10)],
                       "id": pa.array([2**53 + 1, None, 2**60 + 1, -(2**63), 2**63 - 1] * 2, pa.int64()),
-                      "f": pa.array([1.0, float("nan"), None, 3.0, -0.5] * 2)})
+                      "f": pa.array([1.0, float("nan"), None, 3.0, -0.5] * 2),
+                      "t": pa.array(times * 2, pa.timestamp("us", "UTC")),
+                      "w": pa.array(times[::-1] * 2, pa.timestamp("us"))})
     (tmp_path / "in").mkdir()
     for i in range(2):  # modification times in order: the file source takes files by them
         path = str(tmp_path / "in" / f"part-{i}.parquet")
         pq.write_table(table.slice(5 * i, 5), path)
         os.utime(path, (1_700_000_000 + i * 10, 1_700_000_000 + i * 10))
     query = ("PARTITION BY k ORDER BY ts MEASURES FIRST(id) AS first_id, count_if(f IS NULL) AS nulls, "
-             "count_if(f <> f) AS nans, MAX(f) AS top ALL ROWS PER MATCH PATTERN (A)")
+             "count_if(f <> f) AS nans, MAX(f) AS top, MIN(t) AS first_t, LAST(w) AS last_w "
+             "ALL ROWS PER MATCH PATTERN (A)")
     events = (spark.readStream.format("parquet").schema(spark.read.parquet(str(tmp_path / "in")).schema)
               .option("maxFilesPerTrigger", 1).load(str(tmp_path / "in")))
     out = str(tmp_path / "out")
@@ -639,6 +647,7 @@ def test_values_cross_the_pandas_hand_off_exactly(spark, tmp_path):
     expected = sparkcep.match_recognize(table, query).to_pylist()
     assert repr(got) == repr(expected)  # repr: NaN equals NaN
     assert [r["id"] for r in got] == table.column("id").to_pylist() and sum(r["nans"] for r in got) == 2
+    assert [r["t"] for r in got] == table.column("t").to_pylist() and [r["w"] for r in got] == table.column("w").to_pylist()
 
 
 @pytest.mark.slow
