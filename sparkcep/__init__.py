@@ -11,6 +11,7 @@ from sparkcep.errors import (
     SparkCepError,
     guarded,
 )
+from sparkcep.errors import checked as _checked
 from sparkcep.functions import register_aggregate, unregister_function
 from sparkcep.functions import register_function as _register_function
 
@@ -38,6 +39,7 @@ def sql(spark, statement: str, **options):
     """Run ``SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...]`` on Spark."""
     from sparkcep.spark.sql import sql as _sql
 
+    _checked(_sql, "sql", (spark, statement), options)
     return _sql(spark, statement, **options)
 
 
@@ -48,6 +50,7 @@ def stream(df, clause: str, **options):
     options ``late``, ``timeouts``, ``end_of_input``, ``metrics`` (see sparkcep.spark.stream)."""
     from sparkcep.spark.stream import stream as _stream
 
+    _checked(_stream, "stream", (df, clause), options)
     return _stream(df, clause, **options)
 
 
@@ -59,6 +62,7 @@ def flush(spark, clause: str, checkpoint: str, **options):
     the files in its log: write such a stream with ``run_to_end``."""
     from sparkcep.spark.stream import flush as _flush
 
+    _checked(_flush, "flush", (spark, clause, checkpoint), options)
     return _flush(spark, clause, checkpoint, **options)
 
 
@@ -70,20 +74,21 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark, **opti
     (see sparkcep.spark.sink.run_to_end). Returns the counts written."""
     from sparkcep.spark.sink import run_to_end as _run_to_end
 
+    _checked(_run_to_end, "run_to_end", (df, clause, path, checkpoint), dict(options, watermark=watermark))
     return _run_to_end(df, clause, path, checkpoint, watermark=watermark, **options)
 
 
+@guarded(query=False)
 def plot(data, matches, *, x: str, y: str | None, start: str, end: str, **options):
     """Draw ``matches`` over the series ``data`` they were found in, each match shaded and
     chosen points marked, one panel per PARTITION BY value asked for (``y=None``: a timeline,
     a row per key value, events as ticks and matches as bars); returns the matplotlib
     Figure. Options ``x``, ``y``, ``start``, ``end`` (required), ``key``, ``key_values``,
-    ``marks``, ``span``, ``title``, ``ax``, ``path`` (see sparkcep.charts.plot)."""
+    ``marks``, ``span``, ``title``, ``ax``, ``path``, ``color`` (see sparkcep.charts.plot)."""
     from sparkcep.charts import plot as _plot
-    from sparkcep.errors import internal_errors
 
-    with internal_errors():
-        return _plot(data, matches, x=x, y=y, start=start, end=end, **options)
+    _checked(_plot, "plot", (data, matches), dict(options, x=x, y=y, start=start, end=end))
+    return _plot(data, matches, x=x, y=y, start=start, end=end, **options)
 
 
 def __getattr__(name: str):
@@ -100,6 +105,10 @@ def __getattr__(name: str):
         from sparkcep.spark.stream import StreamMetrics
 
         return StreamMetrics
+    if name == "collect_errors":
+        from sparkcep.spark.wire import collect_errors
+
+        return collect_errors
     raise AttributeError(f"module 'sparkcep' has no attribute {name!r}")
 
 
@@ -111,6 +120,7 @@ __all__ = [
     "SparkCepError",
     "StreamMetrics",
     "TaskStats",
+    "collect_errors",
     "explain",
     "flush",
     "match_recognize",

@@ -7,7 +7,7 @@ from dataclasses import fields, is_dataclass
 from typing import Any
 
 from sparkcep.data.ingest import to_arrow
-from sparkcep.errors import QueryError, SparkCepError, guarded
+from sparkcep.errors import OptionError, QueryError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
 from sparkcep.options import OPTIONS, SNOOP_OPTIONS, TASK_OPTIONS, check_options
@@ -35,9 +35,9 @@ def sase(data: Any, query: str, *, order_by: str = "time", type_column: str | No
     from sparkcep.language.sase import parse_sase
 
     if not isinstance(order_by, str) or not order_by:
-        raise SparkCepError(f"order_by must name the column that orders the events, not {order_by!r}")
+        raise OptionError(f"order_by must name the column that orders the events, not {order_by!r}")
     if type_column is not None and not isinstance(type_column, str):
-        raise SparkCepError(f"type_column must name a column or be None, not {type_column!r}")
+        raise OptionError(f"type_column must name a column or be None, not {type_column!r}")
     return match_recognize(data, parse_sase(query, order_by, type_column), **options)
 
 
@@ -104,7 +104,7 @@ def _explain(data: Any, clause: str, picture: str | None = None, **options: Any)
 
         plan, arrow_schema = plan_for(data, clause, mode, options.get("plan"), options.get("sharing", True))
         if picture is not None and not is_segment_plan(plan):
-            raise SparkCepError("picture draws a segment query's plan; this query runs on the automaton engine")
+            raise OptionError("picture draws a segment query's plan; this query runs on the automaton engine")
         shown = plan.explain(None, picture) if is_segment_plan(plan) else plan.explain()
         try:
             check_typed_measures(plan.query, arrow_schema, clause)
@@ -120,7 +120,7 @@ def _explain(data: Any, clause: str, picture: str | None = None, **options: Any)
     if is_segment_plan(plan):
         return plan.explain(table, picture)
     if picture is not None:
-        raise SparkCepError("picture draws a segment query's plan; this query runs on the automaton engine")
+        raise OptionError("picture draws a segment query's plan; this query runs on the automaton engine")
     return plan.explain() + "\n" + describe_execution(plan, table, options.get("strategy", "auto"))
 
 
@@ -145,12 +145,19 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     """
     check_options(options, OPTIONS | TASK_OPTIONS)
     task_options = {k: options.pop(k) for k in TASK_OPTIONS & set(options)}
+    if task_options:  # checked whether or not the task engine runs the query
+        from sparkcep.tasks.engine import TaskOptions, TaskStats
+
+        TaskOptions(**{k: v for k, v in task_options.items() if k != "stats"}).check()
+        stats = task_options.get("stats")
+        if stats is not None and not isinstance(stats, TaskStats):
+            raise OptionError(f"stats must be a sparkcep.TaskStats (its counts are filled in), not {stats!r}")
     strategy = options.get("strategy", "auto")
     if is_spark_dataframe(data):
         from sparkcep.spark.batch import match_recognize_spark
 
         if task_options or strategy == "tasks":
-            raise SparkCepError("strategy 'tasks' runs MATCH_RECOGNIZE on pandas and Arrow data (on Spark, "
+            raise OptionError("strategy 'tasks' runs MATCH_RECOGNIZE on pandas and Arrow data (on Spark, "
                                 "sparkcep.snoop runs the task engine)")
         return match_recognize_spark(data, clause, **options)
     table, kind = _ingest(data, clause)

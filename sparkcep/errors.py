@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -86,6 +88,14 @@ class QueryError(SparkCepError):
         new.excerpt = caret_excerpt(text, span)
         new.args = (new._render(),)
         return new
+
+
+class OptionError(QueryError):
+    """An argument of the call (not the query text) has a name or a value it cannot take:
+    code INVALID_OPTION, without a position."""
+
+    def __init__(self, message: str):
+        QueryError.__init__(self, "INVALID_OPTION", message)
 
 
 class DataError(SparkCepError):
@@ -178,11 +188,31 @@ def internal_errors(clause: object = None):
         raise as_sparkcep_error(exc, clause) from exc
 
 
-def guarded(fn):
-    """Decorator for public entry points whose second argument is the query text."""
+def guarded(fn=None, *, query: bool = True):
+    """Decorator for public entry points (``query``: whose second argument is the query
+    text, which an InternalError names): arguments that do not fit the signature are an
+    OptionError, and no exception but a SparkCepError leaves."""
+    if fn is None:
+        return functools.partial(guarded, query=query)
+    signature = inspect.signature(fn)
+
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        clause = args[1] if len(args) > 1 else kwargs.get("clause", kwargs.get("query", kwargs.get("statement")))
+        clause = None
+        if query:
+            clause = args[1] if len(args) > 1 else kwargs.get("clause", kwargs.get("query", kwargs.get("statement")))
         with internal_errors(clause):
+            checked(signature, fn.__name__, args, kwargs)
             return fn(*args, **kwargs)
     return wrapper
+
+
+def checked(signature: inspect.Signature | Callable, name: str, args: tuple, kwargs: dict) -> None:
+    """An OptionError where ``args`` and ``kwargs`` do not fit ``signature`` (or a function's:
+    the engine a public entry point hands its options to), before anything runs."""
+    if not isinstance(signature, inspect.Signature):
+        signature = inspect.signature(signature)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise OptionError(f"{name}(): {e}") from None

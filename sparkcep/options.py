@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sparkcep.errors import SparkCepError
+from sparkcep.errors import OptionError
 
 OPTIONS = {"mode", "strategy", "batch", "shared", "plan", "sharing"}
 # The task engine's options (strategy "tasks" on pandas and Arrow data).
@@ -15,7 +15,28 @@ TASK_OPTIONS = {"workers", "start", "pm", "queue", "block", "chunk", "stats"}
 SNOOP_OPTIONS = TASK_OPTIONS | {"window", "stats", "progress"}
 
 
+# Strategies of match_recognize and explain: on pandas and Arrow data, and on Spark.
+LOCAL_STRATEGIES = ("auto", "sequential", "sb", "sb+", "tasks")
+SPARK_STRATEGIES = ("auto", "sequential", "partition", "runs", "rr")
+
+
 def check_options(options: dict[str, Any], known: set[str] | frozenset[str] = OPTIONS) -> None:
+    """Names first, then the values every entry point reads alike (the engines check the rest)."""
     unknown = set(options) - set(known)
     if unknown:
-        raise SparkCepError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+        raise OptionError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+    if "strategy" in options and "strategy" in OPTIONS & set(known):
+        strategy = options["strategy"]
+        every = dict.fromkeys(LOCAL_STRATEGIES + SPARK_STRATEGIES)
+        if not isinstance(strategy, str) or strategy not in every:
+            raise OptionError(f"unknown strategy {strategy!r} (one of {', '.join(every)})")
+    for name, least in (("batch", 1), ("shared", 0)):
+        value = options.get(name)
+        if value is not None and (not _whole(value) or value < least):
+            raise OptionError(f"{name} must be a whole number of rows >= {least}, not {value!r}")
+
+
+def _whole(value: Any) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -20,7 +20,7 @@ from sparkcep import functions
 from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan, build_plan, is_segment_plan
 from sparkcep.data.ingest import schema_of
-from sparkcep.errors import SparkCepError
+from sparkcep.errors import OptionError
 from sparkcep.language.parser import parse
 
 
@@ -29,20 +29,20 @@ def plan_query(q, how: str | None = None, sharing: bool = True):
     (T-REX) its operator tree, built as ``how`` says (default: optimized); ``sharing=False``
     computes a segment query's aggregates per segment instead of from shared indexes."""
     if not isinstance(sharing, bool):
-        raise SparkCepError(f"sharing must be True or False, not {sharing!r}")
+        raise OptionError(f"sharing must be True or False, not {sharing!r}")
     if q.segment_query:
         from sparkcep.segments.plan import PLANS
         from sparkcep.segments.run import segment_plan
 
         how = how or "optimized"
         if how not in PLANS:
-            raise SparkCepError(f"plan must be one of {', '.join(PLANS)}, not {how!r}")
+            raise OptionError(f"plan must be one of {', '.join(PLANS)}, not {how!r}")
         return segment_plan(q, how, sharing)
     if not sharing:
-        raise SparkCepError("the sharing option applies to segment queries (a query with SEGMENT variables, "
+        raise OptionError("the sharing option applies to segment queries (a query with SEGMENT variables, "
                             "& or ~); this query runs on the automaton engine")
     if how is not None:
-        raise SparkCepError("the plan option chooses among segment-query plans (a query with SEGMENT variables, "
+        raise OptionError("the plan option chooses among segment-query plans (a query with SEGMENT variables, "
                             "& or ~); this query runs on the automaton engine")
     return build_plan(q)
 
@@ -150,14 +150,14 @@ def _choose(plan, strategy: str, task_options: dict, table: pa.Table | None = No
 
 def _choose_for_plan(plan, strategy: str, task_options: dict):
     if task_options and strategy not in ("tasks", "auto"):
-        raise SparkCepError(f"options {', '.join(sorted(task_options))} belong to strategy 'tasks'")
+        raise OptionError(f"options {', '.join(sorted(task_options))} belong to strategy 'tasks'")
     segment = is_segment_plan(plan)
     if strategy in ("sb", "sb+"):
         if segment:
-            raise SparkCepError("strategies 'sb' and 'sb+' run automaton queries, not segment queries")
+            raise OptionError("strategies 'sb' and 'sb+' run automaton queries, not segment queries")
         return "state-based", None
     if strategy == "tasks" and segment:
-        raise SparkCepError("strategy 'tasks' runs automaton queries, not segment queries")
+        raise OptionError("strategy 'tasks' runs automaton queries, not segment queries")
     from sparkcep.tasks.from_sql import calls_expensive, task_query_of
 
     if strategy == "tasks" or (strategy == "auto" and not segment and calls_expensive(plan)):
@@ -166,15 +166,15 @@ def _choose_for_plan(plan, strategy: str, task_options: dict):
             return "tasks", tq
         state_only = sorted(set(task_options) & {"pm", "queue", "block"})
         if state_only:
-            raise SparkCepError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
+            raise OptionError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
                                 "over a sequence of variables; other queries run key groups or make their "
                                 "expensive calls ahead on the workers (options workers, start, chunk)")
         # With PARTITION BY, whole key groups are the tasks (cheap calls gain too); one
         # partition, or a key holding most rows (execute looks), has its calls made ahead.
         return ("key-groups" if plan.query.partition_by else "speculative"), None
     if strategy not in ("auto", "sequential"):
-        raise SparkCepError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
-                            "(or with RIP's state-based baselines 'sb' and 'sb+', or the task engine 'tasks')")
+        raise OptionError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
+                          "(or with RIP's state-based baselines 'sb' and 'sb+', or the task engine 'tasks')")
     return ("segments" if segment else "automaton"), None
 
 

@@ -281,6 +281,40 @@ def test_bad_data_argument_and_options():
         sparkcep.match_recognize(pd.DataFrame({"a": [1]}), "MEASURES MATCH_NUMBER() AS m PATTERN (A)", strategy="runs")
 
 
+Q = "ORDER BY ts MEASURES FIRST(ts) AS s, LAST(ts) AS e PATTERN (A+)"
+OPTION_ERRORS = [  # (call, what the message says)
+    (lambda d, m: sparkcep.match_recognize(d, Q, strategy="fast"), "unknown strategy 'fast' (one of auto,"),
+    (lambda d, m: sparkcep.explain(d, Q, strategy=3), "unknown strategy 3"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, strategy="runs"), "strategy 'runs' needs a Spark DataFrame"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, batch="10"), "batch must be a whole number of rows >= 1, not '10'"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, batch=True), "batch must be a whole number"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, shared=-1), "shared must be a whole number of rows >= 0"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, stats="x"), "stats must be a sparkcep.TaskStats"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, plan="x"), "the plan option chooses among segment-query plans"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, sharing="yes"), "sharing must be True or False"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, workers=-5), "workers must be a whole number >= 0"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, mode="regex"), "mode must be 'sql' or 'matchregex'"),
+    (lambda d, m: sparkcep.match_recognize(d, Q, nope=1), "unknown option(s): nope"),
+    (lambda d, m: sparkcep.match_recognize(d), "match_recognize(): missing a required argument: 'clause'"),
+    (lambda d, m: sparkcep.sase(d, "PATTERN SEQ(Stock a)", order_by=3), "order_by must name the column"),
+    (lambda d, m: sparkcep.plot(d, m), "plot(): missing a required argument: 'x'"),
+    (lambda d, m: sparkcep.plot(d, m, x="ts", y="price", start="s", end="e", colour="red"),
+     "plot(): got an unexpected keyword argument 'colour'"),
+]
+
+
+@pytest.mark.parametrize("call, says", OPTION_ERRORS)
+def test_a_bad_argument_is_an_option_error(call, says):
+    """Every argument of a call that cannot be (a name, a value, one left out) is a QueryError
+    coded INVALID_OPTION, without a position, saying what it takes: not an InternalError
+    blaming sparkcep, nor a TypeError from inside."""
+    data = pd.DataFrame({"ts": [1, 2, 3], "price": [1.0, 2.0, 3.0]})
+    with pytest.raises(QueryError) as e:
+        call(data, sparkcep.match_recognize(data, Q))
+    assert e.value.code == "INVALID_OPTION" and e.value.line is None
+    assert says in str(e.value), str(e.value)
+
+
 def test_explain_shows_program():
     text = sparkcep.explain(PRICES, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A B*) DEFINE B AS price > PREV(price)")
     assert "0: match A\n  1: split 2, 4\n  2: match B\n  3: jump 1\n  4: accept" in text

@@ -19,7 +19,7 @@ from sparkcep.analysis.patterns import find_in_pattern, has_exclusion
 from sparkcep.analysis.scope import Column, Scope
 from sparkcep.analysis.segment_rules import SegmentRules
 from sparkcep.analysis.selection_rules import SelectionRules
-from sparkcep.errors import DataError, QueryError, Span, UnknownColumnError
+from sparkcep.errors import DataError, OptionError, QueryError, Span, UnknownColumnError
 from sparkcep.language import ast
 
 
@@ -198,7 +198,7 @@ class Analyzer(ExpressionBinder, SegmentRules, SelectionRules):
         order = [self.schema[self.column(s.column)[0]].name for s in self.q.order_by]
         fixed = part + ([o for o in order if o not in part] if self.q.rows_per_match.mode == "ALL" else [])
         for n in fixed:
-            seen[n.upper()] = "a PARTITION BY or ORDER BY column"
+            seen[n.upper()] = "a PARTITION BY column" if n in part else "an ORDER BY column, which ALL ROWS PER MATCH also outputs"
         for m, node in zip(measures, self.q.measures, strict=True):
             if m.name.upper() in seen:
                 raise self.error("DUPLICATE_NAME", f"measure {m.name!r} has the same name as {seen[m.name.upper()]}", node.name)
@@ -250,5 +250,5 @@ class Analyzer(ExpressionBinder, SegmentRules, SelectionRules):
 
 def analyze(query: ast.Query, schema: list[Column], mode: str = "sql") -> AnalyzedQuery:
     if mode not in ("sql", "matchregex"):
-        raise QueryError("INVALID_OPTION", f"mode must be 'sql' or 'matchregex', not {mode!r}")
+        raise OptionError(f"mode must be 'sql' or 'matchregex', not {mode!r}")
     return Analyzer(query, schema, mode).run()

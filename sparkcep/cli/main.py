@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparkcep.errors import SparkCepError, as_sparkcep_error
+from sparkcep.errors import OptionError, SparkCepError, as_sparkcep_error
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 # Queries, paths and result values hold brackets and colons: printed as text, never read as
@@ -231,6 +231,9 @@ def stream(
     try:
         check_checkpoint(checkpoint)
         spark = get_session(master)
+        if trigger not in ("available-now", "continuous") and not _interval(spark, trigger):
+            raise OptionError(f"--trigger must be 'available-now', 'continuous' or an interval such as "
+                              f"'5 seconds', not {trigger!r}")
         fmt = _format_of(input, input_format)
         if schema:
             ddl = schema
@@ -271,6 +274,17 @@ def stream(
                   + (f", {totals['timeouts']:,} timed-out partial matches in {output}/_timeouts" if timeouts else ""))
 
 
+def _interval(spark, text: str) -> bool:
+    """Whether Spark reads ``text`` as a day-time interval (what a processing-time trigger takes)."""
+    from sparkcep.spark.stream import delay_ms
+
+    try:
+        delay_ms(spark, text)
+    except SparkCepError:
+        return False
+    return True
+
+
 def _follow(q, totals: dict, metrics) -> None:
     """A live status line until the query stops: rows in, matches out, partial matches
     alive, state, watermark, late rows."""
@@ -290,6 +304,8 @@ def _follow(q, totals: dict, metrics) -> None:
             live.update(line())
             q.awaitTermination(0.5)
         live.update(line())
+    if not console.is_terminal:  # a terminal's Live ends the line itself; a file or pipe's does not
+        console.line()
     if q.exception() is not None:
         raise q.exception()
 

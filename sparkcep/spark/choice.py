@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sparkcep.compile.plan import Plan
-from sparkcep.errors import SparkCepError
+from sparkcep.errors import OptionError, SparkCepError
 from sparkcep.parallel.run_batches import default_shared
 from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, max_task_rows, plan_for
 
@@ -64,7 +64,7 @@ def check_strategy(plan: Plan, strategy: str) -> None:
         return
     allowed = ("sequential",) if "whole input" in why else ("sequential", "partition")
     if strategy not in allowed:
-        raise SparkCepError(f"strategy {strategy!r} is not supported here: {why}; use {' or '.join(allowed)}")
+        raise OptionError(f"strategy {strategy!r} is not supported here: {why}; use {' or '.join(allowed)}")
 
 
 def choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:

@@ -23,7 +23,7 @@ from sparkcep import functions
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.data.ingest import table_from_ipc, table_to_ipc
 from sparkcep.data.output import output_schema
-from sparkcep.errors import DataError, SparkCepError
+from sparkcep.errors import DataError, OptionError, SparkCepError
 from sparkcep.spark.frames import arrow_of, check_typed_measures, slots
 from sparkcep.spark.wire import collect_errors, errors_to_driver
 from sparkcep.tasks.engine import TaskOptions, TaskStats, run_tasks, sorted_data
@@ -120,7 +120,7 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
     if strategy == "auto":
         strategy = "partition" if partition_by else "tasks"
     if strategy not in ("tasks", "partition"):
-        raise SparkCepError(f"strategy must be auto, tasks or partition for a SNOOP query on Spark, not {strategy!r}")
+        raise OptionError(f"strategy must be auto, tasks or partition for a SNOOP query on Spark, not {strategy!r}")
     compile_opts = {"order_by": order_by, "partition_by": tuple(partition_by), "type_column": type_column}
     arrow_schema = arrow_of(df.schema)
     tq = compile_snoop(query, arrow_schema.empty_table(), **compile_opts)  # errors before any Spark job
@@ -133,7 +133,7 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
                             "evaluate tasks")
     if strategy == "partition":
         if not partition_by:
-            raise SparkCepError("strategy 'partition' runs one coordinator per key group; pass partition_by=")
+            raise OptionError("strategy 'partition' runs one coordinator per key group; pass partition_by=")
         # Each key group's coordinator evaluates in its own Spark task (no workers, no
         # driver-side stats or progress).
         engine_opts = {k: v for k, v in options.items() if k in ("pm", "queue", "block", "window", "chunk")}

@@ -64,10 +64,16 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     return line, col
 
 
-def split_statement(text: str) -> tuple[str, str, str, int, str | None, str]:
-    """(select list, source, clause, clause offset, alias, rest) of a statement."""
+def split_statement(text: str) -> tuple[str, str, str, str, int, str | None, str]:
+    """(WITH clause or "", select list, source, clause, clause offset, alias, rest) of a
+    statement."""
     hits = _keyword_at(text, "MATCH_RECOGNIZE")
     if not hits:
+        nested = [i for i, c, d in _scan(text) if d > 0 and text[i:i + 15].upper() == "MATCH_RECOGNIZE"]
+        if nested:
+            raise QueryError("NOT_SUPPORTED", "MATCH_RECOGNIZE inside a subquery or a WITH clause is not supported: "
+                             "put it in the outermost FROM (its source may be a subquery)",
+                             Span(*_position(text, nested[0])), text)
         raise QueryError("SYNTAX", "the statement has no MATCH_RECOGNIZE clause", Span(1, 1), text)
     if len(hits) > 1:
         raise QueryError("NOT_SUPPORTED", "more than one MATCH_RECOGNIZE in one statement is not supported",
@@ -77,6 +83,9 @@ def split_statement(text: str) -> tuple[str, str, str, int, str | None, str]:
     selects = _keyword_at(text, "SELECT")
     if not froms or not selects or selects[0] > froms[-1]:
         raise QueryError("SYNTAX", "expected SELECT ... FROM <table> MATCH_RECOGNIZE (...)", Span(*_position(text, mr)), text)
+    with_clause = text[:selects[0]].strip()
+    if with_clause and not re.match(r"(?is)WITH\b", with_clause):
+        raise QueryError("SYNTAX", "expected SELECT (or WITH) at the start of the statement", Span(1, 1), text)
     select_list = text[selects[0] + len("SELECT"):froms[-1]].strip()
     source = text[froms[-1] + len("FROM"):mr].strip()
     open_at = text.find("(", mr)
@@ -96,7 +105,7 @@ def split_statement(text: str) -> tuple[str, str, str, int, str | None, str]:
     if m and m.group(2).upper() not in ("WHERE", "ORDER", "GROUP", "LIMIT", "HAVING", "UNION", "JOIN", "LEFT", "INNER"):
         alias = m.group(2)
         rest = rest[m.end():].strip()
-    return select_list, source, clause, open_at + 1, alias, rest.rstrip(";").strip()
+    return with_clause, select_list, source, clause, open_at + 1, alias, rest.rstrip(";").strip()
 
 
 def shift_error(e: QueryError, text: str, offset: int) -> QueryError:
@@ -117,9 +126,13 @@ def sql(spark, statement: str, **options):
     from sparkcep.spark.batch import match_recognize_spark
 
     check_options(options)
-    select_list, source, clause, offset, alias, rest = split_statement(statement)
+    with_clause, select_list, source, clause, offset, alias, rest = split_statement(statement)
+    # A WITH clause's names may be the source and may appear around it: it heads both statements.
+    head = with_clause + " " if with_clause else ""
     if source.startswith("(") and source.endswith(")"):
-        src = _on_spark(lambda: spark.sql(source[1:-1]), statement, source)
+        src = _on_spark(lambda: spark.sql(head + source[1:-1]), statement, source)
+    elif with_clause and _WORD.fullmatch(source.replace(".", "_").replace("`", "")):
+        src = _on_spark(lambda: spark.sql(f"{head}SELECT * FROM {source}"), statement, source)
     elif _WORD.fullmatch(source.replace(".", "_").replace("`", "")):
         src = _on_spark(lambda: spark.table(source), statement, source)
     else:
@@ -131,7 +144,7 @@ def sql(spark, statement: str, **options):
         raise shift_error(e, statement, offset) from None
     view = f"sparkcep_match_{next(_counter)}"
     result.createOrReplaceTempView(view)
-    outer = f"SELECT {select_list} FROM {view}" + (f" AS {alias}" if alias else "") + (f" {rest}" if rest else "")
+    outer = f"{head}SELECT {select_list} FROM {view}" + (f" AS {alias}" if alias else "") + (f" {rest}" if rest else "")
     try:
         # Spark analyses the statement here, inlining the view's plan: the view can go.
         return _on_spark(lambda: spark.sql(outer), statement, select_list)

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from sparkcep.errors import QueryError, SparkCepError, guarded
+from sparkcep.errors import OptionError, QueryError, SparkCepError, guarded
 from sparkcep.spark.buckets import MAX_BUCKETS, checkpoint_buckets, session_buckets
 
 _BUCKET = "__sparkcep_bucket"
@@ -96,7 +96,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
         raise SparkCepError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
                             "use sparkcep.match_recognize for a batch DataFrame")
     if late not in LATE_POLICIES:
-        raise SparkCepError(f"late must be one of {', '.join(LATE_POLICIES)}, not {late!r}")
+        raise OptionError(f"late must be one of {', '.join(LATE_POLICIES)}, not {late!r}")
     df, plan, arrow_schema, spark_schema = compile_reading(df, clause, mode)
     incremental = IncrementalMatcher(plan, arrow_schema)  # refuses what a stream cannot run, before Spark starts
     q = plan.query
@@ -112,7 +112,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     time_type = df.schema[time_col].dataType
     if isinstance(time_type, (TimestampType, TimestampNTZType)):
         if not isinstance(watermark, str) or not watermark.strip():
-            raise SparkCepError("watermark must be a delay such as '10 minutes' (event time is a timestamp)")
+            raise OptionError("watermark must be a delay such as '10 minutes' (event time is a timestamp)")
         delay = watermark
         # Spark's event time is the column itself (a TIMESTAMP: a zone-less one is read in
         # the session's zone, UTC); the copy below only carries the watermark.
@@ -121,16 +121,19 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
         try:
             units = float(watermark)
         except (TypeError, ValueError):
-            raise SparkCepError(f"watermark must be a number of {time_col}'s units (event time is a number), "
+            raise OptionError(f"watermark must be a number of {time_col}'s units (event time is a number), "
                                 f"not {watermark!r}") from None
         if not units >= 0:
-            raise SparkCepError("watermark must not be negative")
+            raise OptionError("watermark must not be negative")
         # Spark's watermark runs on timestamps: one unit of the column is one second.
         delay = f"{units!r} seconds"
         event_time = F.timestamp_seconds(F.col(time_col))
     else:
         raise QueryError("NOT_SUPPORTED", f"a stream's event time (the first ORDER BY column, {time_col}) must be "
                          f"a timestamp or a number, not {time_type.simpleString()}")
+    delay_millis = delay_ms(df.sparkSession, delay)  # before Spark parses it (its error shows the shifted delay)
+    if metrics is not None and not isinstance(metrics, StreamMetrics):
+        raise OptionError(f"metrics must be a sparkcep.StreamMetrics (its counters are filled in), not {metrics!r}")
     keys = [k.column for k in q.partition_by]
     if checkpoint is not None:
         check_checkpoint(checkpoint)
@@ -138,13 +141,13 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
         if buckets is None:
             buckets = stored
         elif stored is not None and stored != buckets:
-            raise SparkCepError(f"the checkpoint at {checkpoint} holds {stored} buckets; buckets={buckets} would "
+            raise OptionError(f"the checkpoint at {checkpoint} holds {stored} buckets; buckets={buckets} would "
                                 f"look for each key's state in the wrong bucket (leave buckets unset to use the "
                                 f"checkpoint's)")
     if buckets is None:
         buckets = session_buckets(df.sparkSession)
     if not isinstance(buckets, int) or not 1 <= buckets <= MAX_BUCKETS:
-        raise SparkCepError(f"buckets must be a whole number from 1 to {MAX_BUCKETS}")
+        raise OptionError(f"buckets must be a whole number from 1 to {MAX_BUCKETS}")
     # Spark drops rows older than the watermark before a stateful operator sees them,
     # silently. The matcher must see them (to count and drop them, or to stop on them), so
     # the column that carries the watermark is event time moved SHIFT ahead, with the delay
@@ -162,9 +165,9 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     if timeouts:
         spark_schema = _with_timeouts(spark_schema, incremental)
     if not isinstance(max_state_rows, int) or max_state_rows < 1:
-        raise SparkCepError("max_state_rows must be a positive number of rows")
+        raise OptionError("max_state_rows must be a positive number of rows")
     operator = _BucketOperator(clause, mode, arrow_schema.serialize().to_pybytes(), buckets, late, timeouts,
-                               metrics, max_state_rows, _delay_ms(df.sparkSession, delay), wire)
+                               metrics, max_state_rows, delay_millis, wire)
     return data.groupBy(_BUCKET).applyInPandasWithState(
         operator, outputStructType=spark_schema, stateStructType=_state_type(buckets), outputMode="append",
         timeoutConf=GroupStateTimeout.EventTimeTimeout)
@@ -237,7 +240,7 @@ def _from_pandas_wire(table: pa.Table, arrow_schema: pa.Schema, wire: tuple) -> 
     return table
 
 
-def _delay_ms(spark, delay: str) -> int:
+def delay_ms(spark, delay: str) -> int:
     """The watermark delay in milliseconds, as Spark reads it (its own interval parser)."""
     import datetime as dt
 
@@ -246,7 +249,7 @@ def _delay_ms(spark, delay: str) -> int:
     except Exception:  # noqa: BLE001 - Spark's parse error, or a year-month interval
         value = None
     if not isinstance(value, dt.timedelta):
-        raise SparkCepError(f"watermark must be a delay in days, hours, minutes or seconds, such as '10 minutes'; "
+        raise OptionError(f"watermark must be a delay in days, hours, minutes or seconds, such as '10 minutes'; "
                             f"not {delay!r}")
     return value // dt.timedelta(milliseconds=1)
 

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from sparkcep.data.ingest import referenced_columns
 from sparkcep.data.output import measure_array, measure_types, output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
-from sparkcep.errors import DataError, SparkCepError
+from sparkcep.errors import DataError, OptionError
 from sparkcep.runtime.engine import measure_rows
 from sparkcep.runtime.vm import Match, PartitionData
 from sparkcep.tasks.evaluate import Evaluator
@@ -59,20 +59,20 @@ class TaskOptions:
 
     def check(self) -> TaskOptions:
         if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < -1:
-            raise SparkCepError(f"workers must be a whole number >= 0, not {self.workers!r}")
+            raise OptionError(f"workers must be a whole number >= 0, not {self.workers!r}")
         if self.pm not in STRUCTURES:
-            raise SparkCepError(f"pm must be one of {', '.join(STRUCTURES)}, not {self.pm!r}")
+            raise OptionError(f"pm must be one of {', '.join(STRUCTURES)}, not {self.pm!r}")
         if self.queue not in QUEUES:
-            raise SparkCepError(f"queue must be one of {', '.join(QUEUES)}, not {self.queue!r}")
+            raise OptionError(f"queue must be one of {', '.join(QUEUES)}, not {self.queue!r}")
         if not isinstance(self.block, int) or isinstance(self.block, bool) or self.block < 1:
-            raise SparkCepError(f"block must be a whole number of events >= 1, not {self.block!r}")
+            raise OptionError(f"block must be a whole number of events >= 1, not {self.block!r}")
         if self.window is not None and (not isinstance(self.window, int) or isinstance(self.window, bool)
                                         or self.window < 1):
-            raise SparkCepError(f"window must be a whole number of events >= 1, not {self.window!r}")
+            raise OptionError(f"window must be a whole number of events >= 1, not {self.window!r}")
         if self.chunk is not None and (not isinstance(self.chunk, int) or self.chunk < 1):
-            raise SparkCepError(f"chunk must be a whole number >= 1, not {self.chunk!r}")
+            raise OptionError(f"chunk must be a whole number >= 1, not {self.chunk!r}")
         if self.start not in STARTS:
-            raise SparkCepError(f"start must be one of {', '.join(STARTS)}, not {self.start!r}")
+            raise OptionError(f"start must be one of {', '.join(STARTS)}, not {self.start!r}")
         return self
 
     @property

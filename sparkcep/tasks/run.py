@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from sparkcep.errors import DataError, SparkCepError
+from sparkcep.errors import DataError, OptionError, SparkCepError
 from sparkcep.tasks.engine import (
     TaskOptions,
     TaskStats,
@@ -31,7 +31,7 @@ def snoop_table(table: pa.Table, query: str, *, order_by: str | None = None,
                 chunk: int | None = None, start: str = "spawn", stats: TaskStats | None = None, progress=None) -> pa.Table:
     """``progress(events_done)``, if given, is called as blocks of events finish."""
     if strategy not in STRATEGIES:
-        raise SparkCepError(f"strategy must be one of {', '.join(STRATEGIES)} for a SNOOP query, not {strategy!r}")
+        raise OptionError(f"strategy must be one of {', '.join(STRATEGIES)} for a SNOOP query, not {strategy!r}")
     if isinstance(partition_by, str):
         partition_by = (partition_by,)
     for name, value in (("order_by", order_by), ("type_column", type_column)):

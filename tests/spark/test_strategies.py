@@ -162,6 +162,21 @@ def test_sql_statement(spark, stream):
     with pytest.raises(sparkcep.SparkCepError, match="unknown option"):
         sparkcep.sql(spark, "SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY timestamp PATTERN (A) DEFINE A AS true)",
                      strateggy="runs")
+    # A WITH clause heads the statement: its names serve as the source and around it.
+    with_out = sparkcep.sql(spark, """
+        WITH cheap AS (SELECT * FROM trades WHERE tradeId > 100), floor AS (SELECT 120 AS low)
+        SELECT m.first_trade FROM cheap MATCH_RECOGNIZE (
+            ORDER BY timestamp, tradeId MEASURES FIRST(tradeId) AS first_trade PATTERN (A B C)
+            DEFINE A AS price < 70, B AS price > A.price, C AS price < B.price AND price < A.price
+        ) AS m WHERE m.first_trade > (SELECT low FROM floor) ORDER BY m.first_trade""").toPandas()
+    cheap = stream[stream.tradeId > 100]
+    want = sparkcep.match_recognize(cheap, rip.query("Q7")).first_trade.tolist()
+    assert with_out.first_trade.tolist() == [t for t in want if t > 120] and len(with_out)
+    # Inside a subquery: refused where it stands, not "no MATCH_RECOGNIZE".
+    nested = "SELECT * FROM (SELECT * FROM trades MATCH_RECOGNIZE (ORDER BY timestamp PATTERN (A))) x"
+    with pytest.raises(sparkcep.QueryError, match="inside a subquery or a WITH clause is not supported") as e:
+        sparkcep.sql(spark, nested)
+    assert e.value.code == "NOT_SUPPORTED" and e.value.column == nested.index("MATCH_RECOGNIZE") + 1
 
 
 def test_arrow_types_round_trip(spark):

@@ -293,6 +293,27 @@ def test_real_time_mode_refuses_the_stream_today(spark, tmp_path):
             writer.start().awaitTermination(10)
 
 
+@pytest.mark.parametrize("call, says", [
+    (lambda ev, q: sparkcep.stream(ev, q), "stream(): missing a required argument: 'watermark'"),
+    (lambda ev, q: sparkcep.stream(ev, q, watermark="10 minuets"),
+     "watermark must be a delay in days, hours, minutes or seconds, such as '10 minutes'; not '10 minuets'"),
+    (lambda ev, q: sparkcep.stream(ev, q, watermark="1 second", metrics="yes"), "metrics must be a sparkcep.StreamMetrics"),
+    (lambda ev, q: sparkcep.stream(ev, q, watermark="1 second", lat="drop"), "got an unexpected keyword argument 'lat'"),
+    (lambda ev, q: sparkcep.run_to_end(ev, q, "out", "ckpt", watermark="1 second", metrics="yes"),
+     "metrics must be a sparkcep.StreamMetrics"),
+])
+def test_a_bad_stream_argument_is_an_option_error(spark, call, says):
+    """A stream's arguments are checked before Spark sees them: a watermark Spark cannot read
+    names what the user wrote (Spark's own error showed the delay sparkcep adds to it), and
+    a missing or unknown argument or a wrong metrics object is an INVALID_OPTION error, not
+    an InternalError or a failure inside a Spark task."""
+    events = spark.readStream.format("rate").option("rowsPerSecond", 10).load() \
+        .selectExpr("timestamp AS ts", "CAST(value % 2 AS STRING) AS k", "value AS v")
+    with pytest.raises(sparkcep.QueryError) as e:
+        call(events, QUERIES[0])
+    assert e.value.code == "INVALID_OPTION" and says in str(e.value), str(e.value)
+
+
 def _cli_stream(tmp_path, query: str, rows: list[dict], files: int) -> tuple[list[str], dict]:
     """A folder of ``files`` JSON files of ``rows`` and the query file `sparkcep stream` reads;
     the command line (without trigger options) and its environment."""
@@ -318,6 +339,18 @@ def _cli_output_is_batch(spark, tmp_path, rows: list[dict], query: str) -> None:
         sorted((k, s, e, c) for k, s, e, c in want)
 
 
+def test_command_line_stream_refuses_a_trigger_it_cannot_read(tmp_path):
+    """`--trigger soon`: one line naming the option and what it takes (it was Spark's failure
+    to parse an interval), exit code 2, nothing run."""
+    import subprocess
+
+    args, env = _cli_stream(tmp_path, QUERIES[0], _rows(0, 20), 1)
+    r = subprocess.run(args + ["--trigger", "soon"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and not (tmp_path / "out").exists(), r.stdout + r.stderr
+    assert "--trigger must be 'available-now', 'continuous' or an interval such as '5 seconds', not 'soon'" in \
+        " ".join(r.stderr.split()), r.stderr
+
+
 @pytest.mark.slow
 def test_command_line_stream_with_end_of_input(spark, tmp_path):
     # `sparkcep stream` as a user runs it: a folder of JSON files, Parquet out, then a second
@@ -336,12 +369,13 @@ def test_command_line_stream_with_end_of_input(spark, tmp_path):
                        timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "matches in out" in r.stdout and "watermark" in r.stdout
+    assert any(ln.startswith("stream: ") for ln in r.stdout.splitlines()), r.stdout  # the status line ended
     assert checkpoint_buckets(str(tmp_path / "ckpt")) == 2
     for f in range(2, 4):
         _write(str(src), f"part{f}.json", rows[f * 30:(f + 1) * 30], f)
     r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "end of input" in r.stdout
+    assert any(ln.startswith("end of input: ") for ln in r.stdout.splitlines()), r.stdout
     _cli_output_is_batch(spark, tmp_path, rows, query)
     # A second end of input is refused: what it would emit is out already.
     r = subprocess.run(args + ["--end-of-input"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
