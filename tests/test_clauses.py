@@ -315,6 +315,54 @@ def test_a_bad_argument_is_an_option_error(call, says):
     assert says in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize("left, right", [("volume", "1.5"), ("volume", "4"), ("volume", "-3"), ("d", "2"),
+                                         ("d", "0.4"), ("price", "-2.0"), ("volume", "price"), ("volume", "0.0")])
+def test_mod_is_the_remainder_operator(left, right):
+    """mod(n, m) is n % m, as in Trino: the same type (mod of a bigint by a double is a
+    double; it was typed bigint and truncated, 7 mod 1.5 gave 1) and the same values."""
+    import decimal
+
+    df = pd.DataFrame({"ts": [1, 2, 3], "price": [1.0, 2.5, 3.0], "volume": [7, -8, 9],
+                       "d": [decimal.Decimal("7.5"), decimal.Decimal("-8.25"), decimal.Decimal("9")]})
+    got = sparkcep.match_recognize(pa.Table.from_pandas(df), f"ORDER BY ts MEASURES mod({left}, {right}) AS m, "
+                                   f"{left} % {right} AS r ALL ROWS PER MATCH PATTERN (A)")
+    assert got.schema.field("m").type == got.schema.field("r").type
+    assert repr(got.column("m").to_pylist()) == repr(got.column("r").to_pylist())  # repr: NaN equals NaN
+    if (left, right) == ("volume", "1.5"):
+        assert got.column("m").to_pylist() == [1.0, -0.5, 0.0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: sparkcep.match_recognize(d, "ORDER BY ts PATTERN (" + "(" * 400 + "A" + ")" * 400 + ")"),
+    lambda d: sparkcep.match_recognize(d, "ORDER BY ts PATTERN (A) DEFINE A AS " + "(" * 5000 + "price" + ")" * 5000 + " > 0"),
+    lambda d: sparkcep.sase(d, "PATTERN SEQ(Stock a, Stock b) WHERE " + "(" * 500 + "a.price > 1" + ")" * 500,
+                            order_by="ts", type_column=None),
+    lambda d: sparkcep.snoop(d, "SELECT * FROM SEQ(A; B) WHERE " + "(" * 600 + "A.price > 1" + ")" * 600,
+                             order_by="ts", type_column=None),
+])
+def test_nesting_far_past_the_limit_is_too_complex(call):
+    """Hundreds or thousands of nested parentheses: the positioned TOO_COMPLEX error (the
+    depth check, and SASE+'s tree transform, recursed into a RecursionError past ~375)."""
+    data = pd.DataFrame({"ts": [1, 2, 3], "price": [1.0, 2.0, 3.0]})
+    with pytest.raises(QueryError) as e:
+        call(data)
+    assert e.value.code == "TOO_COMPLEX" and e.value.line == 1 and e.value.excerpt
+
+
+def test_a_decimal_meets_a_double_literal_past_every_decimal():
+    """dec < 1e300: a literal no DECIMAL(38) holds compares as a double (it was an
+    InternalError from decimal's quantize); one that fits compares exactly."""
+    import decimal
+
+    df = pd.DataFrame({"ts": [1, 2], "dec": [decimal.Decimal("1.5"), decimal.Decimal("2.5")]})
+    for cond, want in (("dec < 1e300", [1, 2]), ("dec > -1e300", [1, 2]), ("dec > 1e300", []), ("dec < 1e40", [1, 2]),
+                       ("dec < 2.5", [1]), ("dec < 1e-50", [])):
+        got = sparkcep.match_recognize(df, f"ORDER BY ts MEASURES A.ts AS t PATTERN (A) DEFINE A AS {cond}")
+        assert got.t.tolist() == want, cond
+    got = sparkcep.match_recognize(df, "ORDER BY ts MEASURES dec + 1e300 AS t PATTERN (A)")
+    assert got.t.tolist() == [1e300, 1e300]
+
+
 def test_explain_shows_program():
     text = sparkcep.explain(PRICES, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A B*) DEFINE B AS price > PREV(price)")
     assert "0: match A\n  1: split 2, 4\n  2: match B\n  3: jump 1\n  4: accept" in text

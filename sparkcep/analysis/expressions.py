@@ -78,6 +78,8 @@ def _decimal_literal(x: BExpr) -> BLiteral | None:
         d = decimal_from_double(x.value)
     except Exception:
         return None
+    if not d.is_finite() or d.adjusted() >= MAX_DECIMAL_PRECISION:
+        return None  # 1e300: past any decimal's digits (quantize below would trap)
     if d.as_tuple().exponent > 0:
         d = DECIMAL_CONTEXT.quantize(d, 1)
     scale = -d.as_tuple().exponent
@@ -331,6 +333,10 @@ class ExpressionBinder:
         for a in e.args:
             if isinstance(a, ast.Star):
                 raise self.error("SYNTAX", "'*' is only allowed as the argument of COUNT", a)
+        if name == "MOD" and not fn.user_defined and len(e.args) == 2 and not e.distinct:
+            # mod(n, m) is n % m (Trino): one typing and one evaluation for both (its own typed
+            # mod(bigint, double) as a bigint, and truncated the remainder)
+            return self.bind_binary(ast.Binary("%", e.args[0], e.args[1], span=e.span), scope, in_row, row_labels)
         args = tuple(self.bind(a, scope, in_row, row_labels) for a in e.args)
         if not fn.user_defined and any(is_decimal(a.type) for a in args):
             if name not in _DECIMAL_FUNCTIONS:

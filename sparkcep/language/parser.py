@@ -564,20 +564,32 @@ def _duration(amount: float, unit: str, tok: Token) -> dt.timedelta:
                    "(at most 999999999 days)", tok) from None
 
 
-def _check_depth(tree: Tree, text: str) -> None:
+def check_depth(tree: Tree, text: str) -> None:
     """Refuse parse trees deeper than MAX_DEPTH (iteratively: the check itself must not
     recurse), pointing at the first token that lies too deep."""
     stack = [(tree, 1)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            tok = next((t for t in node.scan_values(lambda v: isinstance(v, Token))), None) \
-                if isinstance(node, Tree) else node
+            tok = _first_token(node)
             span = _span_of(tok) if tok is not None else _span_of(node)
-            raise QueryError("TOO_COMPLEX", f"the query nests too deeply (more than {MAX_DEPTH // 2} "
-                             "levels of parentheses or operators); simplify it", span, text)
+            raise QueryError("TOO_COMPLEX", f"the query nests too deeply (its parse tree passes {MAX_DEPTH} "
+                             "levels: about 60 parentheses deep in an expression, 40 groups in PATTERN); "
+                             "simplify it", span, text)
         if isinstance(node, Tree):
             stack.extend((c, depth + 1) for c in node.children)
+
+
+def _first_token(node) -> Token | None:
+    """The first token under ``node`` (iteratively, as lark's scan_values is not)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Token):
+            return n
+        if isinstance(n, Tree):
+            stack.extend(reversed(n.children))
+    return None
 
 
 def _describe_expected(expected) -> str:
@@ -619,7 +631,7 @@ def _parse_rule(text: str, rule: str, source: str, fragment: bool = True) -> Any
     positions: another front end passes its own text with everything but a fragment blanked)."""
     try:
         tree = _lark().parse(text, start=rule)
-        _check_depth(tree, source)
+        check_depth(tree, source)
         return _ToAst().transform(tree)
     except UnexpectedEOF as e:
         raise QueryError("SYNTAX", f"unexpected end of text; expected {_describe_expected(e.expected)}",

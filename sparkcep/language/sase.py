@@ -44,7 +44,7 @@ from lark.exceptions import (
 from sparkcep.errors import QueryError
 from sparkcep.language import ast
 from sparkcep.language.ast import Span
-from sparkcep.language.parser import MAX_COUNT
+from sparkcep.language.parser import MAX_COUNT, check_depth
 
 AGGREGATES = {"AVG", "SUM", "MIN", "MAX", "COUNT"}
 _UNITS = {"HOUR": "hours", "MINUTE": "minutes", "SECOND": "seconds", "DAY": "days", "MILLISECOND": "milliseconds"}
@@ -492,7 +492,9 @@ def parse_sase(text: str, order_by: str = "time", type_column: str | None = "eve
     if not isinstance(text, str):
         raise QueryError("SYNTAX", f"query text must be a string, not {type(text).__name__}")
     try:
-        parts = _Parse().transform(_lark().parse(text))
+        tree = _lark().parse(text)
+        check_depth(tree, text)  # the transform below recurses
+        parts = _Parse().transform(tree)
     except UnexpectedEOF:
         lines = text.splitlines() or [""]
         raise QueryError("SYNTAX", "unexpected end of text", Span(len(lines), len(lines[-1]) + 1), text) from None
