@@ -333,11 +333,13 @@ def timestamps_out(values: list[Any], t: pa.DataType) -> tuple[list[Any], pa.Dat
 # ---------------------------------------------------------------- columns in
 def as_read(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """A column as expressions read it: dictionaries decoded, nanoseconds at microsecond
-    precision."""
+    precision, half floats as floats (exactly: Arrow's kernels mostly lack them)."""
     t = col.type
     if pa.types.is_dictionary(t):
         col = col.cast(t.value_type)
         t = t.value_type
+    if pa.types.is_float16(t):
+        col = col.cast(pa.float32())
     if pa.types.is_timestamp(t) and t.unit == "ns":
         col = col.cast(pa.timestamp("us", t.tz), safe=False)
     if pa.types.is_duration(t) and t.unit == "ns":
@@ -442,11 +444,35 @@ def _describe(v: Any) -> str:
     return f"{text} ({type(v).__name__})"
 
 
+# What a function left at returns="any" may return: the values of the SQL types.
+_SQL_VALUES = (bool, int, float, str, decimal.Decimal, dt.date, dt.timedelta, list, bytes, bytearray, memoryview)
+
+
+def _any_value(v: Any, name: str) -> Any:
+    """An untyped function's result, checked to be a SQL value (else a FunctionError naming
+    the function: an unchecked object failed later, deep inside, as an InternalError)."""
+    if v is None:
+        return None
+    if not isinstance(v, _SQL_VALUES):
+        raise FunctionError(f"function {name} returned {_describe(v)}, which is no SQL value (return a bool, "
+                            "int, float, str, Decimal, date, datetime, timedelta, bytes, list or None, or "
+                            "register it with returns=...)")
+    if isinstance(v, int) and not isinstance(v, bool) and not fits_bigint(v):
+        raise FunctionError(f"function {name} returned {v}, outside BIGINT's range")
+    if isinstance(v, decimal.Decimal) and not v.is_finite():
+        raise FunctionError(f"function {name} returned {v!r}: a DECIMAL has no NaN or infinity (return a float)")
+    if isinstance(v, list):
+        return [_any_value(x, name) for x in v]
+    return zoned(v) if isinstance(v, dt.datetime) else v
+
+
 def function_result(v: Any, rtype: Type, name: str) -> Any:
     """A user function's result as a SQL value of ``rtype`` (FunctionError on a mismatch)."""
     v = _sql(v)
-    if v is None or rtype is Type.ANY:
-        return zoned(v) if isinstance(v, dt.datetime) else v
+    if rtype is Type.ANY:
+        return _any_value(v, name)
+    if v is None:
+        return None
     if isinstance(v, float) and math.isnan(v) and rtype is not Type.DOUBLE:
         return None  # NaN is pandas' missing value: NULL where the type has no NaN
     ok = False
@@ -504,7 +530,7 @@ def checked_aggregate(fn: Callable[..., Any], name: str) -> Callable[..., float 
             out = fn(*arrays)
         except SparkCepError:
             raise
-        except Exception as exc:  # a user aggregate may raise anything: name it
+        except (Exception, SystemExit) as exc:  # a user aggregate may raise anything: name it
             raise FunctionError(f"aggregate {name} failed: {type(exc).__name__}: {exc}") from exc
         return aggregate_result(out, name)
     call.__wrapped__ = fn

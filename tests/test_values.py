@@ -650,3 +650,70 @@ def test_segment_queries_keep_bigint_rules(measure, expect):
             sparkcep.match_recognize(frame, text)
     else:
         assert sparkcep.match_recognize(frame, text).x.tolist() == expect
+
+
+@pytest.mark.parametrize("values, row, says", [
+    ([dt.date(2024, 1, 1), 5, 3], 1, "mixes date values with int ones (5), which would be read as date32"),
+    ([dt.timedelta(1), None, 5], 2, "mixes timedelta values with int ones"),
+    ([dt.datetime(2024, 1, 1), 5, None], 1, "mixes datetime values with int ones"),
+    ([1.5, None, True], 2, "mixes float values with bool ones"),
+    (["a", b"b", None], 0, "mixes bytes values with str ones"),
+    ([dt.date(2024, 1, 1), dt.datetime(2024, 1, 1, 5), None], 1, "mixes date values with datetime ones"),
+    ([1, "a", 2], 1, "cannot read this column"),
+    (["a", "b", "\udc80"], 2, "surrogates not allowed"),
+])
+def test_an_object_column_of_mixed_values_names_the_row(values, row, says):
+    """An object column whose values Arrow cannot read as one type, or would read silently
+    as another (an int among dates as days, True among floats as 1.0, a datetime among dates
+    as its date): a DataError naming the column and the first row to blame."""
+    df = pd.DataFrame({"ts": [1, 2, 3], "x": pd.Series(values, dtype=object)})
+    with pytest.raises(DataError) as e:
+        match_recognize(df, "ORDER BY ts MEASURES A.x AS v PATTERN (A)")
+    assert (e.value.column, e.value.row) == ("x", row) and says in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("result, says", [
+    (lambda x: __import__("decimal").Decimal("NaN"), "a DECIMAL has no NaN or infinity"),
+    (lambda x: object(), "which is no SQL value"),
+    (lambda x: pd.Series([1]), "which is no SQL value"),
+    (lambda x: 2**70, "outside BIGINT's range"),
+    (lambda x: [1, {2}], "which is no SQL value"),
+    (lambda x: __import__("sys").exit(3), "failed: SystemExit(3)"),
+])
+def test_an_untyped_function_returns_sql_values(registered, result, says):
+    """A function left at returns="any" is checked at the boundary: what no SQL type holds
+    (an object, a Series, a decimal NaN, an int past 64 bits) and sys.exit are a DataError
+    naming the function and the row, in DEFINE and MEASURES (they failed later, deep inside,
+    or left as SystemExit)."""
+    registered("odd", result)
+    df = pd.DataFrame({"ts": [1, 2, 3], "price": [1.0, 2.0, 3.0]})
+    for q in ("ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS odd(price) IS NOT NULL",
+              "ORDER BY ts MEASURES odd(A.price) AS v PATTERN (A)"):
+        with pytest.raises(DataError) as e:
+            match_recognize(df, q)
+        assert "ODD" in str(e.value).upper() and says in str(e.value) and e.value.row == 0, str(e.value)
+
+
+def test_a_measure_of_mixed_types_names_its_output_rows(registered):
+    registered("mix", lambda x: 1 if x > 1 else "a")
+    df = pd.DataFrame({"ts": [1, 2, 3], "price": [1.0, 2.0, 3.0]})
+    with pytest.raises(DataError, match=r"holds values of more than one type: 'a' \(str\) in output row 0, "
+                                        r"1 \(int\) in output row 1") as e:
+        match_recognize(df, "ORDER BY ts MEASURES mix(A.price) AS v PATTERN (A)")
+    assert e.value.column == "v"
+
+
+def test_a_half_float_key_partitions_as_its_float32_twin():
+    """float16 as a PARTITION BY key (Arrow sorts and compares no half floats: it was an
+    InternalError): the same matches as the same values in float32, the column kept as is."""
+    h = np.array([2, 1, 2, np.nan, 1.5], dtype=np.float16)
+    base = pd.DataFrame({"ts": [1, 2, 3, 4, 5], "price": [1.0, 2.0, 3.0, 4.0, 5.0]})
+    q = "PARTITION BY h ORDER BY ts MEASURES COUNT(*) AS n, LAST(price) AS p ALL ROWS PER MATCH PATTERN (A+)"
+    for wrap in (lambda d: d, pa.Table.from_pandas):
+        got = match_recognize(wrap(base.assign(h=h)), q)
+        want = match_recognize(wrap(base.assign(h=h.astype(np.float32))), q)
+        got = got if isinstance(got, pa.Table) else pa.Table.from_pandas(got)
+        want = want if isinstance(want, pa.Table) else pa.Table.from_pandas(want)
+        assert got.schema.field("h").type == pa.float16()
+        assert got.drop(["h"]).equals(want.drop(["h"]))
+        assert got.column("h").cast(pa.float32()).equals(want.column("h"))

@@ -342,8 +342,9 @@ def call_function(name: str, impl: Callable[..., Any], vals: list[Any] | tuple[A
         return impl(*vals)
     except FunctionError as exc:  # a value the function refuses (a bad cast, an index)
         raise EvaluationError(str(exc)) from None
-    except Exception as exc:  # a user function may raise anything: name it
-        raise EvaluationError(f"function {name} failed: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # a user function may raise anything (sys.exit too): name it
+        what = f"SystemExit({exc.code!r})" if isinstance(exc, SystemExit) else exc
+        raise EvaluationError(f"function {name} failed: {what}") from exc
 
 
 def compile_row(e: BExpr, names: tuple[str, ...] = ()) -> Callable[..., Any]:

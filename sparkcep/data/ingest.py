@@ -4,6 +4,7 @@ between processes."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import numpy as np
@@ -40,9 +41,9 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
                 arrays.append(pa.nulls(len(data)))
                 continue
             try:
-                arrays.append(_pandas_column(col))
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-                raise DataError(f"cannot read this column: {e}", column=name) from None
+                array = _pandas_column(col)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, UnicodeError) as e:
+                raise DataError(f"cannot read this column: {e}", column=name, row=_first_unreadable(col)) from None
             except OverflowError:
                 # An object column of Python ints, one of them past 64 bits: no Arrow type holds it.
                 values = col.tolist()
@@ -55,6 +56,9 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
                 what = "an integer" if row is None else f"the integer {values[row]}"
                 raise DataError(f"cannot read this column: {what} is past a signed 64-bit integer while others "
                                 "are negative", column=name, row=row) from None
+            if col.dtype == object:
+                _check_one_type(col, array, name)
+            arrays.append(array)
         return pa.Table.from_arrays(arrays, names=list(data.columns)), "pandas"
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data]), "arrow"
@@ -65,6 +69,61 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
             raise DataError("column names must be unique", column=dup)
         return data, "arrow"
     raise SparkCepError(f"data must be a pandas DataFrame, a pyarrow Table or a Spark DataFrame, not {type(data).__name__}")
+
+
+def _first_unreadable(col) -> int | None:
+    """The first row of a pandas column that Arrow cannot take with the rows before it
+    (bisection over prefixes: a few conversions, not one a row)."""
+    lo, hi = 0, len(col)  # the prefix of lo rows converts; of hi rows, not (unless none fails)
+    try:
+        pa.array(col, from_pandas=True)
+        return None
+    except (pa.ArrowException, UnicodeError, OverflowError, TypeError, ValueError):
+        pass
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        try:
+            pa.array(col.iloc[:mid], from_pandas=True)
+            lo = mid
+        except (pa.ArrowException, UnicodeError, OverflowError, TypeError, ValueError):
+            hi = mid
+    return hi - 1
+
+
+# Python types an object column's values may have, by the Arrow type Arrow made of them:
+# Arrow reads an int among dates as days, among timestamps as microseconds, True among
+# floats as 1.0, a str among bytes as its UTF-8, a datetime among dates as its date.
+_TEMPORAL = {"date": (dt.date,), "timestamp": (dt.datetime,), "duration": (dt.timedelta,)}
+
+
+def _check_one_type(col, array: pa.Array, name: str) -> None:
+    """A DataError naming the row where an object column's values mix types that Arrow
+    silently made one (the cheap C inference rules out most columns first)."""
+    import pandas as pd
+
+    kind = pd.api.types.infer_dtype(col, skipna=True)
+    if kind not in ("mixed", "mixed-integer", "date"):
+        return
+    t = array.type
+    if pa.types.is_date(t):
+        ok = lambda v: isinstance(v, dt.date) and not isinstance(v, dt.datetime)  # noqa: E731
+    elif pa.types.is_timestamp(t):
+        ok = lambda v: isinstance(v, (dt.datetime, np.datetime64))  # noqa: E731
+    elif pa.types.is_duration(t):
+        ok = lambda v: isinstance(v, (dt.timedelta, np.timedelta64))  # noqa: E731
+    elif pa.types.is_floating(t):
+        ok = lambda v: not isinstance(v, (bool, np.bool_))  # noqa: E731
+    elif pa.types.is_binary(t) or pa.types.is_large_binary(t):
+        ok = lambda v: not isinstance(v, str)  # noqa: E731
+    else:
+        return
+    values = col.tolist()
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, float) and v != v) or v is pd.NaT or ok(v):
+            continue
+        first = next(x for x in values if x is not None and ok(x))
+        raise DataError(f"cannot read this column: it mixes {type(first).__name__} values with "
+                        f"{type(v).__name__} ones ({v!r}), which would be read as {t}", column=name, row=i)
 
 
 def _pandas_column(col) -> pa.Array:

@@ -147,4 +147,35 @@ def measure_array(name: str, values: list[Any], arrow_type: pa.DataType | None) 
     try:
         return pa.array(values, type=arrow_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-        raise DataError(f"measure {name!r} has a value that does not fit {arrow_type}: {e}", column=name) from None
+        raise DataError(_unfit(name, values, arrow_type, e), column=name) from None
+
+
+def _unfit(name: str, values: list[Any], arrow_type: pa.DataType | None, error: Exception) -> str:
+    """Why a measure's values make no Arrow array, naming the output rows to blame."""
+    def short(v: Any) -> str:
+        text = repr(v)
+        return f"{text[:40]}... ({type(v).__name__})" if len(text) > 43 else f"{text} ({type(v).__name__})"
+
+    if arrow_type is None:
+        first = next(((i, v) for i, v in enumerate(values) if v is not None), None)
+        if first is not None:
+            try:
+                kind = pa.array([first[1]]).type
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                return f"measure {name!r}: its value {short(first[1])} in output row {first[0]} has no Arrow type"
+            for i, v in enumerate(values):
+                if v is None:
+                    continue
+                try:
+                    pa.array([v], type=kind)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                    return (f"measure {name!r} holds values of more than one type: {short(first[1])} in output row "
+                            f"{first[0]}, {short(v)} in output row {i} (its type is decided by its values: register "
+                            "the function with returns=... or CAST the measure)")
+    else:
+        for i, v in enumerate(values):
+            try:
+                pa.array([v], type=arrow_type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                return f"measure {name!r} has the value {short(v)} in output row {i}, which does not fit {arrow_type}"
+    return f"measure {name!r} has a value that does not fit {arrow_type}: {error}"

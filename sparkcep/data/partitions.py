@@ -33,15 +33,13 @@ def _sort_columns(table: pa.Table, key: SortKey, descending: bool, nulls_first: 
                   ) -> tuple[list[tuple[str, pa.Array]], list[tuple[str, str]]]:
     """Helper columns and sort keys for one key: NULL placement, NaN (greater than every
     number, as Trino orders it), then the value."""
-    col = table.column(key.index)
+    col = as_read(table.column(key.index))
     extra = [(f"{tag}_null", pc.is_null(col))]
     keys = [(f"{tag}_null", "descending" if nulls_first else "ascending")]
     if pa.types.is_floating(col.type):
         extra.append((f"{tag}_nan", pc.fill_null(pc.is_nan(col), False)))
         keys.append((f"{tag}_nan", "descending" if descending else "ascending"))
-    if pa.types.is_dictionary(col.type):
-        col = col.cast(col.type.value_type)
-    extra.append((f"{tag}_val", col))
+    extra.append((f"{tag}_val", as_read(col)))  # decoded; half floats widened (no sort kernel)
     keys.append((f"{tag}_val", "descending" if descending else "ascending"))
     return extra, keys
 
