@@ -37,7 +37,13 @@ register_function.__doc__ = _register_function.__doc__
 @guarded
 def sql(spark, statement: str, **options):
     """Run ``SELECT ... FROM t MATCH_RECOGNIZE (...) [AS m] [WHERE ...]`` on Spark."""
+    from sparkcep.errors import OptionError
     from sparkcep.spark.sql import sql as _sql
+
+    if not callable(getattr(spark, "sql", None)) or not callable(getattr(spark, "table", None)):
+        raise OptionError(f"sql runs on a SparkSession (its first argument), not {type(spark).__name__}")
+    if not isinstance(statement, str):
+        raise OptionError(f"the statement must be a string, not {type(statement).__name__}")
 
     _checked(_sql, "sql", (spark, statement), options)
     return _sql(spark, statement, **options)

@@ -63,6 +63,9 @@ def snoop(data: Any, query: str, *, order_by: str | None = None, partition_by: A
     from sparkcep.tasks.run import snoop_table
 
     check_options(options, SNOOP_OPTIONS)
+    keys = (partition_by,) if isinstance(partition_by, str) else partition_by
+    if not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) for k in keys):
+        raise OptionError(f"partition_by must name a column or a list of columns, not {partition_by!r}")
     if is_spark_dataframe(data):
         from sparkcep.spark.snoop import snoop_spark
 

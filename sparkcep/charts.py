@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sparkcep.errors import SparkCepError
+from sparkcep.errors import OptionError, SparkCepError
 
 _MARKERS = ("v", "^", "o", "s", "D", "P", "X")
 
@@ -69,6 +69,8 @@ def plot(data: Any, matches: Any, *, x: str, y: str | None, start: str, end: str
         if not panels:
             raise SparkCepError("plot: key_values is empty: nothing to draw" if asked
                                 else "plot: data has no rows: nothing to draw")
+    if ax is not None and not hasattr(ax, "figure"):
+        raise OptionError(f"plot: ax must be a matplotlib Axes, not {type(ax).__name__}")
     if ax is not None and len(panels) > 1:
         raise SparkCepError("plot: ax holds one panel; pass one key value, or no ax for one panel per value")
     if ax is None:

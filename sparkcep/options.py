@@ -25,6 +25,8 @@ def check_options(options: dict[str, Any], known: set[str] | frozenset[str] = OP
     unknown = set(options) - set(known)
     if unknown:
         raise OptionError(f"unknown option(s): {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+    if "mode" in options and not isinstance(options["mode"], str):
+        raise OptionError(f"mode must be 'sql' or 'matchregex', not {options['mode']!r}")
     if "strategy" in options and "strategy" in OPTIONS & set(known):
         strategy = options["strategy"]
         every = dict.fromkeys(LOCAL_STRATEGIES + SPARK_STRATEGIES)

@@ -444,23 +444,16 @@ def _describe(v: Any) -> str:
     return f"{text} ({type(v).__name__})"
 
 
-# What a function left at returns="any" may return: the values of the SQL types.
-_SQL_VALUES = (bool, int, float, str, decimal.Decimal, dt.date, dt.timedelta, list, bytes, bytearray, memoryview)
-
-
 def _any_value(v: Any, name: str) -> Any:
-    """An untyped function's result, checked to be a SQL value (else a FunctionError naming
-    the function: an unchecked object failed later, deep inside, as an InternalError)."""
-    if v is None:
-        return None
-    if not isinstance(v, _SQL_VALUES):
-        raise FunctionError(f"function {name} returned {_describe(v)}, which is no SQL value (return a bool, "
-                            "int, float, str, Decimal, date, datetime, timedelta, bytes, list or None, or "
-                            "register it with returns=...)")
-    if isinstance(v, int) and not isinstance(v, bool) and not fits_bigint(v):
-        raise FunctionError(f"function {name} returned {v}, outside BIGINT's range")
+    """An untyped function's result. Any object may pass (one function's result may be
+    another's argument, a dict say); what is sure to fail later, deep inside, fails here
+    naming the function: a decimal NaN (decimal arithmetic traps on it) and pandas objects
+    (their truth and comparisons are element-wise)."""
     if isinstance(v, decimal.Decimal) and not v.is_finite():
         raise FunctionError(f"function {name} returned {v!r}: a DECIMAL has no NaN or infinity (return a float)")
+    if type(v).__module__.startswith("pandas") and hasattr(v, "shape"):
+        raise FunctionError(f"function {name} returned {_describe(v)}, whose comparisons are element-wise: "
+                            "return a value, or a list (.tolist()) for an array")
     if isinstance(v, list):
         return [_any_value(x, name) for x in v]
     return zoned(v) if isinstance(v, dt.datetime) else v

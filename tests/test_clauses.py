@@ -363,6 +363,20 @@ def test_a_decimal_meets_a_double_literal_past_every_decimal():
     assert got.t.tolist() == [1e300, 1e300]
 
 
+def test_clause_conflicts_point_at_the_clause():
+    """matchregex with ALL MATCHES points at ALL MATCHES (it had no position); a key named
+    twice in PARTITION BY is refused where it stands (the output held two columns of one name)."""
+    df = pd.DataFrame({"s": ["X", "X", "Y"], "ts": [1, 2, 1]})
+    text = "ORDER BY ts MEASURES COUNT(*) AS n ALL MATCHES PATTERN (A)"
+    with pytest.raises(QueryError) as e:
+        sparkcep.match_recognize(df, text, mode="matchregex")
+    assert (e.value.code, e.value.column) == ("CONFLICTING_CLAUSES", text.index("ALL MATCHES") + 1)
+    text = "PARTITION BY s, S ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A)"
+    with pytest.raises(QueryError, match="PARTITION BY names 's' twice") as e:
+        sparkcep.match_recognize(df, text)
+    assert (e.value.code, e.value.column) == ("DUPLICATE_NAME", text.index("S ORDER") + 1)
+
+
 def test_explain_shows_program():
     text = sparkcep.explain(PRICES, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A B*) DEFINE B AS price > PREV(price)")
     assert "0: match A\n  1: split 2, 4\n  2: match B\n  3: jump 1\n  4: accept" in text

@@ -674,17 +674,14 @@ def test_an_object_column_of_mixed_values_names_the_row(values, row, says):
 
 @pytest.mark.parametrize("result, says", [
     (lambda x: __import__("decimal").Decimal("NaN"), "a DECIMAL has no NaN or infinity"),
-    (lambda x: object(), "which is no SQL value"),
-    (lambda x: pd.Series([1]), "which is no SQL value"),
-    (lambda x: 2**70, "outside BIGINT's range"),
-    (lambda x: [1, {2}], "which is no SQL value"),
+    (lambda x: pd.Series([1]), "whose comparisons are element-wise"),
+    (lambda x: [1, pd.DataFrame({"a": [1]})], "whose comparisons are element-wise"),
     (lambda x: __import__("sys").exit(3), "failed: SystemExit(3)"),
 ])
 def test_an_untyped_function_returns_sql_values(registered, result, says):
-    """A function left at returns="any" is checked at the boundary: what no SQL type holds
-    (an object, a Series, a decimal NaN, an int past 64 bits) and sys.exit are a DataError
-    naming the function and the row, in DEFINE and MEASURES (they failed later, deep inside,
-    or left as SystemExit)."""
+    """A function left at returns="any" is checked at the boundary for what is sure to fail
+    later (a decimal NaN, pandas objects), and sys.exit is a DataError naming the function
+    and the row, in DEFINE and MEASURES (they failed deep inside, or left as SystemExit)."""
     registered("odd", result)
     df = pd.DataFrame({"ts": [1, 2, 3], "price": [1.0, 2.0, 3.0]})
     for q in ("ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS odd(price) IS NOT NULL",
@@ -717,3 +714,33 @@ def test_a_half_float_key_partitions_as_its_float32_twin():
         assert got.schema.field("h").type == pa.float16()
         assert got.drop(["h"]).equals(want.drop(["h"]))
         assert got.column("h").cast(pa.float32()).equals(want.column("h"))
+
+
+def test_a_column_without_an_arrow_type_is_an_error_only_where_read():
+    """A complex or sparse pandas column (no Arrow type): ONE ROW PER MATCH that does not
+    read it runs; a query that reads or outputs it names the column (and no row: the
+    type is to blame)."""
+    df = pd.DataFrame({"ts": [1, 2, 3], "z": np.array([1j, 2j, 3j]), "s": pd.arrays.SparseArray([0, 1, 0])})
+    assert match_recognize(df, "ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A)").n.tolist() == [1, 1, 1]
+    for q in ("ORDER BY ts MEASURES A.z AS v PATTERN (A)", "ORDER BY ts MEASURES A.ts AS v ALL ROWS PER MATCH PATTERN (A)"):
+        with pytest.raises(DataError) as e:
+            match_recognize(df, q)
+        assert e.value.column == "z" and e.value.row is None
+
+
+def test_bad_call_arguments_are_option_errors():
+    from sparkcep import QueryError
+
+    df = pd.DataFrame({"ts": [1, 2, 3], "price": [1.0, 2.0, 3.0]})
+    m = match_recognize(df, "ORDER BY ts MEASURES FIRST(ts) AS a, LAST(ts) AS b PATTERN (A+)")
+    for call, says in ((lambda: match_recognize(df, "ORDER BY ts PATTERN (A)", mode=[]), "mode must be"),
+                       (lambda: sparkcep.snoop(df, "SELECT * FROM SEQ(A; B)", order_by="ts", partition_by=5),
+                        "partition_by must name a column"),
+                       (lambda: sparkcep.sql(None, "SELECT 1"), "sql runs on a SparkSession"),
+                       (lambda: sparkcep.plot(df, m, x="ts", y="price", start="a", end="b", ax=5),
+                        "ax must be a matplotlib Axes"),
+                       (lambda: sparkcep.run_to_end(None, "ORDER BY ts PATTERN (A)", "out", "ckpt", watermark="1 second"),
+                        "run_to_end needs a streaming DataFrame")):
+        with pytest.raises(QueryError) as e:
+            call()
+        assert e.value.code == "INVALID_OPTION" and says in str(e.value), str(e.value)

@@ -145,7 +145,8 @@ class Analyzer(ExpressionBinder, SegmentRules, SelectionRules):
         if has_excl and rpm.mode == "ALL" and rpm.empty == "UNMATCHED":
             raise self.error("CONFLICTING_CLAUSES", "pattern exclusions {- -} cannot be used with ALL ROWS PER MATCH WITH UNMATCHED ROWS", rpm)
         if self.mode == "matchregex" and skip_mode not in ("PAST_LAST",):
-            raise self.error("CONFLICTING_CLAUSES", "the matchregex mode reports non-overlapping matches; it cannot be combined with AFTER MATCH SKIP other than PAST LAST ROW or with ALL MATCHES", q.skip)
+            where = q.all_matches_span if q.all_matches and q.all_matches_span is not None else q.skip
+            raise self.error("CONFLICTING_CLAUSES", "the matchregex mode reports non-overlapping matches; it cannot be combined with AFTER MATCH SKIP other than PAST LAST ROW or with ALL MATCHES", where)
 
         within = self.check_within(order)
         event_selection = self.check_event_selection(pattern, rpm)
@@ -195,6 +196,9 @@ class Analyzer(ExpressionBinder, SegmentRules, SelectionRules):
     def check_output_names(self, measures: list[MeasureDef]) -> None:
         seen: dict[str, str] = {}
         part = [self.schema[self.column(n)[0]].name for n in self.q.partition_by]
+        for i, n in enumerate(part):
+            if n in part[:i]:  # its output would hold two columns of one name
+                raise self.error("DUPLICATE_NAME", f"PARTITION BY names {n!r} twice", self.q.partition_by[i])
         order = [self.schema[self.column(s.column)[0]].name for s in self.q.order_by]
         fixed = part + ([o for o in order if o not in part] if self.q.rows_per_match.mode == "ALL" else [])
         for n in fixed:

@@ -43,7 +43,12 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
             try:
                 array = _pandas_column(col)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, UnicodeError) as e:
-                raise DataError(f"cannot read this column: {e}", column=name, row=_first_unreadable(col)) from None
+                if keep is not None and name.upper() not in keep:
+                    arrays.append(pa.nulls(len(data)))  # no Arrow type (complex, sparse), and not read
+                    continue
+                # an object column's values are to blame one by one; another's, its type
+                row = _first_unreadable(col) if col.dtype == object else None
+                raise DataError(f"cannot read this column: {e}", column=name, row=row) from None
             except OverflowError:
                 # An object column of Python ints, one of them past 64 bits: no Arrow type holds it.
                 values = col.tolist()

@@ -273,6 +273,7 @@ class Query(Node):
     rows_per_match: RowsPerMatch = RowsPerMatch()
     skip: SkipTo | None = None
     all_matches: bool = False
+    all_matches_span: Span | None = None
     # "PARTITION" (SQL's contiguity), "STRICT", "NEXT" (skip till next match), "ANY".
     event_selection: str = "PARTITION"
     event_selection_span: Span | None = None

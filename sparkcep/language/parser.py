@@ -532,6 +532,7 @@ class _ToAst(Transformer):
                 fields["event_selection_span"] = item[2]
             elif key == "all_matches":
                 fields["all_matches"] = True
+                fields["all_matches_span"] = item[1]
             elif key in ("skip",):
                 fields["skip"] = item[1]
             else:

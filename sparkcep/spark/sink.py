@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from sparkcep.errors import SparkCepError
+from sparkcep.errors import OptionError, SparkCepError
 
 END_OF_INPUT = "end-of-input.parquet"
 TIMEOUTS_FOLDER = "_timeouts"
@@ -101,6 +101,11 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | 
     from sparkcep.spark.stream import flush, mark_flushed, refuse_flushed, stream
     from sparkcep.spark.wire import collect_errors
 
+    for name, value in (("path", path), ("checkpoint", checkpoint)):
+        if not isinstance(value, (str, os.PathLike)):
+            raise OptionError(f"{name} must be a folder's path, not {value!r}")
+    if not getattr(df, "isStreaming", False):
+        raise OptionError("run_to_end needs a streaming DataFrame (spark.readStream...)")
     refuse_flushed(checkpoint)
     refuse_file_sink_folder(path)  # stream() below checks the checkpoint itself
     matches = stream(df, clause, watermark=watermark, mode=mode, end_of_input=True, late=late, timeouts=timeouts,

@@ -93,7 +93,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     from sparkcep.spark.frames import compile_reading
 
     if not getattr(df, "isStreaming", False):
-        raise SparkCepError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
+        raise OptionError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
                             "use sparkcep.match_recognize for a batch DataFrame")
     if late not in LATE_POLICIES:
         raise OptionError(f"late must be one of {', '.join(LATE_POLICIES)}, not {late!r}")
