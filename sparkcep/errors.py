@@ -6,6 +6,7 @@ import contextlib
 import copy
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -162,6 +163,21 @@ def _from_spark(exc: BaseException) -> bool:
     return module.startswith(("pyspark", "py4j"))
 
 
+_JAVA_PREFIX = re.compile(r"^:?\s*(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error):\s*")
+
+
+def spark_message(exc: BaseException) -> str:
+    """The line of a Spark (Py4J) error that says what went wrong: the Java exception's
+    message, not Py4J's "An error occurred while calling o40.parquet." above it."""
+    lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("An error occurred while calling"):
+            continue
+        if _JAVA_PREFIX.match(ln) or not ln.startswith(("\tat ", "at ")):
+            return _JAVA_PREFIX.sub("", ln).strip() or type(exc).__name__
+    return lines[0] if lines else type(exc).__name__
+
+
 def as_sparkcep_error(exc: Exception, clause: object = None) -> SparkCepError:
     """What the safety net makes of an exception: sparkcep's own errors as they are, Spark's
     an ExecutionError, anything else an InternalError naming ``clause`` (a bug)."""
@@ -171,8 +187,7 @@ def as_sparkcep_error(exc: Exception, clause: object = None) -> SparkCepError:
         return ExecutionError("out of memory while running the query; give the process more memory or run it "
                               "on Spark with more partitions")
     if _from_spark(exc):
-        text = str(exc).strip()
-        return ExecutionError(f"Spark failed: {text.splitlines()[0] if text else type(exc).__name__}")
+        return ExecutionError(f"Spark failed: {spark_message(exc)}")
     return InternalError.wrapping(exc, clause)
 
 

@@ -52,6 +52,12 @@ class _FirstCompile(event.Listener):
 event.register("numba:compile", _FirstCompile())
 
 
+def silence() -> None:
+    """No notice from here on (``sparkcep warm`` says what it compiles itself)."""
+    global _noticed
+    _noticed = True
+
+
 def njit(*args, **options):
     """numba.njit with the disk cache on (sparkcep's kernels always use it)."""
     options.setdefault("cache", True)

@@ -377,6 +377,12 @@ def test_clause_conflicts_point_at_the_clause():
     assert (e.value.code, e.value.column) == ("DUPLICATE_NAME", text.index("S ORDER") + 1)
 
 
+def test_a_type_mismatch_names_the_operands_in_their_order():
+    df = pd.DataFrame({"ts": [1, 2], "symbol": ["a", "b"]})
+    with pytest.raises(QueryError, match="cannot compare varchar and bigint"):
+        sparkcep.match_recognize(df, "ORDER BY ts MEASURES A.ts AS t PATTERN (A) DEFINE A AS symbol > 5")
+
+
 def test_explain_shows_program():
     text = sparkcep.explain(PRICES, "ORDER BY ts MEASURES MATCH_NUMBER() AS m PATTERN (A B*) DEFINE B AS price > PREV(price)")
     assert "0: match A\n  1: split 2, 4\n  2: match B\n  3: jump 1\n  4: accept" in text

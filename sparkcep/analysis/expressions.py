@@ -225,7 +225,7 @@ class ExpressionBinder:
         if Type.ANY in types:
             return
         if library.unify(types) is None or (Type.ARRAY in types and not equality):
-            names = " and ".join(sorted({t.value for t in types if t is not Type.NULL}))
+            names = " and ".join(dict.fromkeys(t.value for t in types if t is not Type.NULL))  # in their order
             raise self.error("TYPE_MISMATCH", f"cannot compare {names}", node)
 
     def bind_binary(self, e: ast.Binary, scope: Scope, in_row: bool, row_labels) -> BExpr:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparkcep.errors import OptionError, SparkCepError, as_sparkcep_error
+from sparkcep.errors import OptionError, QueryError, SparkCepError, as_sparkcep_error, spark_message
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 # Queries, paths and result values hold brackets and colons: printed as text, never read as
@@ -107,8 +107,7 @@ def read_input(spark, path: str, fmt: str):
             df = spark.read.option("mode", "FAILFAST").json(path)
         df.schema  # noqa: B018 - forces the read of the schema here, where errors are clear
     except Exception as e:  # noqa: BLE001 - Spark raises its own types
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise SparkCepError(f"cannot read {path!r} as {fmt}: {first}") from None
+        raise SparkCepError(f"cannot read {path!r} as {fmt}: {spark_message(e)}") from None
     return df
 
 
@@ -160,13 +159,18 @@ def run(
                    dict(workers=workers, block=block, window=window, pm=pm.value, queue=queue.value), show)
         return
     try:
+        _parses(text, order_by, type_column)  # a mistake in the text is told before Spark starts
+    except SparkCepError as e:
+        _fail(str(e))
+        return
+    try:
         t0 = time.perf_counter()
         spark = get_session(master)
         df = read_input(spark, input, _format_of(input, input_format))
         run_info = SparkRun(strategy.value, "requested")
         with spark_progress(spark, console, "matching"), collect_errors():
             rows_in = df.count()
-            if text.lstrip().upper().startswith("SELECT"):
+            if text.lstrip().upper().startswith(("SELECT", "WITH")):
                 df.createOrReplaceTempView("input")
                 result = sparkcep.sql(spark, text, strategy=strategy.value, batch=batch, shared=shared, mode=mode.value)
             else:
@@ -187,7 +191,7 @@ def run(
         console.print(_table(head, f"first {len(head)} of {matches:,} output rows"))
     summary = Table(title="sparkcep run", show_header=False)
     for k, v in [("input", f"{input} ({rows_in:,} rows)"), ("output", f"{output} ({format.value}, {matches:,} rows)"),
-                 ("strategy", run_info.describe()), ("master", spark.sparkContext.master),
+                 ("strategy", run_info.describe().removeprefix("strategy: ")), ("master", spark.sparkContext.master),
                  ("time", f"{elapsed:.1f} s ({rows_in / max(elapsed, 1e-9):,.0f} rows/s end to end)")]:
         summary.add_row(Text(k), Text(v))
     console.print(summary)
@@ -391,6 +395,23 @@ def _run_snoop(text, input, output, format, input_format, strategy, order_by, ty
     console.print(summary)
 
 
+def _parses(text: str, order_by: str | None, type_column: str | None) -> None:
+    """Raise the QueryError the query text holds, if any (the data's names are checked later)."""
+    from sparkcep.language.parser import parse
+    from sparkcep.spark.sql import shift_error, split_statement
+
+    if text.lstrip().upper().startswith(("SELECT", "WITH")):
+        clause, offset = split_statement(text)[3:5]
+        try:
+            parse(clause)
+        except QueryError as e:
+            raise shift_error(e, text, offset) from None
+        return
+    clause = _clause(text, order_by or "time", "event_type" if type_column is None else type_column)
+    if isinstance(clause, str):
+        parse(clause)
+
+
 def _clause(text: str, order_by: str, type_column: str):
     """The query as the engine takes it: MATCH_RECOGNIZE text, or a SASE+ query (PATTERN
     SEQ(...)) parsed into the same syntax tree."""
@@ -550,8 +571,10 @@ def warm() -> None:
     query does not pause to compile them (run it once after installing, on each node of a
     cluster, as the user that runs the queries: numba's cache is per CPU and per user where
     the package folder is read-only)."""
+    from sparkcep import jit
     from sparkcep.cli import warm as kernels
 
+    jit.silence()
     total, t0 = len(kernels.kinds()), time.perf_counter()
     try:
         with err.status("compiling…") as status:

@@ -36,7 +36,7 @@ def workdir(tmp_path_factory):
 def test_run_writes_parquet_and_prints_summary(workdir):
     r = run_cli("run", "-q", "q7.sql", "-i", "stock.parquet", "-o", "out_q7", "--strategy", "runs", "--batch", "700", cwd=workdir)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "sparkcep run" in r.stdout and "strategy: runs" in r.stdout
+    assert "sparkcep run" in r.stdout and "│ runs (requested" in r.stdout and "strategy: runs" not in r.stdout
     got = pq.read_table(workdir / "out_q7")
     expected = sparkcep.match_recognize(pq.read_table(workdir / "stock.parquet"), rip.query("Q7"))
     assert expected.num_rows > 0 and rows(got) == rows(expected)  # every row, every column
@@ -52,6 +52,18 @@ def test_run_csv_in_json_out(workdir):
     assert len(expected) > 0 and rows(got) == rows(expected)
 
 
+def test_a_mistake_in_the_query_text_is_told_before_spark_starts(tmp_path):
+    """A syntax error, in a clause or a whole SELECT, is reported from the text alone: before
+    the input is even looked for (Spark started and read the input first), at its place in
+    the file."""
+    (tmp_path / "bad.sql").write_text("ORDER BY ts\nMEASURES A.x AS v PATERN (A)")
+    (tmp_path / "bad_select.sql").write_text("SELECT * FROM input MATCH_RECOGNIZE (\n  ORDER BY ts PATERN (A))")
+    for name, line in (("bad.sql", 2), ("bad_select.sql", 2)):
+        r = run_cli("run", "-q", name, "-i", "missing.parquet", "-o", "x", cwd=tmp_path)
+        assert r.returncode == 2 and "[SYNTAX] unexpected 'PATERN'" in r.stderr, r.stderr
+        assert f"at line {line}," in r.stderr and "does not exist" not in r.stderr
+
+
 @pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
 def test_clear_errors(workdir):
     (workdir / "bad.sql").write_text("ORDER BY timestampp PATTERN (A)")
@@ -63,6 +75,7 @@ def test_clear_errors(workdir):
     (workdir / "junk.parquet").write_text("not parquet")
     r = run_cli("run", "-q", "q7.sql", "-i", "junk.parquet", "-o", "x", cwd=workdir)
     assert r.returncode == 2 and "cannot read" in r.stderr and "Traceback" not in r.stderr
+    assert "CANNOT_READ_FILE_FOOTER" in r.stderr and "An error occurred while calling" not in r.stderr
     r = run_cli("run", "-q", "q7.sql", "-i", "missing.parquet", "-o", "x", cwd=workdir)
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = run_cli("explain", "-q", "missing.sql", "-i", "stock.parquet", cwd=workdir)
