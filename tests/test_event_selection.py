@@ -345,3 +345,34 @@ def test_merged_runs_read_back_their_own_paths(selection, kleene):
     assert len(merged) > 50
     assert merged == run_plan(plan, t, lambda p: NFAbMatcher(p, merge=False)).to_pylist()
     assert merged == run_plan(plan, t, Backtrack).to_pylist()
+
+
+def test_a_buffer_entry_follows_the_longest_version_prefix():
+    """The versioned buffer's pointer lookup (a dict of versions, not a scan of every
+    pointer, which made SKIP TILL ANY MATCH quadratic in an entry's pointers) picks what the
+    scan picked: the pointer whose version is the longest prefix of the run's, the first of
+    equal ones, also for pointers added after the first lookup."""
+    import random
+
+    from sparkcep.runtime.nfab import _Entry
+
+    def scan(entry, version):
+        best, best_len = -1, -1
+        for k, (v, _) in enumerate(entry.preds):
+            if len(v) > best_len and version[: len(v)] == v:
+                best, best_len = k, len(v)
+        return best
+
+    rng = random.Random(5)
+    for _ in range(200):
+        entry, prevs = _Entry(3, 0, False), [object(), object()]
+        versions = [tuple(rng.randrange(3) for _ in range(rng.randrange(4))) for _ in range(12)]
+        for i, v in enumerate(versions):
+            entry.add(v, prevs[i % 2])
+            if i % 4 == 3:  # lookups between additions
+                probe = tuple(rng.randrange(3) for _ in range(4))
+                if scan(entry, probe) >= 0:
+                    assert entry.pointer(probe) == scan(entry, probe)
+        for v in versions:
+            probe = v + tuple(rng.randrange(3) for _ in range(2))
+            assert entry.pointer(probe) == scan(entry, probe)

@@ -505,7 +505,7 @@ class _Entry:
     list of (Dewey version, previous entry). A run's match is read back by following, from
     its last entry, the pointers whose version is a prefix of the run's."""
 
-    __slots__ = ("row", "label", "excluded", "preds", "mixed", "paths")
+    __slots__ = ("row", "label", "excluded", "preds", "mixed", "paths", "by_version")
 
     def __init__(self, row: int, label: int, excluded: bool):
         self.row = row
@@ -517,11 +517,16 @@ class _Entry:
         # entry, for the versions that leave it through that pointer (which fixes the path
         # behind it: earlier pointers' versions are prefixes of this one's)
         self.paths: dict[int, tuple] | None = None
+        # version -> index of its first pointer, made when first asked (SKIP TILL ANY MATCH
+        # gives an entry thousands of pointers: a scan per lookup was quadratic)
+        self.by_version: dict[tuple, int] | None = None
 
     def add(self, version: tuple, prev) -> None:
         if self.preds and self.preds[0][1] is not prev:
             self.mixed = True
         self.preds.append((version, prev))
+        if self.by_version is not None:
+            self.by_version.setdefault(version, len(self.preds) - 1)
 
     def pointer(self, version: tuple) -> int:
         """Index of the predecessor pointer ``version`` follows (-1: the first entry)."""
@@ -530,14 +535,18 @@ class _Entry:
             # One pointer, or every pointer leads to the start: the path behind is fixed.
             return 0 if preds[0][1] is not None else -1
         # Several pointers: the path behind this entry depends on which one the version
-        # follows, even when they all name the same entry (whose own pointers may differ).
-        best, best_len = -1, -1
-        for k, (v, _) in enumerate(self.preds):
-            if len(v) > best_len and version[: len(v)] == v:
-                best, best_len = k, len(v)
-        if best_len < 0:  # pragma: no cover - every entry is reached through a compatible pointer
-            raise AssertionError("no compatible predecessor in the versioned buffer")
-        return best
+        # follows, even when they all name the same entry (whose own pointers may differ):
+        # the one whose version is the longest prefix of ``version`` (the first of equals).
+        index = self.by_version
+        if index is None:
+            index = self.by_version = {}
+            for k, (v, _) in enumerate(preds):
+                index.setdefault(v, k)
+        for length in range(len(version), -1, -1):
+            k = index.get(version[:length])
+            if k is not None:
+                return k
+        raise AssertionError("no compatible predecessor in the versioned buffer")  # pragma: no cover
 
 
 class Backtrack(NFAbMatcher):
