@@ -744,3 +744,26 @@ def test_bad_call_arguments_are_option_errors():
         with pytest.raises(QueryError) as e:
             call()
         assert e.value.code == "INVALID_OPTION" and says in str(e.value), str(e.value)
+
+
+def test_an_untyped_value_whose_comparison_raises_names_the_row(registered):
+    """Objects a returns='any' function gives pass the boundary (they may be another
+    function's arguments); compared, their own operator may raise: a DataError on the row,
+    not an InternalError."""
+    class Touchy:
+        def __eq__(self, other):
+            raise RuntimeError("no comparing me")
+
+        def __lt__(self, other):
+            raise ValueError("nor ordering")
+
+        __hash__ = object.__hash__
+
+    registered("touchy", lambda x: Touchy())
+    df = pd.DataFrame({"ts": [1, 2, 3], "price": [1.0, 2.0, 3.0]})
+    for cond, says in (("touchy(price) = touchy(price)", "RuntimeError: no comparing me"),
+                       ("touchy(price) < touchy(price)", "ValueError: nor ordering")):
+        with pytest.raises(DataError) as e:
+            match_recognize(df, f"ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS {cond}")
+        assert "cannot compare values of types Touchy and Touchy" in str(e.value) and says in str(e.value)
+        assert e.value.row == 0

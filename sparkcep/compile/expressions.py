@@ -250,10 +250,12 @@ def _array_ne(a, b):
 
 def comparison(op: str, *operands: BExpr) -> Callable[[Any, Any], bool]:
     """The function for comparison ``op`` between values of ``operands``' types."""
+    untyped = any(x is not None and x.type is Type.ANY for x in operands)
     if op in ("=", "<>") and any(x is not None and x.type in (Type.ARRAY, Type.ANY) for x in operands):
-        return _array_eq if op == "=" else _array_ne
+        fn = _array_eq if op == "=" else _array_ne
+        return _typed_values(fn, "compare") if untyped else fn
     fn = (_TIME_COMPARE if _is_time(*operands) else _COMPARE)[op]
-    return _typed_values(fn, "compare") if any(x is not None and x.type is Type.ANY for x in operands) else fn
+    return _typed_values(fn, "compare") if untyped else fn
 
 
 def binary_operator(e: BBinary) -> Callable[[Any, Any], Any]:
@@ -294,6 +296,11 @@ def _typed_values(fn: Callable[[Any, Any], Any], what: str) -> Callable[[Any, An
             return fn(a, b)
         except TypeError:
             raise EvaluationError(str(mixed_types(what, a, b))) from None
+        except (EvaluationError, FunctionError):
+            raise
+        except Exception as e:  # noqa: BLE001 - an untyped object's own operator failed (a raising __eq__)
+            raise EvaluationError(f"cannot {what} values of types {type(a).__name__} and {type(b).__name__}: "
+                                  f"{type(e).__name__}: {e}") from None
     return op
 
 
