@@ -154,7 +154,13 @@ def sql(spark, statement: str, **options):
 
 def _on_spark(run, statement: str, part: str):
     """``run()``, a Spark SQL call over ``part`` of the statement; Spark's analysis and parse
-    errors become QueryErrors pointing at that part."""
+    errors become QueryErrors pointing at that part (pyspark's own log line for such an error,
+    a JSON record with a Java stack trace on stderr, is kept quiet: the QueryError says it)."""
+    from pyspark.logger import PySparkLogger
+
+    quiet = PySparkLogger.getLogger("SQLQueryContextLogger")  # pyspark's own class (it logs with extra fields)
+    was = quiet.disabled
+    quiet.disabled = True
     try:
         return run()
     except Exception as e:  # noqa: BLE001 - pyspark's error classes vary across versions
@@ -167,3 +173,5 @@ def _on_spark(run, statement: str, part: str):
         span = Span(*_position(statement, at)) if at >= 0 else None
         raise QueryError("SPARK_SQL", f"Spark SQL rejects the statement around MATCH_RECOGNIZE: {first}",
                          span, statement) from None
+    finally:
+        quiet.disabled = was

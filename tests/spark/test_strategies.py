@@ -179,6 +179,19 @@ def test_sql_statement(spark, stream):
     assert e.value.code == "NOT_SUPPORTED" and e.value.column == nested.index("MATCH_RECOGNIZE") + 1
 
 
+def test_a_statement_spark_rejects_is_one_error_not_a_log_record(spark, stream, capfd):
+    """Spark SQL's rejection of the statement around MATCH_RECOGNIZE is the QueryError alone:
+    pyspark's own log record of it (a JSON line with a Java stack trace) is not printed."""
+    spark.createDataFrame(stream).createOrReplaceTempView("trades")
+    capfd.readouterr()
+    with pytest.raises(sparkcep.QueryError) as e:
+        sparkcep.sql(spark, "SELECT m.nosuch FROM trades MATCH_RECOGNIZE (ORDER BY timestamp "
+                            "MEASURES A.price AS p PATTERN (A)) AS m")
+    assert e.value.code == "SPARK_SQL"
+    err = capfd.readouterr().err
+    assert "UNRESOLVED_COLUMN" not in err and "errorClass" not in err, err
+
+
 def test_arrow_types_round_trip(spark):
     t = pa.table({"ts": pa.array([1, 2, 3], pa.int32()), "f": pa.array([1.5, 2.5, 3.5], pa.float32()),
                   "s": ["a", "b", "c"]})
