@@ -161,7 +161,7 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
 
         if task_options or strategy == "tasks":
             raise OptionError("strategy 'tasks' runs MATCH_RECOGNIZE on pandas and Arrow data (on Spark, "
-                                "sparkcep.snoop runs the task engine)")
+                              "sparkcep.snoop runs the task engine)")
         return match_recognize_spark(data, clause, **options)
     table, kind = _ingest(data, clause)
     plan = compile_query(clause, table, options.get("mode", "sql"), options.get("plan"), options.get("sharing", True))

@@ -40,10 +40,10 @@ def plan_query(q, how: str | None = None, sharing: bool = True):
         return segment_plan(q, how, sharing)
     if not sharing:
         raise OptionError("the sharing option applies to segment queries (a query with SEGMENT variables, "
-                            "& or ~); this query runs on the automaton engine")
+                          "& or ~); this query runs on the automaton engine")
     if how is not None:
         raise OptionError("the plan option chooses among segment-query plans (a query with SEGMENT variables, "
-                            "& or ~); this query runs on the automaton engine")
+                          "& or ~); this query runs on the automaton engine")
     return build_plan(q)
 
 
@@ -167,8 +167,8 @@ def _choose_for_plan(plan, strategy: str, task_options: dict):
         state_only = sorted(set(task_options) & {"pm", "queue", "block"})
         if state_only:
             raise OptionError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
-                                "over a sequence of variables; other queries run key groups or make their "
-                                "expensive calls ahead on the workers (options workers, start, chunk)")
+                              "over a sequence of variables; other queries run key groups or make their "
+                              "expensive calls ahead on the workers (options workers, start, chunk)")
         # With PARTITION BY, whole key groups are the tasks (cheap calls gain too); one
         # partition, or a key holding most rows (execute looks), has its calls made ahead.
         return ("key-groups" if plan.query.partition_by else "speculative"), None

@@ -95,15 +95,11 @@ def _first_unreadable(col) -> int | None:
     return hi - 1
 
 
-# Python types an object column's values may have, by the Arrow type Arrow made of them:
-# Arrow reads an int among dates as days, among timestamps as microseconds, True among
-# floats as 1.0, a str among bytes as its UTF-8, a datetime among dates as its date.
-_TEMPORAL = {"date": (dt.date,), "timestamp": (dt.datetime,), "duration": (dt.timedelta,)}
-
-
 def _check_one_type(col, array: pa.Array, name: str) -> None:
     """A DataError naming the row where an object column's values mix types that Arrow
-    silently made one (the cheap C inference rules out most columns first)."""
+    silently made one: an int among dates read as days, among timestamps as microseconds,
+    True among floats as 1.0, a str among bytes as its UTF-8, a datetime among dates as its
+    date (the cheap C inference rules out most columns first)."""
     import pandas as pd
 
     kind = pd.api.types.infer_dtype(col, skipna=True)

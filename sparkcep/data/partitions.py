@@ -33,13 +33,17 @@ def _sort_columns(table: pa.Table, key: SortKey, descending: bool, nulls_first: 
                   ) -> tuple[list[tuple[str, pa.Array]], list[tuple[str, str]]]:
     """Helper columns and sort keys for one key: NULL placement, NaN (greater than every
     number, as Trino orders it), then the value."""
-    col = as_read(table.column(key.index))
+    col = table.column(key.index)
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    if pa.types.is_float16(col.type):
+        col = col.cast(pa.float32())  # exactly: Arrow's sort has no kernel for half floats
     extra = [(f"{tag}_null", pc.is_null(col))]
     keys = [(f"{tag}_null", "descending" if nulls_first else "ascending")]
     if pa.types.is_floating(col.type):
         extra.append((f"{tag}_nan", pc.fill_null(pc.is_nan(col), False)))
         keys.append((f"{tag}_nan", "descending" if descending else "ascending"))
-    extra.append((f"{tag}_val", as_read(col)))  # decoded; half floats widened (no sort kernel)
+    extra.append((f"{tag}_val", col))
     keys.append((f"{tag}_val", "descending" if descending else "ascending"))
     return extra, keys
 

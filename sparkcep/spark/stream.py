@@ -94,7 +94,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
 
     if not getattr(df, "isStreaming", False):
         raise OptionError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
-                            "use sparkcep.match_recognize for a batch DataFrame")
+                          "use sparkcep.match_recognize for a batch DataFrame")
     if late not in LATE_POLICIES:
         raise OptionError(f"late must be one of {', '.join(LATE_POLICIES)}, not {late!r}")
     df, plan, arrow_schema, spark_schema = compile_reading(df, clause, mode)
@@ -122,7 +122,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
             units = float(watermark)
         except (TypeError, ValueError):
             raise OptionError(f"watermark must be a number of {time_col}'s units (event time is a number), "
-                                f"not {watermark!r}") from None
+                              f"not {watermark!r}") from None
         if not units >= 0:
             raise OptionError("watermark must not be negative")
         # Spark's watermark runs on timestamps: one unit of the column is one second.
@@ -142,8 +142,8 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
             buckets = stored
         elif stored is not None and stored != buckets:
             raise OptionError(f"the checkpoint at {checkpoint} holds {stored} buckets; buckets={buckets} would "
-                                f"look for each key's state in the wrong bucket (leave buckets unset to use the "
-                                f"checkpoint's)")
+                              f"look for each key's state in the wrong bucket (leave buckets unset to use the "
+                              f"checkpoint's)")
     if buckets is None:
         buckets = session_buckets(df.sparkSession)
     if not isinstance(buckets, int) or not 1 <= buckets <= MAX_BUCKETS:
@@ -250,7 +250,7 @@ def delay_ms(spark, delay: str) -> int:
         value = None
     if not isinstance(value, dt.timedelta):
         raise OptionError(f"watermark must be a delay in days, hours, minutes or seconds, such as '10 minutes'; "
-                            f"not {delay!r}")
+                          f"not {delay!r}")
     return value // dt.timedelta(milliseconds=1)
 
 
