@@ -123,7 +123,7 @@ def test_run_a_sase_query(workdir):
     r = run_cli("run", "-q", "rise.sase", "-i", "stock.parquet", "-o", "out_sase", "--order-by", "tradeId",
                 "--type-column", "", cwd=workdir)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "strategy: sequential" in r.stdout
+    assert "│ sequential (" in r.stdout and "strategy: sequential" not in r.stdout
     got = pq.read_table(workdir / "out_sase")
     expected = sparkcep.sase(pq.read_table(workdir / "stock.parquet"), (workdir / "rise.sase").read_text(),
                              order_by="tradeId", type_column=None)
