@@ -32,8 +32,12 @@ def check_options(options: dict[str, Any], known: set[str] | frozenset[str] = OP
         every = dict.fromkeys(LOCAL_STRATEGIES + SPARK_STRATEGIES)
         if not isinstance(strategy, str) or strategy not in every:
             raise OptionError(f"unknown strategy {strategy!r} (one of {', '.join(every)})")
-    for name, least in (("batch", 1), ("shared", 0)):
-        value = options.get(name)
+    check_rows(options.get("batch"), options.get("shared"))
+
+
+def check_rows(batch: Any, shared: Any) -> None:
+    """The run strategies' batch and shared rows (None: their defaults)."""
+    for name, value, least in (("batch", batch, 1), ("shared", shared, 0)):
         if value is not None and (not _whole(value) or value < least):
             raise OptionError(f"{name} must be a whole number of rows >= {least}, not {value!r}")
 

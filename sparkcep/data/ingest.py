@@ -79,12 +79,7 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
 def _first_unreadable(col) -> int | None:
     """The first row of a pandas column that Arrow cannot take with the rows before it
     (bisection over prefixes: a few conversions, not one a row)."""
-    lo, hi = 0, len(col)  # the prefix of lo rows converts; of hi rows, not (unless none fails)
-    try:
-        pa.array(col, from_pandas=True)
-        return None
-    except (pa.ArrowException, UnicodeError, OverflowError, TypeError, ValueError):
-        pass
+    lo, hi = 0, len(col)  # the prefix of lo rows converts; of hi rows (the whole column), not
     while hi - lo > 1:
         mid = (lo + hi) // 2
         try:

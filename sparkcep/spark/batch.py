@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 
 from sparkcep.errors import DataError, OptionError
+from sparkcep.options import check_rows
 from sparkcep.spark.choice import STRATEGIES, SparkRun, check_strategy, choose, choose_strategy
 from sparkcep.spark.frames import GIDX, ROW, compile_for, compile_reading
 from sparkcep.spark.partition import by_groups
@@ -51,10 +52,7 @@ def match_recognize_spark(
     """Run ``MATCH_RECOGNIZE ( clause )`` over a Spark DataFrame; returns a DataFrame."""
     if strategy not in STRATEGIES:
         raise OptionError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
-    if batch is not None and batch < 1:
-        raise OptionError("batch must be at least 1")
-    if shared is not None and shared < 0:
-        raise OptionError("shared must not be negative")
+    check_rows(batch, shared)
     if ROW in df.columns or GIDX in df.columns:
         raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
     how = plan

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import OptionError, SparkCepError
+from sparkcep.options import SPARK_STRATEGIES
 from sparkcep.parallel.run_batches import default_shared
 from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, max_task_rows, plan_for
 
-STRATEGIES = ("auto", "sequential", "partition", "runs", "rr")
+STRATEGIES = SPARK_STRATEGIES
 DEFAULT_BATCH = 100_000
 
 

@@ -192,16 +192,13 @@ def _exact_for_pandas(data, arrow_schema: pa.Schema):
     wire = []
     for i, f in enumerate(arrow_schema):
         c = F.col("`" + f.name.replace("`", "``") + "`")  # a name with dots or backticks, quoted
-        if pa.types.is_timestamp(f.type):
-            # pandas' nanoseconds end in 2262: a timestamp crosses as its microseconds, in halves
-            micros = _micros(c, f.type.tz is None)
-            data = data.withColumn(_LOW.format(i), micros.bitwiseAND(F.lit(0xFFFFFFFF))).withColumn(
-                f.name, F.shiftright(micros, 32))
-            wire.append((f.name, "micros"))
-        elif pa.types.is_int64(f.type):
-            data = data.withColumn(_LOW.format(i), c.bitwiseAND(F.lit(0xFFFFFFFF))).withColumn(
-                f.name, F.shiftright(c, 32))
-            wire.append((f.name, "halves"))
+        if pa.types.is_timestamp(f.type) or pa.types.is_int64(f.type):
+            # in halves float64 holds exactly; a timestamp as its microseconds (pandas' nanoseconds end in 2262)
+            how = "micros" if pa.types.is_timestamp(f.type) else "halves"
+            whole = _micros(c, f.type.tz is None) if how == "micros" else c
+            data = data.withColumn(_LOW.format(i), whole.bitwiseAND(F.lit(0xFFFFFFFF))).withColumn(
+                f.name, F.shiftright(whole, 32))
+            wire.append((f.name, how))
         elif pa.types.is_floating(f.type):
             data = data.withColumn(_NAN.format(i), F.isnan(c))
             wire.append((f.name, "nan"))
