@@ -521,3 +521,43 @@ def test_a_worker_grown_for_a_query_that_ended_is_not_kept_after_the_kept_ones_e
     workers_mod.end_kept_workers()
     thread.join(timeout=60)
     assert not thread.is_alive() and workers_mod._idle == []
+
+
+def _nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_a_worker_still_computing_calls_nobody_wants_is_kept_and_its_answers_read_away():
+    # A query ends with speculative calls still in a worker's pipe: the worker is kept if they
+    # end soon (DRAIN_SECONDS), and the next query reads their answers away before its own;
+    # chunks too long for that end the worker, as before.
+    from sparkcep.tasks import workers as workers_mod
+    from sparkcep.tasks.calls import Calls
+
+    workers_mod.end_kept_workers()
+    try:
+        pool = workers_mod.WorkerPool(Calls({"nap": _nap}), 1, depth=3)
+        w = pool.workers[0]
+        pool.submit(w, ["a"], [("nap", [0.005])])
+        assert pool.results() == [(["a"], [(True, 0.005)])]
+        pool.submit(w, ["b"], [("nap", [0.006])])
+        pool.submit(w, ["c"], [("nap", [0.007])])
+        pid = w.process.pid
+        pool.close()
+        assert [k.process.pid for k in workers_mod._idle] == [pid] and workers_mod._idle[0].stale == 2
+        pool = workers_mod.WorkerPool(Calls({"nap": _nap}), 1, depth=3)
+        w = pool.workers[0]
+        assert w.process.pid == pid and w.stale == 0
+        pool.submit(w, ["d"], [("nap", [0.001])])
+        assert pool.results() == [(["d"], [(True, 0.001)])]
+        # Now chunks of about a second each: too long to wait for, the worker ends.
+        pool.submit(w, ["e"], [("nap", [0.3])])
+        assert pool.results() == [(["e"], [(True, 0.3)])]
+        pool.submit(w, ["f"], [("nap", [0.3])])
+        pool.close()
+        assert workers_mod._idle == []
+        w.process.join(timeout=5)
+        assert not w.process.is_alive()
+    finally:
+        workers_mod.end_kept_workers()
