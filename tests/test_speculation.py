@@ -561,3 +561,18 @@ def test_a_worker_still_computing_calls_nobody_wants_is_kept_and_its_answers_rea
         assert not w.process.is_alive()
     finally:
         workers_mod.end_kept_workers()
+
+
+def test_a_start_s_tier_reads_the_unfinished_reaches_and_finished_matches_before_it():
+    # Tier 2 inside an unfinished search's reach or a finished match, 1 one row past a
+    # reach, 0 otherwise; starts behind the frontier do not count.
+    table = pa.table({"ts": list(range(4)), "x": list(range(4))})
+    spec = Speculation(compile_query("ORDER BY ts MEASURES A.ts AS a PATTERN (A B) DEFINE B AS B.x > A.x",
+                                     table, "sql"), TaskOptions(workers=1).check(), measure=False)
+    spec.frontier = 10
+    spec.reach = {12: 14, 5: 40}  # 5 is behind the frontier
+    spec.skipping = {20: 25}
+    spec.span = 35
+    assert [spec._tier(p) for p in (11, 13, 14, 15, 16, 21, 24, 25, 26)] == [0, 2, 2, 1, 0, 2, 2, 0, 0]
+    spec.reach = {}
+    assert spec._tier(15) == 0

@@ -24,6 +24,13 @@ the sequential engine makes them itself when it gets there, as it would wait for
 behind a busy worker's calls. Other skip modes search every start: the frontier is the
 sequential engine's position. The lookahead counts from the frontier.
 
+Each queued call has a tier, the risk that the selection skips its start (``_tier``): 0
+where no earlier search can cover it, 1 one row past an unfinished search's reach, 2 inside
+one (or inside a finished search's match). Workers take tier 0 only; the riskier calls are
+made here while this process waits for an answer, or when the sequential engine gets to
+them. A search that finishes or reaches further re-tiers the starts it came near, so the
+sure calls spread from start to start as answers come back.
+
 The memo is bounded: entries behind the sequential engine's position are dropped when it is
 full, and the relaxed matcher stops until there is room. Its lookahead (in rows) adapts to
 the calls made against the calls used. Until the workers are up, the calls are made here,
@@ -136,9 +143,12 @@ class Speculation:
         self.background = background  # start the workers while the first calls are made here
         self.memo: dict[tuple, list] = {}  # key -> [ok, value or message, last position wanting it, used]
         self.asked: dict[tuple, list[tuple[int, int, int]]] = {}  # key -> starts waiting, sent or queued
-        # Calls not sent yet, nearest start first, those of starts that may be skipped last:
-        # (covered, position, order, key, name, vals). The frontier's (below) are not here.
+        # Calls not sent yet, by the risk that the selection skips their start (a tier, see
+        # _tier), then nearest start first: (tier, position, order, key, name, vals). The
+        # frontier's (below) are not here. A start whose tier changes has its calls queued
+        # again; the entries left behind are dropped when popped.
         self.queue: list[tuple] = []
+        self.tiers: dict[int, int] = {}  # start -> the tier its calls were last queued at
         self._order = itertools.count()
         self._polled = 0.0
         self.waits: dict[int, int] = {}  # start position -> its calls not back yet
@@ -146,19 +156,25 @@ class Speculation:
         self.lookahead = LOOKAHEAD
         self.chunk = opts.chunk or 1
         self.local = True  # calls are made here (no workers yet, or they cannot win)
-        # This process makes calls too while it waits, when a core is left for it: by
-        # default one worker fewer than the cores (measured on 2 cores: three processes
-        # competing for them slow the sequential engine down, which everything waits on).
+        # This process makes calls too while it waits (by default with one worker fewer than
+        # the cores): the workers then take only calls of tier 0, and the risky ones are left
+        # to it, made when nothing surer waits or when the sequential engine gets to them.
+        # Measured on 2 cores, with 2 workers too: the wave of tier-0 calls that finished
+        # searches free keeps the workers busy, and A B+ C made 7 % more calls than it used
+        # where it made 14 % (docs/performance.md).
         cores = os.cpu_count() or 1
         self.workers = max(1, cores - 1) if opts.workers == -1 else opts.workers
-        self.helps = self.workers < cores
+        self.helps = True
         self.probing = False
         self.failed = False  # the relaxed matcher's search met an error
         self._growing = False  # one more worker on its way (long calls)
         self.misses: dict[tuple, tuple[str, list, int]] = {}  # a search's unknown calls, with their rows
         # Unfinished searches of the relaxed matcher: start -> the last row they reached.
         self.reach: dict[int, int] = {}
-        self._certain = 0  # queued calls of starts no unfinished search covers
+        # Finished searches whose match makes the selection skip starts: start -> where it goes on.
+        self.skipping: dict[int, int] = {}
+        self.span = 0  # the longest (reach - start) or (after - start) among them so far
+        self._certain = 0  # queued calls of tier 0
         # Finished searches of the relaxed matcher: start -> where the selection goes on
         # after it (a position), when a match makes the selection skip starts.
         self.done: dict[int, int] = {}
@@ -373,7 +389,7 @@ class Speculation:
                 return self._made_here(key, name, impl, vals)
 
     def _help(self) -> None:
-        """While waiting, with a core to spare: make the nearest queued call here."""
+        """While waiting: make the surest queued call here."""
         while self.queue:
             _, _, _, key, name, vals = self._pop()
             if self._wanted(key):
@@ -412,7 +428,7 @@ class Speculation:
     def _pump(self, block: bool) -> None:
         if self._growing:
             if self._pool.adopt():
-                self.helps = False
+                self.helps = False  # a worker on every core: they take every tier
             self._growing = self._pool.growing
         self._predict()
         self._send()
@@ -460,6 +476,11 @@ class Speculation:
             self._certain -= 1
         return item
 
+    def _queue(self, tier: int, pos: int, key: tuple, name: str, vals: list[Any]) -> None:
+        heapq.heappush(self.queue, (tier, pos, next(self._order), key, name, vals))
+        if not tier:
+            self._certain += 1
+
     def _advance(self) -> None:
         """Move the frontier along the finished searches, as the selection will go from the
         sequential engine's position (AFTER MATCH SKIP PAST LAST ROW or TO a variable)."""
@@ -479,8 +500,10 @@ class Speculation:
         # The old frontier's calls nobody made stay asked for the later starts that want them
         # (measured: queueing them for those made more calls and gained nothing).
         self.mine = self.pending.get(f, [])[::-1]
-        if len(self.reach) > 64:  # the cover test reads them all
+        if len(self.reach) + len(self.skipping) > 64:
             self.reach = {u: r for u, r in self.reach.items() if u >= f}
+            self.skipping = {u: a for u, a in self.skipping.items() if u >= f}
+            self.tiers = {u: t for u, t in self.tiers.items() if u >= f}
         if len(self.done) + len(self.pending) + len(self.waits) > 4 * self.lookahead:
             self.done = {u: a for u, a in self.done.items() if u >= f}
             self.pending = {u: c for u, c in self.pending.items() if u >= f}
@@ -524,9 +547,16 @@ class Speculation:
                     items.append((key, name, vals))
                     self.stats.calls_made += 1
             while queue and len(items) < self.chunk:
-                _, pos, _, key, name, vals = self._pop()
-                if not self._wanted(key):
-                    continue
+                if self.helps and queue[0][0]:
+                    break  # risky: left to this process
+                tier, pos, _, key, name, vals = self._pop()
+                if not self._wanted(key) or self.tiers.get(pos, 0) > tier:
+                    continue  # not wanted, or queued again at its start's tier
+                if self.helps and self.skips and pos != self.frontier:
+                    now = self._tier(pos)
+                    if now > tier:  # a search finished or grew since: queued again at its tier
+                        self._requeue(pos, now)
+                        continue
                 sent.add(key)
                 items.append((key, name, vals))
                 self.stats.calls_made += 1
@@ -545,10 +575,43 @@ class Speculation:
             return False
         return True
 
-    def _covered(self, pos: int) -> bool:
-        """Whether an unfinished search from an earlier start may still cover ``pos``."""
-        f = self.frontier
-        return any(f <= u < pos <= r for u, r in self.reach.items())
+    def _tier(self, pos: int) -> int:
+        """The risk that the selection skips the start at ``pos``: 2 if a match of a finished
+        search from an earlier start covers it, or an unfinished one's reach does; 1 if it
+        is one row past an unfinished search's reach (measured: a quarter of such calls
+        of A B C were wasted, and none further on); else 0."""
+        reach, skipping = self.reach, self.skipping
+        tier = 0
+        # Only starts within the longest span seen can reach ``pos``: a few dict lookups.
+        for u in range(pos - 1, max(self.frontier, pos - 2 - self.span) - 1, -1):
+            r = reach.get(u)
+            if r is not None:
+                if pos <= r:
+                    return 2
+                if pos == r + 1:
+                    tier = 1
+            a = skipping.get(u)
+            if a is not None and pos < a:
+                return 2
+        return tier
+
+    def _requeue(self, pos: int, tier: int) -> None:
+        """Queue the unsent calls of the start at ``pos`` again at ``tier``."""
+        self.tiers[pos] = tier
+        sent = self._sent
+        for key, name, vals in self.pending.get(pos, ()):
+            if key in self.asked and key not in sent:
+                self._queue(tier, pos, key, name, vals)
+
+    def _retier(self, pos: int, old_reach: int) -> None:
+        """The search from ``pos`` finished or reached further: the starts it covered or
+        came near may be surer now (the wave that keeps the workers busy)."""
+        for p in range(pos + 1, old_reach + 2):
+            t = self.tiers.get(p)
+            if t and p in self.pending and p != self.frontier:
+                now = self._tier(p)
+                if now < t:
+                    self._requeue(p, now)
 
     def _in_flight_limit(self) -> int:
         return self._pool.depth * len(self._pool.workers) * self.chunk + self.chunk
@@ -557,7 +620,7 @@ class Speculation:
         """Search ahead until enough calls are out (or the lookahead and memo allow no more)."""
         limit = self._in_flight_limit()
         self._advance()
-        while self._certain + len(self._sent) < limit and len(self.memo) < self.memo_limit:
+        while self._certain < limit and len(self.memo) < self.memo_limit:
             if self.ready:
                 pos, i, row = heapq.heappop(self.ready)
                 if pos >= self.frontier:
@@ -616,34 +679,42 @@ class Speculation:
             self.failed = True  # a cheap part failed: the sequential engine will say so if it gets there
         finally:
             self.probing = False
+        old_reach = self.reach.get(pos)
         if not self.misses:
             self.reach.pop(pos, None)
             self.pending.pop(pos, None)
+            self.tiers.pop(pos, None)
             # A search that met an error is where the sequential engine raises it, if it
             # gets there: the frontier stops at it.
             if self.follows and not self.failed and found is not UNRESOLVED:
                 try:
-                    self.done[pos] = self.bounds[i][0] + (row + 1 if found is None else resume_row(self.plan.query, found))
+                    after = self.done[pos] = self.bounds[i][0] + (
+                        row + 1 if found is None else resume_row(self.plan.query, found))
+                    if after > pos + 1:
+                        self.skipping[pos] = after
+                        self.span = max(self.span, after - pos)
                 except SparkCepError:
                     pass  # the sequential engine raises it there; the frontier stops
+            if old_reach is not None and self.skips:
+                self._retier(pos, old_reach)
             if pos == self.frontier:
                 self._advance()  # the frontier's search finished: it moves on
             return
-        # A start that an earlier unfinished search may still cover (and the selection then
-        # skip) has its calls sent only when no other call waits.
         mine = pos == self.frontier
-        covered = not mine and self.skips and self._covered(pos)
-        self.reach[pos] = self.bounds[i][0] + max(m[2] for m in self.misses.values())
+        tier = 0 if mine or not self.skips else self._tier(pos)
+        r = self.reach[pos] = self.bounds[i][0] + max(m[2] for m in self.misses.values())
+        self.span = max(self.span, r - pos)
+        if old_reach is not None and self.skips:
+            self._retier(pos, old_reach)
         calls = self.pending[pos] = []
+        self.tiers[pos] = tier
         for key, (name, vals, _) in self.misses.items():
             calls.append((key, name, vals))
             w = self.asked.get(key)
             if w is None:
                 self.asked[key] = w = []
                 if not mine:
-                    heapq.heappush(self.queue, (covered, pos, next(self._order), key, name, vals))
-                    if not covered:
-                        self._certain += 1
+                    self._queue(tier, pos, key, name, vals)
             w.append((pos, i, row))
         if mine:
             self.mine = calls[::-1]  # popped from the end: in the order the search made them
