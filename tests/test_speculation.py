@@ -576,3 +576,16 @@ def test_a_start_s_tier_reads_the_unfinished_reaches_and_finished_matches_before
     assert [spec._tier(p) for p in (11, 13, 14, 15, 16, 21, 24, 25, 26)] == [0, 2, 2, 1, 0, 2, 2, 0, 0]
     spec.reach = {}
     assert spec._tier(15) == 0
+    # Against its definition, on random searches, few (dict scan) and many (lookups by row).
+    rng = random.Random(7)
+    for _ in range(300):
+        spec.frontier = rng.randrange(10)
+        starts = rng.sample(range(40), rng.randrange(0, 25))
+        spec.reach = {u: u + rng.randrange(0, 6) for u in starts[::2]}
+        spec.skipping = {u: u + rng.randrange(2, 8) for u in starts[1::2]}
+        spec.span = max([r - u for u, r in spec.reach.items()] + [a - u for u, a in spec.skipping.items()] + [0])
+        for p in range(45):
+            earlier = [u for u in range(spec.frontier, p)]
+            inside = any(p <= spec.reach.get(u, -1) or p < spec.skipping.get(u, -1) for u in earlier)
+            past = any(spec.reach.get(u, -9) + 1 == p for u in earlier)
+            assert spec._tier(p) == (2 if inside else 1 if past else 0), (p, spec.frontier, spec.reach, spec.skipping)

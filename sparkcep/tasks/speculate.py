@@ -580,19 +580,29 @@ class Speculation:
         search from an earlier start covers it, or an unfinished one's reach does; 1 if it
         is one row past an unfinished search's reach (measured: a quarter of such calls
         of A B C were wasted, and none further on); else 0."""
-        reach, skipping = self.reach, self.skipping
+        reach, skipping, f = self.reach, self.skipping, self.frontier
         tier = 0
-        # Only starts within the longest span seen can reach ``pos``: a few dict lookups.
-        for u in range(pos - 1, max(self.frontier, pos - 2 - self.span) - 1, -1):
-            r = reach.get(u)
-            if r is not None:
+        low = max(f, pos - 2 - self.span)  # only starts this near can reach ``pos``
+        if pos - low <= len(reach) + len(skipping):  # a few dict lookups
+            for u in range(pos - 1, low - 1, -1):
+                r = reach.get(u)
+                if r is not None:
+                    if pos <= r:
+                        return 2
+                    if pos == r + 1:
+                        tier = 1
+                a = skipping.get(u)
+                if a is not None and pos < a:
+                    return 2
+            return tier
+        for u, r in reach.items():  # long spans: the searches themselves are fewer
+            if f <= u < pos:
                 if pos <= r:
                     return 2
                 if pos == r + 1:
                     tier = 1
-            a = skipping.get(u)
-            if a is not None and pos < a:
-                return 2
+        if any(f <= u < pos < a for u, a in skipping.items()):
+            return 2
         return tier
 
     def _requeue(self, pos: int, tier: int) -> None:
@@ -606,8 +616,11 @@ class Speculation:
     def _retier(self, pos: int, old_reach: int) -> None:
         """The search from ``pos`` finished or reached further: the starts it covered or
         came near may be surer now (the wave that keeps the workers busy)."""
-        for p in range(pos + 1, old_reach + 2):
-            t = self.tiers.get(p)
+        tiers = self.tiers
+        near = (range(pos + 1, old_reach + 2) if old_reach + 1 - pos <= len(tiers)
+                else [p for p in tiers if pos < p <= old_reach + 1])
+        for p in near:
+            t = tiers.get(p)
             if t and p in self.pending and p != self.frontier:
                 now = self._tier(p)
                 if now < t:
