@@ -81,10 +81,11 @@ MAX_LOOKAHEAD = 1 << 16
 POLL_SECONDS = 0.0005
 # Seconds of work per message to a worker (the chunk adapts to the calls' cost).
 CHUNK_SECONDS = 0.004
-# Chunks a worker holds: the one it computes, the next, and one more to last while this
-# process makes a call itself and cannot hand out work (measured on 2 cores: with 2 they
-# ran dry then, and every benchmark shape was slower; docs/performance.md).
-PIPE_DEPTH = 3
+# Chunks a worker holds: the one it computes and the next. With the tiers, a third (to last
+# while this process makes a call itself) commits sure calls earlier than needed: measured on
+# 2 cores, A B C and the hot key ran 0.02-0.07x faster with 2, the others within noise (before
+# the tiers, 2 ran the workers dry; docs/performance.md).
+PIPE_DEPTH = 2
 
 
 class _Tracked:
