@@ -331,15 +331,20 @@ def timestamps_out(values: list[Any], t: pa.DataType) -> tuple[list[Any], pa.Dat
 
 
 # ---------------------------------------------------------------- columns in
-def as_read(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """A column as expressions read it: dictionaries decoded, nanoseconds at microsecond
-    precision, half floats as floats (exactly: Arrow's kernels mostly lack them)."""
-    t = col.type
-    if pa.types.is_dictionary(t):
-        col = col.cast(t.value_type)
-        t = t.value_type
-    if pa.types.is_float16(t):
+def decoded(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A column with dictionaries decoded and half floats as floats (exactly: Arrow's
+    kernels, its sort among them, mostly lack them); its values otherwise untouched."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(col.type.value_type)
+    if pa.types.is_float16(col.type):
         col = col.cast(pa.float32())
+    return col
+
+
+def as_read(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A column as expressions read it: decoded (above), nanoseconds at microsecond precision."""
+    col = decoded(col)
+    t = col.type
     if pa.types.is_timestamp(t) and t.unit == "ns":
         col = col.cast(pa.timestamp("us", t.tz), safe=False)
     if pa.types.is_duration(t) and t.unit == "ns":

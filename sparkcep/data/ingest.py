@@ -76,7 +76,7 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
     raise SparkCepError(f"data must be a pandas DataFrame, a pyarrow Table or a Spark DataFrame, not {type(data).__name__}")
 
 
-def _first_unreadable(col) -> int | None:
+def _first_unreadable(col) -> int:
     """The first row of a pandas column that Arrow cannot take with the rows before it
     (bisection over prefixes: a few conversions, not one a row)."""
     lo, hi = 0, len(col)  # the prefix of lo rows converts; of hi rows (the whole column), not

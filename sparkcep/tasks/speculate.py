@@ -581,29 +581,22 @@ class Speculation:
         search from an earlier start covers it, or an unfinished one's reach does; 1 if it
         is one row past an unfinished search's reach (measured: a quarter of such calls
         of A B C were wasted, and none further on); else 0."""
-        reach, skipping, f = self.reach, self.skipping, self.frontier
+        reach, skipping = self.reach, self.skipping
+        low = max(self.frontier, pos - 2 - self.span)  # only starts this near can reach ``pos``
+        # The rows between, or where spans are long the searches themselves (fewer).
+        near = (range(low, pos) if pos - low <= len(reach) + len(skipping)
+                else [u for u in itertools.chain(reach, skipping) if low <= u < pos])
         tier = 0
-        low = max(f, pos - 2 - self.span)  # only starts this near can reach ``pos``
-        if pos - low <= len(reach) + len(skipping):  # a few dict lookups
-            for u in range(pos - 1, low - 1, -1):
-                r = reach.get(u)
-                if r is not None:
-                    if pos <= r:
-                        return 2
-                    if pos == r + 1:
-                        tier = 1
-                a = skipping.get(u)
-                if a is not None and pos < a:
-                    return 2
-            return tier
-        for u, r in reach.items():  # long spans: the searches themselves are fewer
-            if f <= u < pos:
+        for u in near:
+            r = reach.get(u)
+            if r is not None:
                 if pos <= r:
                     return 2
                 if pos == r + 1:
                     tier = 1
-        if any(f <= u < pos < a for u, a in skipping.items()):
-            return 2
+            a = skipping.get(u)
+            if a is not None and pos < a:
+                return 2
         return tier
 
     def _requeue(self, pos: int, tier: int) -> None:
