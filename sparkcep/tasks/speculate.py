@@ -174,6 +174,7 @@ class Speculation:
         self.reach: dict[int, int] = {}
         # Finished searches whose match makes the selection skip starts: start -> where it goes on.
         self.skipping: dict[int, int] = {}
+        self._prune_at = 64  # reach and skipping are pruned behind the frontier above this size
         self.span = 0  # the longest (reach - start) or (after - start) among them so far
         self._certain = 0  # queued calls of tier 0
         # Finished searches of the relaxed matcher: start -> where the selection goes on
@@ -501,10 +502,13 @@ class Speculation:
         # The old frontier's calls nobody made stay asked for the later starts that want them
         # (measured: queueing them for those made more calls and gained nothing).
         self.mine = self.pending.get(f, [])[::-1]
-        if len(self.reach) + len(self.skipping) > 64:
+        if len(self.reach) + len(self.skipping) > self._prune_at:
             self.reach = {u: r for u, r in self.reach.items() if u >= f}
             self.skipping = {u: a for u, a in self.skipping.items() if u >= f}
             self.tiers = {u: t for u, t in self.tiers.items() if u >= f}
+            # Those ahead of the frontier stay: pruned again once they have doubled (measured,
+            # pruning at a fixed size rebuilt these at nearly every step of the frontier).
+            self._prune_at = max(64, 2 * (len(self.reach) + len(self.skipping)))
         if len(self.done) + len(self.pending) + len(self.waits) > 4 * self.lookahead:
             self.done = {u: a for u, a in self.done.items() if u >= f}
             self.pending = {u: c for u, c in self.pending.items() if u >= f}
