@@ -326,12 +326,18 @@ def test_auto_makes_expensive_calls_ahead_and_keeps_cheap_ones_here(monkeypatch)
     assert used and auto.to_pylist() == sparkcep.match_recognize(table, single, strategy="sequential").to_pylist()
     assert used[0].stats.calls_used > 0
     # A function quicker than speculate.CHEAP_CALL: after a few timed calls, the rest are
-    # made here, with no route and no workers.
+    # made here, with no route and no workers. The worker the first query kept is not even
+    # taken (a thread taking it would hold the interpreter lock the cheap calls want).
+    assert speculate.kept_workers() >= 1
+    pools = []
+    real_pool = Speculation._new_pool
+    monkeypatch.setattr(Speculation, "_new_pool", lambda self: pools.append(1) or real_pool(self))
     sparkcep.register_function("pr", lambda x: x, "bigint", cost="expensive")
     used.clear()
     sparkcep.match_recognize(table, single, workers=1)
     spec = used[0]
     assert spec.local and spec._pool is None and spec.stats.calls_made <= speculate.TIMED_CALLS + 1
+    assert not pools and spec._starting is None
 
 
 def test_the_sequential_engine_makes_each_distinct_expensive_call_once():

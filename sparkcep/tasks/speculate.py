@@ -202,6 +202,7 @@ class Speculation:
         self._pool: WorkerPool | None = None
         self._sent: set[tuple] = set()  # asked and sent to a worker
         self._starting: threading.Thread | None = None
+        self._deferred = False  # kept workers to take once the timed calls say they win (auto)
         self._started: WorkerPool | None = None  # what that thread made
         self._lock = threading.Lock()
         self._abandoned = False
@@ -225,10 +226,15 @@ class Speculation:
         self.cursor = (0, 0)  # the relaxed matcher's next new start: (partition, index into its starts)
         self.current = 0
         # Kept workers take a query in about a millisecond: asked for (not measured first), they
-        # start here. From the second thread they came up 1-20 ms into the query, that thread
+        # start here at once. From the second thread they came up 1-20 ms into the query, that thread
         # waiting for the interpreter lock while this one made calls.
-        warm = not self.measure and kept_workers() >= self.workers
-        if self.workers and self.background and self.opts.start != "fork" and not warm:
+        warm = kept_workers() >= self.workers
+        # Measured first (auto), kept workers are taken once the timed calls say they can win:
+        # started alongside, the thread taking them cost cheap calls 5 % (the interpreter lock).
+        self._deferred = bool(self.workers and self.measure and warm)
+        if self._deferred:
+            pass  # the first calls are made here, timed
+        elif self.workers and self.background and self.opts.start != "fork" and not warm:
             # The first calls are made here while the workers start (forking from a second
             # thread could copy a lock a call here holds, so fork starts them first).
             self._start_workers()
@@ -285,14 +291,23 @@ class Speculation:
         """Whether calls go to the workers from now on."""
         if not self.local:
             return True
-        if self._starting is None:
+        if self._starting is None and not self._deferred:
             return False
-        if self.measure and self._timed >= TIMED_CALLS and self._timed_seconds / self._timed < CHEAP_CALL:
+        if self.measure and self._timed < TIMED_CALLS:
+            return False
+        if self.measure and self._timed_seconds / self._timed < CHEAP_CALL:
             # Cheap calls: the rest of the query makes them here, each distinct call once.
+            self._deferred = False
             self._close()
             set_call_route(Memo())
             return False
-        if self._starting.is_alive() or (self.measure and self._timed < TIMED_CALLS):
+        if self._deferred:  # kept workers, taken now that the calls proved worth it
+            self._deferred = False
+            try:
+                self._started = self._new_pool()
+            except Exception as e:
+                self._start_error = e
+        elif self._starting.is_alive():
             return False
         self._starting = None
         if self._start_error is not None:
