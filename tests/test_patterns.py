@@ -1,10 +1,14 @@
 """Pattern semantics, table-driven: pattern + row letters → expected matches, worked by hand
 from SQL:2016 as Trino and Oracle document it."""
 
+import re
+
 import pytest
 
 from sparkcep import DataError
-from tests.helpers import matches
+from sparkcep.analysis.patterns import longest_match
+from sparkcep.api import compile_query
+from tests.helpers import letters_table, matches
 
 # D and E also match 'b' rows so that preference between equal candidates shows.
 BOTH_B = {"A": "c = 'a'", "B": "c = 'b'", "D": "c = 'b'", "C": "c = 'c'"}
@@ -48,6 +52,27 @@ CASES = [
 @pytest.mark.parametrize("pattern, rows, expected, defines", CASES)
 def test_pattern(pattern, rows, expected, defines):
     assert matches(pattern, rows, defines=defines) == expected
+
+
+def _pattern_tree(pattern: str):
+    names = sorted(set(re.findall(r"\b[A-Z]\b", pattern)))
+    define = ("DEFINE " + ", ".join(f"{v} AS c = '{v.lower()}'" for v in names)) if names else ""
+    text = f"ORDER BY i MEASURES FIRST(i) AS f PATTERN ({pattern}) {define}"
+    return compile_query(text, letters_table("a"), "sql").query.pattern
+
+
+@pytest.mark.parametrize("pattern, longest", [
+    ("A B C", 3), ("A (B | C D) E", 4), ("A B{1,3} C", 5), ("A{2} (B C){0,3}", 8), ("PERMUTE(A, B) C?", 3),
+    ("A {- B -} C", 3), ("A B+ C", None), ("A (B C)* D", None), ("()", 0), ("(){2,}", 0), ("^A B? $", 2),
+])
+def test_the_longest_match_a_pattern_allows(pattern, longest):
+    assert longest_match(_pattern_tree(pattern)) == longest
+
+
+@pytest.mark.parametrize("pattern, rows, expected, defines", CASES)
+def test_no_match_binds_more_rows_than_the_longest_the_pattern_allows(pattern, rows, expected, defines):
+    longest = longest_match(_pattern_tree(pattern))
+    assert longest is None or all(len(labels) <= longest for _, labels in expected)
 
 
 def test_exclusion_hides_rows_but_keeps_them_in_the_match():

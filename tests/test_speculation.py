@@ -570,22 +570,27 @@ def test_a_worker_still_computing_calls_nobody_wants_is_kept_and_its_answers_rea
 
 
 def test_a_start_s_tier_reads_the_unfinished_reaches_and_finished_matches_before_it():
-    # Tier 2 inside an unfinished search's reach or a finished match, 1 one row past a
-    # reach, 0 otherwise; starts behind the frontier do not count.
+    # Tier 2 inside an unfinished search's reach or a finished match, 1 up to NEAR rows past
+    # a reach (and within the longest match from that search's start), 0 otherwise; starts
+    # behind the frontier do not count.
     table = pa.table({"ts": list(range(4)), "x": list(range(4))})
-    spec = Speculation(compile_query("ORDER BY ts MEASURES A.ts AS a PATTERN (A B) DEFINE B AS B.x > A.x",
+    spec = Speculation(compile_query("ORDER BY ts MEASURES A.ts AS a PATTERN (A B+) DEFINE B AS B.x > A.x",
                                      table, "sql"), TaskOptions(workers=1).check(), measure=False)
+    assert spec.longest is None and speculate.NEAR == 2
     spec.frontier = 10
     spec.reach = {12: 14, 5: 40}  # 5 is behind the frontier
     spec.skipping = {20: 25}
     spec.span = 35
-    assert [spec._tier(p) for p in (11, 13, 14, 15, 16, 21, 24, 25, 26)] == [0, 2, 2, 1, 0, 2, 2, 0, 0]
+    assert [spec._tier(p) for p in (11, 13, 14, 15, 16, 17, 21, 24, 25, 26)] == [0, 2, 2, 1, 1, 0, 2, 2, 0, 0]
+    spec.longest = 4  # a match from 12 ends at row 15 at the latest
+    assert [spec._tier(p) for p in (15, 16)] == [1, 0]
     spec.reach = {}
     assert spec._tier(15) == 0
     # Against its definition, on random searches, few (dict scan) and many (lookups by row).
     rng = random.Random(7)
     for _ in range(300):
         spec.frontier = rng.randrange(10)
+        spec.longest = rng.choice([None, 2, 3, 6])
         starts = rng.sample(range(40), rng.randrange(0, 25))
         spec.reach = {u: u + rng.randrange(0, 6) for u in starts[::2]}
         spec.skipping = {u: u + rng.randrange(2, 8) for u in starts[1::2]}
@@ -593,5 +598,6 @@ def test_a_start_s_tier_reads_the_unfinished_reaches_and_finished_matches_before
         for p in range(45):
             earlier = [u for u in range(spec.frontier, p)]
             inside = any(p <= spec.reach.get(u, -1) or p < spec.skipping.get(u, -1) for u in earlier)
-            past = any(spec.reach.get(u, -9) + 1 == p for u in earlier)
+            past = any(u in spec.reach and spec.reach[u] < p <= spec.reach[u] + 2
+                       and (spec.longest is None or p - u < spec.longest) for u in earlier)
             assert spec._tier(p) == (2 if inside else 1 if past else 0), (p, spec.frontier, spec.reach, spec.skipping)

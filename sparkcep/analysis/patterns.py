@@ -64,6 +64,28 @@ def count_var(node: ast.PatternNode, key: str) -> int:
     return sum(count_var(c, key) for c in children(node))
 
 
+def longest_match(node: ast.PatternNode) -> int | None:
+    """The most rows a match of ``node`` can bind, over contiguous rows (None: no bound, or
+    one this does not know, as for T-REX's & and ~)."""
+    if isinstance(node, ast.PVar):
+        return 1
+    if isinstance(node, (ast.PEmpty, ast.PStart, ast.PEnd, ast.PNot)):
+        return 0
+    if isinstance(node, ast.PExclude):
+        return longest_match(node.child)
+    if isinstance(node, (ast.PConcat, ast.PPermute, ast.PAlt)):
+        parts = [longest_match(c) for c in node.items]
+        if None in parts:
+            return None
+        return max(parts, default=0) if isinstance(node, ast.PAlt) else sum(parts)
+    if isinstance(node, ast.PQuant):
+        one = longest_match(node.child)
+        if one == 0:
+            return 0
+        return None if one is None or node.max is None else one * node.max
+    return None
+
+
 def first_variables(node: ast.PatternNode) -> set[str]:
     """Variables that can match the first row of a match."""
     firsts, _ = starts_of(node)

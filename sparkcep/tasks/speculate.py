@@ -52,6 +52,7 @@ from typing import Any
 
 import numpy as np
 
+from sparkcep.analysis.patterns import longest_match
 from sparkcep.compile.expressions import EvaluationError, call_function, set_call_route
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.skip import SkipStrategy
@@ -86,6 +87,11 @@ CHUNK_SECONDS = 0.004
 # 2 cores, A B C and the hot key ran 0.02-0.07x faster with 2, the others within noise (before
 # the tiers, 2 ran the workers dry; docs/performance.md).
 PIPE_DEPTH = 2
+# A start up to this many rows past an unfinished search's reach is risky (tier 1): that search
+# may grow over it. Measured on A B+ C (each B one more call): 22 % of the calls two rows past
+# were wasted, 14 % three rows past, 2 % four; with 2 rather than 1, 1.73x -> 1.78-1.81x and
+# 1 060 -> 1 030 calls made. A B C cannot grow two rows past (its longest match is 3 rows).
+NEAR = 2
 
 
 class _Tracked:
@@ -166,6 +172,13 @@ class Speculation:
         cores = os.cpu_count() or 1
         self.workers = max(1, cores - 1) if opts.workers == -1 else opts.workers
         self.helps = True
+        # Every start has been searched: no sure call is coming, and a worker with nothing to
+        # do takes the risky ones too (measured: the workers idled through the last quarter
+        # of A B C while this process made the 150 risky calls left).
+        self.searched_all = False
+        # The most rows a match binds (None: no bound): a search from u covers no start past
+        # u + longest - 1, however far it grows.
+        self.longest = None if plan.query.gapped else longest_match(plan.query.pattern)
         self.probing = False
         self.failed = False  # the relaxed matcher's search met an error
         self._growing = False  # one more worker on its way (long calls)
@@ -567,8 +580,8 @@ class Speculation:
                     items.append((key, name, vals))
                     self.stats.calls_made += 1
             while queue and len(items) < self.chunk:
-                if self.helps and queue[0][0]:
-                    break  # risky: left to this process
+                if self.helps and queue[0][0] and not self.searched_all:
+                    break  # risky: left to this process (unless no start is left to search)
                 tier, pos, _, key, name, vals = self._pop()
                 if not self._wanted(key) or self.tiers.get(pos, 0) > tier:
                     continue  # not wanted, or queued again at its start's tier
@@ -598,10 +611,10 @@ class Speculation:
     def _tier(self, pos: int) -> int:
         """The risk that the selection skips the start at ``pos``: 2 if a match of a finished
         search from an earlier start covers it, or an unfinished one's reach does; 1 if it
-        is one row past an unfinished search's reach (measured: a quarter of such calls
-        of A B C were wasted, and none further on); else 0."""
+        lies up to NEAR rows past an unfinished search's reach, within the longest match
+        from that search's start; else 0."""
         reach, skipping = self.reach, self.skipping
-        low = max(self.frontier, pos - 2 - self.span)  # only starts this near can reach ``pos``
+        low = max(self.frontier, pos - 1 - NEAR - self.span)  # only starts this near can reach ``pos``
         # The rows between, or where spans are long the searches themselves (fewer).
         near = (range(low, pos) if pos - low <= len(reach) + len(skipping)
                 else [u for u in itertools.chain(reach, skipping) if low <= u < pos])
@@ -611,7 +624,7 @@ class Speculation:
             if r is not None:
                 if pos <= r:
                     return 2
-                if pos == r + 1:
+                if pos <= r + NEAR and (self.longest is None or pos < u + self.longest):
                     tier = 1
             a = skipping.get(u)
             if a is not None and pos < a:
@@ -630,8 +643,8 @@ class Speculation:
         """The search from ``pos`` finished or reached further: the starts it covered or
         came near may be surer now (the wave that keeps the workers busy)."""
         tiers = self.tiers
-        near = (range(pos + 1, old_reach + 2) if old_reach + 1 - pos <= len(tiers)
-                else [p for p in tiers if pos < p <= old_reach + 1])
+        end = old_reach + NEAR
+        near = range(pos + 1, end + 1) if end - pos <= len(tiers) else [p for p in tiers if pos < p <= end]
         for p in near:
             t = tiers.get(p)
             if t and p in self.pending and p != self.frontier:
@@ -673,6 +686,7 @@ class Speculation:
                 return pos, i, starts[k]
             i, k = i + 1, 0
             self.cursor = (i, k)
+        self.searched_all = True
         return None
 
     def _start_rows(self, i: int):
