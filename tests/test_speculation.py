@@ -601,3 +601,42 @@ def test_a_start_s_tier_reads_the_unfinished_reaches_and_finished_matches_before
             past = any(u in spec.reach and spec.reach[u] < p <= spec.reach[u] + 2
                        and (spec.longest is None or p - u < spec.longest) for u in earlier)
             assert spec._tier(p) == (2 if inside else 1 if past else 0), (p, spec.frontier, spec.reach, spec.skipping)
+
+
+class _Handed(Speculation):
+    """Records the tier of every call handed to a worker, and whether every start had been
+    searched by then."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.handed: list[tuple[int, bool]] = []
+        self._sending = False
+
+    def _send(self):
+        self._sending = True
+        try:
+            super()._send()
+        finally:
+            self._sending = False
+
+    def _pop(self):
+        item = super()._pop()
+        if self._sending:
+            self.handed.append((item[0], self.searched_all))
+        return item
+
+
+def test_workers_take_risky_calls_only_once_every_start_has_been_searched():
+    sparkcep.register_function("coin", _coin, "boolean", cost="expensive")
+    try:
+        rng = random.Random(11)
+        table = pa.table({"ts": list(range(300)), "x": [rng.randrange(10**6) for _ in range(300)]})
+        query = "ORDER BY ts MEASURES FIRST(ts) AS f, LAST(ts) AS l ONE ROW PER MATCH " + SHAPES[0]
+        spec, got = _speculation(table, query, cls=_Handed)
+        expected = sparkcep.match_recognize(table, query, strategy="sequential")
+    finally:
+        sparkcep.unregister_function("coin")
+    assert got.equals(expected)
+    risky = [(tier, tail) for tier, tail in spec.handed if tier]
+    assert all(tail and tier <= speculate.TAIL_TIER for tier, tail in risky), risky
+    assert risky and any(tier == 0 for tier, _ in spec.handed)
