@@ -4,6 +4,7 @@ kept as a regression test."""
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import math
 import zoneinfo
 
@@ -767,3 +768,47 @@ def test_an_untyped_value_whose_comparison_raises_names_the_row(registered):
             match_recognize(df, f"ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A) DEFINE A AS {cond}")
         assert "cannot compare values of types Touchy and Touchy" in str(e.value) and says in str(e.value)
         assert e.value.row == 0
+
+
+class _Opaque:
+    """What a function declared returns='any' may give: an object of the user's."""
+
+
+_NOT_NUMBERS = [({1: 1, 2: "many", 3: 3}, "needs numbers.*type str"),
+                ({1: 1, 2: _Opaque(), 3: 3}, "needs numbers.*type _Opaque"),
+                ({1: 1, 2: True, 3: 3}, "needs numbers.*type bool")]
+# A float and a decimal do not add up; the aggregates that take the first and last value, or
+# every value as a float, do not add them.
+_NOT_MEETING = ({1: 1.5, 2: decimal.Decimal("2.5"), 3: 3.5}, "cannot combine the values")
+_ARITHMETIC = ["SUM(x)", "AVG(x)", "stddev_pop(x)", "var_samp(x)", "delta(x)", "linear_reg_r2(x, v)",
+               "linear_reg_r2(v, x)", "mann_kendall_test(x)"]
+
+
+@pytest.mark.parametrize("values, message, aggregate", [
+    (values, message, aggregate) for values, message in _NOT_NUMBERS for aggregate in _ARITHMETIC
+] + [(*_NOT_MEETING, aggregate) for aggregate in ("SUM(x)", "AVG(x)", "stddev_pop(x)", "var_samp(x)")])
+@pytest.mark.parametrize("where", ["measures", "define", "segment"])
+def test_arithmetic_aggregates_refuse_values_of_an_any_function_that_are_not_numbers(values, message, aggregate,
+                                                                                       where):
+    """SUM over the values of a function declared returns='any' adds numbers only: a string,
+    a bool or an object of the user's is a DataError naming the row, as are numbers whose
+    types do not meet; never a sum of strings or a Python TypeError."""
+    sparkcep.register_function("anything", lambda v: values[v], "any")
+    frame = pd.DataFrame({"ts": [1, 2, 3], "v": [1, 2, 3]})
+    call = aggregate.replace("(x", "(anything(v)").replace(", x)", ", anything(v))")
+    text = {
+        "measures": f"ORDER BY ts MEASURES {call} AS r PATTERN (A+) DEFINE A AS v > 0",
+        "define": f"ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A+) DEFINE A AS {call} IS NOT NULL OR v > 0",
+        "segment": f"ORDER BY ts MEASURES {call} AS r PATTERN (S) DEFINE SEGMENT S AS window(3, 3)",
+    }[where]
+    with pytest.raises(DataError, match=message) as e:
+        sparkcep.match_recognize(frame, text)
+    assert e.value.row is not None
+
+
+def test_arithmetic_aggregates_take_numbers_of_an_any_function():
+    sparkcep.register_function("anything", lambda v: {1: 1, 2: 2.5, 3: 3}[v], "any")
+    frame = pd.DataFrame({"ts": [1, 2, 3], "v": [1, 2, 3]})
+    got = sparkcep.match_recognize(frame, "ORDER BY ts MEASURES SUM(anything(v)) AS s, AVG(anything(v)) AS a, "
+                                          "delta(anything(v)) AS d PATTERN (A+) DEFINE A AS v > 0")
+    assert got.to_dict("records") == [{"s": 6.5, "a": 6.5 / 3, "d": 2}]

@@ -6,7 +6,9 @@ matcher forks; no aggregate is ever recomputed from the rows of a match.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import decimal
 import functools
 import math
 from collections.abc import Callable
@@ -19,7 +21,7 @@ from sparkcep.aggregates.kernels import R2_DECIMALS
 from sparkcep.analysis.bound import AggregateSpec
 from sparkcep.compile.expressions import EvaluationError, compile_row, in_row_errors
 from sparkcep.functions.library import sql_less
-from sparkcep.types import is_decimal
+from sparkcep.types import Type, is_decimal
 from sparkcep.values import DECIMAL_CONTEXT, decimal_average, decimal_op, decimal_sum, fits_bigint
 
 
@@ -182,8 +184,65 @@ def _mann_kendall_result(s):
     return (score - 1) / math.sqrt(v) if score > 0 else (score + 1) / math.sqrt(v) if score < 0 else 0.0
 
 
+# The aggregates that compute with their values (not only compare, count or keep them).
+_ARITHMETIC = {"SUM", "AVG", "DELTA", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP", "LINEAR_REG_R2",
+               "LINEAR_REG_R2_SIGNED", "MANN_KENDALL_TEST"}
+# What they may compute with, of a function declared returns='any' (bool is an int to Python).
+_NUMBERS = (int, float, decimal.Decimal, dt.timedelta, dt.datetime, dt.date)
+
+
+def computes_with(v: Any) -> bool:
+    """Whether an arithmetic aggregate may take ``v``, a value of a function declared
+    returns='any'."""
+    return type(v) is not bool and isinstance(v, _NUMBERS)
+
+
+def not_a_number(name: str, v: Any) -> EvaluationError:
+    return EvaluationError(f"{name} needs numbers, and a function declared returns='any' gave a value of type "
+                           f"{type(v).__name__}")
+
+
 def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
     """``names``: the variable names, which CLASSIFIER() in the argument gives."""
+    agg = _build(spec, names)
+    untyped = any(e is not None and e.type is Type.ANY for e in (spec.arg, spec.key))
+    if untyped and (spec.func in _ARITHMETIC or spec.func.startswith("USER:")):
+        return _over_untyped(agg)
+    return agg
+
+
+def _over_untyped(agg: Aggregate) -> Aggregate:
+    """``agg`` over values of a function declared returns='any', which analysis could not
+    type: a value that is not a number, or values whose types do not meet (a float and a
+    decimal), is an error on the row, never a sum of strings or Python's TypeError."""
+    name = agg.spec.func[5:] if agg.spec.func.startswith("USER:") else agg.spec.func
+    step, result = agg.step, agg.result
+    reads = [compile_row(e, ()) for e in (agg.spec.arg, agg.spec.key) if e is not None and e.type is Type.ANY]
+
+    def checked_step(s, cols, pos, label, number=None):
+        for read in reads:
+            v = read(cols, pos, label, number)
+            if v is not None and not computes_with(v):
+                err = not_a_number(name, v)
+                err.position = pos
+                raise err
+        try:
+            return step(s, cols, pos, label, number)
+        except TypeError as e:
+            err = EvaluationError(f"{name} cannot combine the values a function declared returns='any' gave: {e}")
+            err.position = pos
+            raise err from None
+
+    def checked_result(state):
+        try:
+            return result(state)
+        except TypeError as e:
+            raise EvaluationError(f"{name} cannot combine the values a function declared returns='any' gave: "
+                                  f"{e}") from None
+    return dataclasses.replace(agg, step=checked_step, result=checked_result)
+
+
+def _build(spec: AggregateSpec, names: tuple[str, ...]) -> Aggregate:
     if spec.arg is None:
         return Aggregate(spec, 0, _count_star, _identity)
     value = compile_row(spec.arg, names)

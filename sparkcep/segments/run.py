@@ -111,7 +111,8 @@ def run_segments(plan: SegmentPlan, table: pa.Table, stats: dict | None = None) 
             segs = _match(root, ctx)
             values = _measures(q, series, segs, plan.user)
         except EvaluationError as e:
-            raise DataError(e.message) from None
+            row = None if e.position is None else int(order[start + e.position])
+            raise DataError(e.message, row=row) from None
         if stats is not None:
             for k, v in ctx.stats.items():
                 stats[k] = stats.get(k, 0) + v
