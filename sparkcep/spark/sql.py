@@ -128,13 +128,21 @@ def sql(spark, statement: str, **options):
     check_options(options)
     with_clause, select_list, source, clause, offset, alias, rest = split_statement(statement)
     # A WITH clause's names may be the source and may appear around it: it heads both statements.
-    head = with_clause + " " if with_clause else ""
+    head = _Built(statement)
+    if with_clause:
+        head.add(with_clause)
+        head.add(" ", None)
     if source.startswith("(") and source.endswith(")"):
-        src = _on_spark(lambda: spark.sql(head + source[1:-1]), statement, source)
+        sub = head.copy()
+        sub.add(source[1:-1], statement.find(source) + 1)
+        src = _on_spark(lambda: spark.sql(sub.text), sub, source)
     elif with_clause and _WORD.fullmatch(source.replace(".", "_").replace("`", "")):
-        src = _on_spark(lambda: spark.sql(f"{head}SELECT * FROM {source}"), statement, source)
+        sub = head.copy()
+        sub.add("SELECT * FROM ", None)
+        sub.add(source)
+        src = _on_spark(lambda: spark.sql(sub.text), sub, source)
     elif _WORD.fullmatch(source.replace(".", "_").replace("`", "")):
-        src = _on_spark(lambda: spark.table(source), statement, source)
+        src = _on_spark(lambda: spark.table(source), head, source)
     else:
         raise QueryError("NOT_SUPPORTED", f"the source of MATCH_RECOGNIZE must be a table, a view or a (subquery), not {source!r}",
                          Span(*_position(statement, statement.find(source))), statement)
@@ -144,18 +152,70 @@ def sql(spark, statement: str, **options):
         raise shift_error(e, statement, offset) from None
     view = f"sparkcep_match_{next(_counter)}"
     result.createOrReplaceTempView(view)
-    outer = f"{head}SELECT {select_list} FROM {view}" + (f" AS {alias}" if alias else "") + (f" {rest}" if rest else "")
+    outer = head.copy()
+    outer.add("SELECT ", None)
+    outer.add(select_list)
+    outer.add(f" FROM {view}" + (f" AS {alias}" if alias else ""), None)
+    if rest:
+        outer.add(" ", None)
+        outer.add(rest, statement.rfind(rest))
     try:
         # Spark analyses the statement here, inlining the view's plan: the view can go.
-        return _on_spark(lambda: spark.sql(outer), statement, select_list)
+        return _on_spark(lambda: spark.sql(outer.text), outer, select_list)
     finally:
         spark.catalog.dropTempView(view)
 
 
-def _on_spark(run, statement: str, part: str):
-    """``run()``, a Spark SQL call over ``part`` of the statement; Spark's analysis and parse
-    errors become QueryErrors pointing at that part (pyspark's own log line for such an error,
-    a JSON record with a Java stack trace on stderr, is kept quiet: the QueryError says it)."""
+class _Built:
+    """A statement made for Spark from pieces of the user's ``statement`` (and text of our
+    own), which knows where each piece came from: Spark's errors point into it."""
+
+    def __init__(self, statement: str):
+        self.statement = statement
+        self.text = ""
+        self.pieces: list[tuple[int, int | None, int]] = []  # (offset here, offset in the statement, length)
+        self._searched_from = 0
+
+    def copy(self) -> _Built:
+        other = _Built(self.statement)
+        other.text, other.pieces, other._searched_from = self.text, list(self.pieces), self._searched_from
+        return other
+
+    def add(self, piece: str, at: int | None | bool = True) -> None:
+        """Append ``piece``: from the statement at offset ``at`` (True: found there, after the
+        pieces before it), or None for text of our own."""
+        if at is True:
+            found = self.statement.find(piece, self._searched_from)
+            at = found if found >= 0 else None
+        if at is not None:
+            self._searched_from = at + len(piece)
+        self.pieces.append((len(self.text), at, len(piece)))
+        self.text += piece
+
+    def origin(self, line: int, pos: int) -> int | None:
+        """The statement's offset of Spark's (line, 0-based pos) here; the end of the statement
+        for the end of the text; None inside text of our own."""
+        lines = self.text.split("\n")
+        if not 1 <= line <= len(lines):
+            return None
+        offset = sum(len(x) + 1 for x in lines[:line - 1]) + pos
+        if offset >= len(self.text.rstrip()):
+            return len(self.statement.rstrip().rstrip(";").rstrip())
+        for here, there, length in self.pieces:
+            if here <= offset < here + length:
+                return None if there is None else there + offset - here
+        return None
+
+
+_SPARK_POSITION = re.compile(r"\(?line (\d+),? pos (\d+)\)?")
+
+
+def _on_spark(run, built: _Built, part: str):
+    """``run()``, a Spark SQL call over the statement ``built`` (made from ``part`` of the
+    user's statement and others); Spark's analysis and parse errors become QueryErrors
+    pointing where Spark says, in the user's statement (at ``part`` where Spark's place is
+    text of our own). pyspark's own log line for such an error, a JSON record with a Java
+    stack trace on stderr, is kept quiet: the QueryError says it."""
     from pyspark.logger import PySparkLogger
 
     quiet = PySparkLogger.getLogger("SQLQueryContextLogger")  # pyspark's own class (it logs with extra fields)
@@ -167,9 +227,15 @@ def _on_spark(run, statement: str, part: str):
         name = type(e).__name__
         if not (type(e).__module__ or "").startswith("pyspark") or name not in ("AnalysisException", "ParseException"):
             raise
+        statement = built.statement
         lines = str(e).strip().splitlines()
         first = lines[0] if lines else name
-        at = statement.find(part) if part else -1
+        where = _SPARK_POSITION.search(str(e))
+        at = built.origin(int(where.group(1)), int(where.group(2))) if where else None
+        if at is None:
+            at = statement.find(part) if part else -1
+        else:
+            first = _SPARK_POSITION.sub("", first).rstrip(" ;")
         span = Span(*_position(statement, at)) if at >= 0 else None
         raise QueryError("SPARK_SQL", f"Spark SQL rejects the statement around MATCH_RECOGNIZE: {first}",
                          span, statement) from None

@@ -192,6 +192,27 @@ def test_a_statement_spark_rejects_is_one_error_not_a_log_record(spark, stream, 
     assert "UNRESOLVED_COLUMN" not in err and "errorClass" not in err, err
 
 
+@pytest.mark.parametrize("tail, at", [
+    ("\n  WHERE m.p >", None),  # cut short: the end of the statement
+    (" WHERE m.nosuch > 1", "m.nosuch"),  # an unknown column in WHERE
+    (" ORDER BY", "ORDER BY"),  # a clause cut short (Spark points at one of its words)
+])
+def test_spark_s_rejection_points_where_spark_says_in_the_user_s_statement(spark, stream, tail, at):
+    """Spark reports a place in the statement it was given (our view in place of the
+    MATCH_RECOGNIZE clause): the caret goes to that place in the user's own statement."""
+    spark.createDataFrame(stream).createOrReplaceTempView("trades")
+    statement = ("SELECT m.p FROM trades MATCH_RECOGNIZE (ORDER BY timestamp MEASURES A.price AS p PATTERN (A)) AS m"
+                 + tail)
+    with pytest.raises(sparkcep.QueryError) as e:
+        sparkcep.sql(spark, statement)
+    start = len(statement) if at is None else statement.rindex(at)
+    places = {(statement[:o].count("\n") + 1, o - statement[:o].rfind("\n"))
+              for o in range(start, start + max(1, len(at or "")))}
+    assert e.value.code == "SPARK_SQL", str(e.value)
+    assert (e.value.line, e.value.column) in places, str(e.value)
+    assert "pos" not in e.value.message
+
+
 def test_arrow_types_round_trip(spark):
     t = pa.table({"ts": pa.array([1, 2, 3], pa.int32()), "f": pa.array([1.5, 2.5, 3.5], pa.float32()),
                   "s": ["a", "b", "c"]})
