@@ -27,7 +27,7 @@ from multiprocessing.connection import Connection, wait
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.pattern import Concat, Label, Repeat
 from sparkcep.compile.plan import Plan
-from sparkcep.errors import DataError, ExecutionError, SparkCepError
+from sparkcep.errors import DataError, ExecutionError, OptionError
 from sparkcep.runtime.context import ConditionContext
 from sparkcep.runtime.vm import Match, PartitionData
 
@@ -36,7 +36,7 @@ _END = None
 
 
 def steps_of(plan: Plan) -> list[tuple[int, int, int | None]]:
-    """(label, min, max) per unit, or a SparkCepError saying why SB cannot run the query."""
+    """(label, min, max) per unit, or an OptionError saying why SB cannot run the query."""
     q = plan.query
     why = None
     if q.mode != "sql":
@@ -60,8 +60,9 @@ def steps_of(plan: Plan) -> list[tuple[int, int, int | None]]:
     if not why and (not steps or steps[0][1] == 0):
         why = "a pattern whose first variable is optional"
     if why:
-        raise SparkCepError(f"strategies 'sb' and 'sb+' (RIP's state-based baselines) run patterns that are a "
-                            f"sequence of variables with ?, * or + (the first one required); not {why}")
+        raise OptionError(f"strategies 'sb' and 'sb+' (RIP's state-based baselines) run patterns that are a "
+                          f"sequence of variables with ?, * or + (the first one required); not {why}: use "
+                          "strategy 'sequential' or 'runs' for this query")
     return steps
 
 
