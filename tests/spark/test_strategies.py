@@ -452,7 +452,9 @@ def similar(a, b):
     return (a * 7 + b * 3) % 5 < 3
 
 sparkcep.register_function("similar", similar, "boolean", cost="expensive")
-pdf = pd.DataFrame({"ts": range(1200), "x": [(i * 7919) % 100000 for i in range(1200)]})  # >= SPECULATE_ROWS
+# >= SPECULATE_ROWS, and long enough (about 3 s of calls) for a worker started on a busy machine
+# to come up before the query ends (1 200 rows, 1.3 s, were not always: the task made every call)
+pdf = pd.DataFrame({"ts": range(3000), "x": [(i * 7919) % 100000 for i in range(3000)]})
 q = ("ORDER BY ts MEASURES A.ts AS a PATTERN (A B C) "
      "DEFINE A AS x % 2 = 0, B AS similar(A.x, B.x), C AS similar(B.x, C.x)")
 got = sparkcep.match_recognize(spark.createDataFrame(pdf), q, strategy="sequential").toPandas()
