@@ -204,32 +204,39 @@ def not_a_number(name: str, v: Any) -> EvaluationError:
 
 def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
     """``names``: the variable names, which CLASSIFIER() in the argument gives."""
-    agg = _build(spec, names)
     untyped = any(e is not None and e.type is Type.ANY for e in (spec.arg, spec.key))
-    if untyped and (spec.func in _ARITHMETIC or spec.func.startswith("USER:")):
-        return _over_untyped(agg)
-    return agg
+    if not (untyped and (spec.func in _ARITHMETIC or spec.func.startswith("USER:"))):
+        return _build(spec, names)
+    # Over values of a function declared returns='any', which analysis could not type: a value
+    # that is not a number, or values whose types do not meet (a float and a decimal), is an
+    # error on the row, never a sum of strings or Python's TypeError.
+    name = spec.func[5:] if spec.func.startswith("USER:") else spec.func
 
+    def numbers_only(e, names_):
+        read = compile_row(e, names_)
+        if e.type is not Type.ANY:
+            return read
 
-def _over_untyped(agg: Aggregate) -> Aggregate:
-    """``agg`` over values of a function declared returns='any', which analysis could not
-    type: a value that is not a number, or values whose types do not meet (a float and a
-    decimal), is an error on the row, never a sum of strings or Python's TypeError."""
-    name = agg.spec.func[5:] if agg.spec.func.startswith("USER:") else agg.spec.func
-    step, result = agg.step, agg.result
-    reads = [compile_row(e, ()) for e in (agg.spec.arg, agg.spec.key) if e is not None and e.type is Type.ANY]
-
-    def checked_step(s, cols, pos, label, number=None):
-        for read in reads:
+        def checked(cols, pos, label, number=None):
             v = read(cols, pos, label, number)
             if v is not None and not computes_with(v):
                 err = not_a_number(name, v)
                 err.position = pos
                 raise err
+            return v
+        return checked
+
+    agg = _build(spec, names, numbers_only)
+    step, result = agg.step, agg.result
+
+    def not_meeting(e: TypeError) -> EvaluationError:
+        return EvaluationError(f"{name} cannot combine the values a function declared returns='any' gave: {e}")
+
+    def checked_step(s, cols, pos, label, number=None):
         try:
             return step(s, cols, pos, label, number)
         except TypeError as e:
-            err = EvaluationError(f"{name} cannot combine the values a function declared returns='any' gave: {e}")
+            err = not_meeting(e)
             err.position = pos
             raise err from None
 
@@ -237,18 +244,18 @@ def _over_untyped(agg: Aggregate) -> Aggregate:
         try:
             return result(state)
         except TypeError as e:
-            raise EvaluationError(f"{name} cannot combine the values a function declared returns='any' gave: "
-                                  f"{e}") from None
+            raise not_meeting(e) from None
     return dataclasses.replace(agg, step=checked_step, result=checked_result)
 
 
-def _build(spec: AggregateSpec, names: tuple[str, ...]) -> Aggregate:
+def _build(spec: AggregateSpec, names: tuple[str, ...], compile_arg: Callable = compile_row) -> Aggregate:
+    """The aggregate of ``spec``, its argument and key compiled by ``compile_arg``."""
     if spec.arg is None:
         return Aggregate(spec, 0, _count_star, _identity)
-    value = compile_row(spec.arg, names)
+    value = compile_arg(spec.arg, names)
     func = spec.func
     if func in ("LINEAR_REG_R2", "LINEAR_REG_R2_SIGNED"):
-        key = compile_row(spec.key, names)
+        key = compile_arg(spec.key, names)
         initial, fold, result = _regression(func.endswith("SIGNED"))
 
         def step(s, cols, pos, label, number=None):
@@ -273,7 +280,7 @@ def _build(spec: AggregateSpec, names: tuple[str, ...]) -> Aggregate:
         from sparkcep.functions import user_aggregate
 
         user = user_aggregate(func[5:])
-        key = compile_row(spec.key, names) if spec.key is not None else None
+        key = compile_arg(spec.key, names) if spec.key is not None else None
 
         def step(s, cols, pos, label, number=None):
             row = (value(cols, pos, label, number),) + ((key(cols, pos, label, number),) if key is not None else ())
@@ -304,9 +311,9 @@ def _build(spec: AggregateSpec, names: tuple[str, ...]) -> Aggregate:
             return (value(cols, pos, label, number), s)
         return Aggregate(spec, None, step, lambda s: None if s is None else _linked(s))
     if func in ("MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"):
-        return _top_n(spec, value, compile_row(spec.key, names) if spec.key is not None else value)
+        return _top_n(spec, value, compile_arg(spec.key, names) if spec.key is not None else value)
     if func in ("MAX_BY", "MIN_BY"):
-        key = compile_row(spec.key, names)
+        key = compile_arg(spec.key, names)
         # (keys of a function declared returns='any' may not compare: an error on the row)
         better = in_row_errors((lambda k, best: sql_less(best, k)) if func == "MAX_BY" else sql_less)
 
