@@ -191,15 +191,15 @@ _ARITHMETIC = {"SUM", "AVG", "DELTA", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "
 _NUMBERS = (int, float, decimal.Decimal, dt.timedelta, dt.datetime, dt.date)
 
 
-def computes_with(v: Any) -> bool:
-    """Whether an arithmetic aggregate may take ``v``, a value of a function declared
-    returns='any'."""
-    return type(v) is not bool and isinstance(v, _NUMBERS)
-
-
-def not_a_number(name: str, v: Any) -> EvaluationError:
-    return EvaluationError(f"{name} needs numbers, and a function declared returns='any' gave a value of type "
-                           f"{type(v).__name__}")
+def a_number(name: str, v: Any, position: int) -> Any:
+    """``v``, a value of a function declared returns='any' at row ``position``, if aggregate
+    ``name`` may compute with it (NULL, or a number); else an error on that row."""
+    if v is None or (type(v) is not bool and isinstance(v, _NUMBERS)):
+        return v
+    err = EvaluationError(f"{name} needs numbers, and a function declared returns='any' gave a value of type "
+                          f"{type(v).__name__}")
+    err.position = position
+    raise err
 
 
 def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
@@ -218,12 +218,7 @@ def build(spec: AggregateSpec, names: tuple[str, ...] = ()) -> Aggregate:
             return read
 
         def checked(cols, pos, label, number=None):
-            v = read(cols, pos, label, number)
-            if v is not None and not computes_with(v):
-                err = not_a_number(name, v)
-                err.position = pos
-                raise err
-            return v
+            return a_number(name, read(cols, pos, label, number), pos)
         return checked
 
     agg = _build(spec, names, numbers_only)

@@ -36,7 +36,7 @@ from sparkcep.analysis.bound import (
     LabelSet,
     Type,
 )
-from sparkcep.compile.aggregates import computes_with, not_a_number, seconds
+from sparkcep.compile.aggregates import a_number, seconds
 from sparkcep.compile.expressions import EvaluationError, binary_operator, negate_any
 from sparkcep.compile.vectorize import logic
 from sparkcep.segments.series import Series
@@ -258,10 +258,7 @@ def _column(e: BExpr, series: Series) -> agg.Column:
         vals = [f(cols, i) for i in range(series.n)]
         if e.type is Type.ANY:  # a function declared returns='any': analysis could not type it
             for i, v in enumerate(vals):
-                if v is not None and not computes_with(v):
-                    err = not_a_number("a series aggregate", v)
-                    err.position = i
-                    raise err
+                a_number("a series aggregate", v, i)
         valid = np.array([v is not None for v in vals], dtype=bool)
         data = np.array([_as_number(v) for v in vals], dtype=np.float64)
         return agg.Column(data, valid)
