@@ -142,7 +142,9 @@ def sql(spark, statement: str, **options):
         sub.add(source)
         src = _on_spark(lambda: spark.sql(sub.text), sub, source)
     elif _WORD.fullmatch(source.replace(".", "_").replace("`", "")):
-        src = _on_spark(lambda: spark.table(source), head, source)
+        name = _Built(statement)  # what Spark is given: the name alone
+        name.add(source, statement.find(source))
+        src = _on_spark(lambda: spark.table(source), name, source)
     else:
         raise QueryError("NOT_SUPPORTED", f"the source of MATCH_RECOGNIZE must be a table, a view or a (subquery), not {source!r}",
                          Span(*_position(statement, statement.find(source))), statement)
