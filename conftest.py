@@ -13,6 +13,11 @@ import pytest
 from sybil import Sybil
 from sybil.parsers.markdown import PythonCodeBlockParser
 
+# The tests compare every matcher on inputs of a few rows, where a user's first query would
+# take the Python matchers (sparkcep.jit's tiers): here the kernels run wherever they apply,
+# in Spark's workers and the subprocesses too, unless a test says otherwise.
+os.environ.setdefault("SPARKCEP_KERNEL", "1")
+
 
 @pytest.fixture(scope="session")
 def spark():

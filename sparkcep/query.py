@@ -158,20 +158,22 @@ def _choose_for_plan(plan, strategy: str, task_options: dict):
         return "state-based", None
     if strategy == "tasks" and segment:
         raise OptionError("strategy 'tasks' runs automaton queries, not segment queries")
-    from sparkcep.tasks.from_sql import calls_expensive, task_query_of
+    # (the task engine is imported only where it may run: a first query answers sooner)
+    if strategy == "tasks" or (strategy == "auto" and not segment and functions.any_expensive()):
+        from sparkcep.tasks.from_sql import calls_expensive, task_query_of
 
-    if strategy == "tasks" or (strategy == "auto" and not segment and calls_expensive(plan)):
-        tq = task_query_of(plan)
-        if tq is not None:
-            return "tasks", tq
-        state_only = sorted(set(task_options) & {"pm", "queue", "block"})
-        if state_only:
-            raise OptionError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
-                              "over a sequence of variables; other queries run key groups or make their "
-                              "expensive calls ahead on the workers (options workers, start, chunk)")
-        # With PARTITION BY, whole key groups are the tasks (cheap calls gain too); one
-        # partition, or a key holding most rows (execute looks), has its calls made ahead.
-        return ("key-groups" if plan.query.partition_by else "speculative"), None
+        if strategy == "tasks" or calls_expensive(plan):
+            tq = task_query_of(plan)
+            if tq is not None:
+                return "tasks", tq
+            state_only = sorted(set(task_options) & {"pm", "queue", "block"})
+            if state_only:
+                raise OptionError(f"options {', '.join(state_only)} apply to ALL MATCHES + SKIP TILL ANY MATCH "
+                                  "over a sequence of variables; other queries run key groups or make their "
+                                  "expensive calls ahead on the workers (options workers, start, chunk)")
+            # With PARTITION BY, whole key groups are the tasks (cheap calls gain too); one
+            # partition, or a key holding most rows (execute looks), has its calls made ahead.
+            return ("key-groups" if plan.query.partition_by else "speculative"), None
     if strategy not in ("auto", "sequential"):
         raise OptionError(f"strategy {strategy!r} needs a Spark DataFrame; pandas and Arrow data run sequentially "
                           "(or with RIP's state-based baselines 'sb' and 'sb+', or the task engine 'tasks')")

@@ -1,6 +1,7 @@
 from unittest import mock
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -66,12 +67,17 @@ def test_plan_cache_follows_the_function_registry():
         compile_query(text, t)
 
 
-def test_already_ordered_check():
+@pytest.mark.parametrize("compiled", [True, False])
+def test_already_ordered_check(compiled, monkeypatch):
     import numpy as np
     import pyarrow as pa
 
+    from sparkcep import jit
     from sparkcep.analysis.bound import SortKey
     from sparkcep.data.partitions import already_ordered
+
+    # The compiled pass once a kernel is loaded, numpy's before: the same verdicts.
+    monkeypatch.setattr(jit, "_active", compiled)
 
     def check(cols, desc=(False, False)):
         t = pa.table({f"k{i}": pa.array(c) for i, c in enumerate(cols)})

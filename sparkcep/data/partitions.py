@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcep import jit
 from sparkcep.analysis.bound import AnalyzedQuery, SortKey
 from sparkcep.errors import DataError, QueryError
 from sparkcep.jit import njit
@@ -182,7 +183,7 @@ def already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
         if ties is None:
             # The first key in one compiled pass: 0 strictly ordered, 1 ordered with ties,
             # 2 out of order (or NaN).
-            verdict = _ordered_pass(a, k.descending)
+            verdict = _ordered_pass(a, k.descending) if jit.active() else _ordered_numpy(a, k.descending)
             if verdict != 1:
                 return verdict == 0
             first, second = (a[1:], a[:-1]) if k.descending else (a[:-1], a[1:])
@@ -199,6 +200,16 @@ def already_ordered(table: pa.Table, keys: tuple[SortKey, ...]) -> bool:
             return True
         ties = ties[same]
     return True
+
+
+def _ordered_numpy(a: np.ndarray, descending: bool) -> int:
+    """_ordered_pass in numpy (three passes, no compiler): before this process loads a kernel."""
+    if a.dtype.kind == "f" and np.isnan(a).any():
+        return 2
+    first, second = (a[1:], a[:-1]) if descending else (a[:-1], a[1:])
+    if (first > second).any():
+        return 2
+    return 1 if (first == second).any() else 0
 
 
 @njit

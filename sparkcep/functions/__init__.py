@@ -50,6 +50,11 @@ def is_expensive(name: str) -> bool:
     return f is not None and f.cost == "expensive"
 
 
+def any_expensive() -> bool:
+    """Whether some registered function is expensive (no query can call one otherwise)."""
+    return any(f.cost == "expensive" for f in list(_USER.values()))
+
+
 def registry_version() -> int:
     return _version
 

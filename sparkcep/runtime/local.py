@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sparkcep import jit
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import referenced_columns
 from sparkcep.data.output import measure_array, measure_types, output_table
@@ -52,14 +53,15 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     columns = LazyColumns(arrays)
     order_index = q.order_by[0].index if q.order_by else None
 
+    if use_kernel is None:
+        # (worker processes of an executor run the Python matchers; so do small inputs before
+        # a kernel is loaded, and larger ones before the kernels are compiled: see jit)
+        use_kernel = matcher_factory is Matcher and executor is None and jit.use_compiled(table.num_rows)
     if matcher_factory is Matcher and (q.gapped or (q.event_selection == "STRICT" and q.partition_by)):
         # The Pike VM knows contiguous rows of one partition only (strict contiguity without
         # PARTITION BY is exactly that).
-        # (worker processes of an executor run the Python matchers, as they do without event selection)
-        matcher_factory = CompiledNFAb if executor is None else NFAbMatcher
+        matcher_factory = CompiledNFAb if use_kernel and executor is None else NFAbMatcher
     matcher = matcher_factory(plan)
-    if use_kernel is None:
-        use_kernel = matcher_factory is Matcher and executor is None
     adjacent = _strict_adjacency(table, q, order_np) if q.event_selection == "STRICT" else None
     kernel = KernelMatcher.for_plan(plan) if use_kernel else None
     types = measure_types(q, table.schema)
