@@ -52,6 +52,48 @@ def test_run_csv_in_json_out(workdir):
     assert len(expected) > 0 and rows(got) == rows(expected)
 
 
+def test_a_small_parquet_input_runs_without_spark(workdir):
+    """No master named: a small Parquet input is read, matched and written in this process
+    (the summary says so), with Spark's answer; --master starts Spark."""
+    env = {k: v for k, v in os.environ.items() if k != "SPARKCEP_MASTER"}
+    env["COLUMNS"] = "200"
+    r = subprocess.run([*CLI, "run", "-q", "q7.sql", "-i", "stock.parquet", "-o", "out_local"], cwd=workdir, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "in this process (no Spark" in r.stdout and "│ master" not in r.stdout, r.stdout
+    got = pq.read_table(workdir / "out_local")
+    expected = sparkcep.match_recognize(pq.read_table(workdir / "stock.parquet"), rip.query("Q7"))
+    assert expected.num_rows > 0 and rows(got) == rows(expected)
+    assert [p.name for p in (workdir / "out_local").iterdir()] == ["part-00000.parquet"]
+    # Run again over its own output folder: replaced, as Spark's overwrite does.
+    r = subprocess.run([*CLI, "run", "-q", "q7.sql", "-i", "stock.parquet", "-o", "out_local", "--show", "0"],
+                       cwd=workdir, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and rows(pq.read_table(workdir / "out_local")) == rows(expected)
+
+
+def test_which_runs_start_spark(workdir, monkeypatch):
+    from sparkcep.cli import main
+
+    monkeypatch.delenv("SPARKCEP_MASTER", raising=False)
+    stock, clause = str(workdir / "stock.parquet"), rip.query("Q7")
+
+    def local(**kw):
+        args = dict(input=stock, in_format="parquet", out_format="parquet", master=None, strategy="auto",
+                    batch=None, shared=None, text=clause) | kw
+        return main._small_local_input(**args)
+
+    assert local() == 3000 and local(strategy="sequential") == 3000
+    for kw in ({"master": "local[1]"}, {"strategy": "runs"}, {"batch": 100}, {"shared": 5}, {"out_format": "csv"},
+               {"input": str(workdir / "stock.csv"), "in_format": "csv"}, {"text": "SELECT * FROM input"},
+               {"input": str(workdir / "missing.parquet")}):
+        assert local(**kw) is None, kw
+    monkeypatch.setattr(main, "LOCAL_ROWS", 2999)
+    assert local() is None  # a large input
+    monkeypatch.setenv("SPARKCEP_MASTER", "local[2]")
+    monkeypatch.setattr(main, "LOCAL_ROWS", 10**9)
+    assert local() is None
+
+
 def test_a_mistake_in_the_query_text_is_told_before_spark_starts(tmp_path):
     """A syntax error, in a clause or a whole SELECT, is reported from the text alone: before
     the input is even looked for (Spark started and read the input first), at its place in
