@@ -8,6 +8,8 @@ parenthesis, and Q9's ``D AS (B.price > 70 AND D.price < 130)``, read as ``D.pri
 
 from __future__ import annotations
 
+import re
+
 _PATTERNS_AND_DEFINES = {
     "Q1": """PATTERN (A B* C D* E F* G H* I J* K L* M){tail}
 DEFINE
@@ -127,3 +129,13 @@ def query(name: str, *, measures: str = "MATCH_NUMBER() AS match_no, FIRST(trade
     body = _PATTERNS_AND_DEFINES[name].format(tail=tail)
     partition = f"PARTITION BY {partition_by}\n" if partition_by else ""
     return f"{partition}ORDER BY timestamp, tradeId\nMEASURES {measures}\n{skip}\n{body}"
+
+
+def user_measures(name: str) -> str:
+    """MEASURES as users write them for query ``name``: values of named variables' rows
+    (the first variable's first trade, the last variable's last one), an aggregate of the
+    second variable's rows, the match's length."""
+    pattern = _PATTERNS_AND_DEFINES[name].split("\n", 1)[0]
+    names = re.findall(r"\b([A-Z])\b", pattern[len("PATTERN"):])
+    return (f"FIRST({names[0]}.tradeId) AS first_trade, LAST({names[-1]}.tradeId) AS last_trade, "
+            f"MIN({names[1]}.price) AS low, COUNT(*) AS length")
