@@ -163,3 +163,14 @@ def test_rows_in_order_sort_by_key_ranks_as_the_full_sort_does(data):
     with mock.patch.object(partitions, "_rankable", lambda t: False):
         want = partitions.sort_and_partition(table, q)
     assert got.order.tolist() == want.order.tolist() and got.bounds == want.bounds
+
+
+def test_rows_without_columns_match_as_in_arrow():
+    """A pandas frame with rows and no columns holds its rows, as the same Arrow table does."""
+    import pyarrow as pa
+
+    clause = "MEASURES COUNT(*) AS n, MATCH_NUMBER() AS m PATTERN (A B?)"
+    frame = sparkcep.match_recognize(pd.DataFrame(index=range(3)), clause)
+    table = sparkcep.match_recognize(pa.table({"x": [1, 2, 3]}).drop_columns(["x"]), clause)
+    assert frame.to_dict("records") == table.to_pylist() == [{"n": 2, "m": 1}, {"n": 1, "m": 2}]
+    assert sparkcep.match_recognize(pd.DataFrame(), clause).empty

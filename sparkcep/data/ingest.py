@@ -64,6 +64,8 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
             if col.dtype == object:
                 _check_one_type(col, array, name)
             arrays.append(array)
+        if not arrays:  # rows and no columns: the rows still count (as in an Arrow table)
+            return pa.table({"rows": pa.nulls(len(data))}).drop_columns(["rows"]), "pandas"
         return pa.Table.from_arrays(arrays, names=list(data.columns)), "pandas"
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data]), "arrow"

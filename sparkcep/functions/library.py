@@ -499,7 +499,7 @@ BUILTINS: dict[str, ScalarFunction] = {
         ScalarFunction("TRIM", str.strip, 1, 1, _of(Type.VARCHAR, _STR)),
         ScalarFunction("LTRIM", str.lstrip, 1, 1, _of(Type.VARCHAR, _STR)),
         ScalarFunction("RTRIM", str.rstrip, 1, 1, _of(Type.VARCHAR, _STR)),
-        ScalarFunction("REPLACE", lambda s, a, b="": s.replace(a, b) if a else s, 2, 3, _of(Type.VARCHAR, _STR)),
+        ScalarFunction("REPLACE", lambda s, a, b="": s.replace(a, b), 2, 3, _of(Type.VARCHAR, _STR)),  # '' matches between characters (Trino)
         ScalarFunction("STRPOS", _strpos, 2, 2, _of(Type.BIGINT, _STR)),
         ScalarFunction("STARTS_WITH", lambda s, p: s.startswith(p), 2, 2, _of(Type.BOOLEAN, _STR)),
         ScalarFunction("DATE_TRUNC", _date_trunc, 2, 2, _date_trunc_type),

@@ -212,11 +212,13 @@ CASES: list[Case] = [
         query="ORDER BY id "
         "MEASURES trim(A.s) AS t, replace(A.s, ' ', '') AS r3, replace(A.w, 'a') AS r2, "
         "strpos(A.w, 'na') AS p, strpos(A.w, 'x') AS p0, starts_with(A.w, 'ban') AS sw, "
-        "starts_with(A.w, 'an') AS sw2 " + ONE,
+        "starts_with(A.w, 'an') AS sw2, replace('abc', '', 'x') AS re, replace('abc', '') AS re2 " + ONE,
         expected=rows(
-            ("t", "r3", "r2", "p", "p0", "sw", "sw2"), ("ab c", "abc", "bnn", 3, 0, True, False)
+            ("t", "r3", "r2", "p", "p0", "sw", "sw2", "re", "re2"),
+            ("ab c", "abc", "bnn", 3, 0, True, False, "xaxbxcx", "abc"),
         ),
-        note="Two-argument replace removes every occurrence.",
+        note="Two-argument replace removes every occurrence; an empty search string matches "
+        "before, between and after the characters (as in Trino).",
     ),
     Case(
         name="fn_date_trunc",
