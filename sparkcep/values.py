@@ -342,14 +342,23 @@ def decoded(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
 
 
 def as_read(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
-    """A column as expressions read it: decoded (above), nanoseconds at microsecond precision."""
+    """A column as expressions read it: decoded (above), nanoseconds at microsecond precision
+    (floored, as a clock reads: one nanosecond before 1970 is the last microsecond of 1969,
+    where Arrow's cast cuts toward zero)."""
     col = decoded(col)
     t = col.type
     if pa.types.is_timestamp(t) and t.unit == "ns":
-        col = col.cast(pa.timestamp("us", t.tz), safe=False)
+        col = _floor_micros(col).cast(pa.timestamp("us", t.tz))
     if pa.types.is_duration(t) and t.unit == "ns":
-        col = col.cast(pa.duration("us"), safe=False)
+        col = _floor_micros(col).cast(pa.duration("us"))
     return col
+
+
+def _floor_micros(col: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """Nanosecond values (timestamps or durations) as whole microseconds, rounded down."""
+    ns = col.cast(pa.int64())
+    q = pc.divide(ns, 1000)  # toward zero
+    return pc.if_else(pc.less(pc.subtract(ns, pc.multiply(q, 1000)), 0), pc.subtract(q, 1), q)
 
 
 def python_values(col: pa.Array | pa.ChunkedArray) -> list[Any]:

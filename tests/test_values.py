@@ -812,3 +812,20 @@ def test_arithmetic_aggregates_take_numbers_of_an_any_function():
     got = sparkcep.match_recognize(frame, "ORDER BY ts MEASURES SUM(anything(v)) AS s, AVG(anything(v)) AS a, "
                                           "delta(anything(v)) AS d PATTERN (A+) DEFINE A AS v > 0")
     assert got.to_dict("records") == [{"s": 6.5, "a": 6.5 / 3, "d": 2}]
+
+
+def test_nanoseconds_read_as_the_microsecond_they_fall_in_before_1970_too():
+    """Floored, as a clock reads (Arrow's cast cuts toward zero: the last nanosecond of 1969
+    read as 1970); PARTITION BY tells keys a nanosecond apart, as ORDER BY does."""
+    import pandas as pd
+
+    df = pd.DataFrame({"ts": pd.to_datetime(["1969-12-31 23:59:59.999999999", "1970-01-01 00:00:00.000000001",
+                                             "1969-12-31 23:59:59.000000500"]), "i": [1, 2, 3]})
+    out = sparkcep.match_recognize(df, "ORDER BY i MEASURES year(A.ts) AS y, A.ts < TIMESTAMP '1970-01-01 00:00:00' "
+                                       "AS before, millisecond(A.ts) AS ms, second(A.ts) AS s ONE ROW PER MATCH "
+                                       "PATTERN (A)")
+    assert out[["y", "before", "ms", "s"]].values.tolist() == [[1969, True, 999, 59], [1970, False, 0, 0],
+                                                               [1969, True, 0, 59]]
+    keys = pd.DataFrame({"k": pd.to_datetime([1, 2, 2, -1], unit="ns"), "i": [1, 2, 3, 4]})
+    got = sparkcep.match_recognize(keys, "PARTITION BY k ORDER BY i MEASURES COUNT(*) AS n PATTERN (A+)")
+    assert got["n"].tolist() == [1, 1, 2]

@@ -15,7 +15,7 @@ from sparkcep import jit
 from sparkcep.analysis.bound import AnalyzedQuery, SortKey
 from sparkcep.errors import DataError, QueryError
 from sparkcep.jit import njit
-from sparkcep.values import as_read, decoded, numpy_values, python_values
+from sparkcep.values import decoded, numpy_values, python_values
 
 ROW_ID = "__sparkcep_row__"
 
@@ -109,8 +109,8 @@ def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
 
 
 def _rankable(t: pa.DataType) -> bool:
-    """Key types whose distinct values sort and group alike (no -0.0 beside 0.0, no NaN, no
-    nanoseconds grouped at microseconds): ranks of their distinct values order the rows."""
+    """Key types whose distinct values sort and group alike (no -0.0 beside 0.0, no NaN):
+    ranks of their distinct values order the rows."""
     if pa.types.is_dictionary(t):
         t = t.value_type
     return (pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t)
@@ -136,13 +136,14 @@ def _by_key_ranks(table: pa.Table, keys: tuple[SortKey, ...]) -> np.ndarray:
 
 def _key_changes(table: pa.Table, keys: tuple[SortKey, ...], order: np.ndarray) -> np.ndarray:
     """Per pair of neighbouring sorted rows, whether their PARTITION BY keys differ, as
-    GROUP BY groups: NULL with NULL, NaN with NaN; timestamps at the microsecond precision
-    expressions read them at (vectorized: a Python loop here cost seconds per million rows)."""
+    GROUP BY groups: NULL with NULL, NaN with NaN; values as stored, so that keys a
+    nanosecond apart are two keys, as ORDER BY tells them apart (vectorized: a Python loop
+    here cost seconds per million rows)."""
     n = len(order)
     change = np.zeros(max(n - 1, 0), dtype=bool)
     idx = pa.array(order)
     for k in keys:
-        col = as_read(table.column(k.index)).take(idx)
+        col = decoded(table.column(k.index)).take(idx)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         if pa.types.is_null(col.type):
             continue  # all NULL: one group
