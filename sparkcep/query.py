@@ -133,6 +133,12 @@ def describe_execution(plan, table: pa.Table, strategy: str = "auto", task_optio
 
             line += f"; a function measured below {CHEAP_CALL * 1000:g} ms a call is called here instead"
     lines = [f"executor: {chosen}: {line}"]
+    if chosen == "automaton" and plan.query.measures:
+        from sparkcep.runtime.columnar import per_match
+
+        slow = per_match(plan)
+        lines.append("measures: " + (f"per match in Python: {', '.join(slow)}" if slow else
+                                     "whole columns from the compiled matchers' matches"))
     if chosen == "speculative" and all(p.at_start for p in plan.program.closures[0]):
         lines.append("note: the pattern begins with ^, so a partition has one start row: each call's "
                      "arguments wait on earlier answers, and few calls can be made ahead")

@@ -114,6 +114,17 @@ def kernel_queries(draw, pattern_of=None):
         aggs = draw(st.lists(st.sampled_from(["COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA"]), min_size=2, max_size=2))
         measures = (f"MATCH_NUMBER() AS mn, COUNT(*) AS n, {aggs[0]}(price) AS ap, {aggs[1]}(x) AS ax, "
                     "FIRST(x) AS fx, LAST(price) AS lp, DELTA(t) AS dt")
+        if draw(st.booleans()):  # ... of variables' rows and SUBSETs: the matchers give labels
+            var, other = draw(st.sampled_from(names)), draw(st.sampled_from(names + ["U"]))
+            k = draw(st.integers(0, 2))
+            measures = ", ".join(draw(st.lists(st.sampled_from([
+                "MATCH_NUMBER() AS mn", "CLASSIFIER() AS cls", "FIRST(CLASSIFIER(U)) AS fcu",
+                f"LAST(CLASSIFIER({other}), {k}) AS lco", f"COUNT({var}.*) AS nv", f"COUNT({other}.x) AS nx",
+                f"{aggs[0]}({var}.price) AS av", f"{aggs[1]}({other}.x) AS ao", f"DELTA({other}.t) AS dto",
+                f"FIRST({var}.x) AS fv", f"LAST({other}.price) AS lo", f"{var}.price AS pv",
+                f"FIRST({other}.x, {k}) AS fk", f"LAST({var}.t, {k}) AS lk", f"PREV(FIRST({var}.price), {k}) AS pf",
+                f"NEXT(LAST({other}.x)) AS nl", f"PREV({other}.price, 2) AS p2", "LAST(price, 1) AS l1",
+            ]), min_size=1, max_size=5, unique=True)))
     text = f"""{draw(st.sampled_from(["", "PARTITION BY k"]))} ORDER BY {order}
         MEASURES {measures}
         {rows} {skip}
@@ -246,6 +257,38 @@ def _check_columnar(table, pattern):
     assert got == expected
     assert [[str(v) for v in row.values()] for row in got] == [[str(v) for v in row.values()] for row in expected] \
         if isinstance(got, list) else True  # -0.0 and 0.0 alike
+
+
+@pytest.mark.parametrize("pattern, defines", [
+    ("A B+ C", "A AS v < 15, B AS v >= 15 AND v < 40, C AS v >= 40"),  # static: the automaton
+    ("A B+ C", "B AS v > PREV(v), C AS v < A.v * 4"),  # the thread-list kernel
+    ("A B C", "A AS v < 15, B AS true, C AS true"),  # fixed length: a column scan
+])
+@pytest.mark.parametrize("keyed", [False, True])
+def test_measures_of_variables_are_columns(pattern, defines, keyed):
+    """Measures naming variables (FIRST(A.x), MIN(B.x), COUNT(B.*), CLASSIFIER()) come out as
+    columns from the matchers' labels, in one pass over every partition, with the reference
+    matcher's values."""
+    from unittest import mock
+
+    from sparkcep.runtime import columnar
+
+    cycle = [5, 20, 30, 45, 12, 18, 41, 3, 16, None, 17, 19, 50, 7, 39, 44]
+    n = 6 * len(cycle)
+    table = pa.table({"k": [(i // len(cycle)) % 3 if keyed else 0 for i in range(n)], "ts": list(range(n)),
+                      "v": [cycle[(i + i // len(cycle)) % len(cycle)] for i in range(n)]})
+    text = (f"{'PARTITION BY k' if keyed else ''} ORDER BY ts MEASURES FIRST(A.v) AS a, LAST(C.v) AS c, "
+            "MIN(B.v) AS lo, MAX(U.v) AS hi, SUM(B.v) AS s, AVG(B.v) AS avg, COUNT(B.*) AS nb, "
+            "FIRST(B.v, 1) AS b1, LAST(B.v, 1) AS bl1, PREV(FIRST(B.v)) AS pb, NEXT(C.v) AS nc, "
+            "CLASSIFIER() AS cls, FIRST(CLASSIFIER(U)) AS fcu, DELTA(B.ts) AS db "
+            f"ONE ROW PER MATCH AFTER MATCH SKIP PAST LAST ROW PATTERN ({pattern}) SUBSET U = (A, C) "
+            f"DEFINE {defines}")
+    plan = compile_query(text, table)
+    assert columnar.supported(plan) and columnar.needs_labels(plan)
+    expected = run_plan(plan, table, ReferenceMatcher).to_pylist()
+    with mock.patch.object(columnar, "measure_columns", wraps=columnar.measure_columns) as spy:
+        got = run_plan(plan, table, use_kernel=True).to_pylist()
+    assert spy.call_count == 1 and expected and got == expected
 
 
 def test_measure_columns_over_all_partitions_stay_inside_each():
@@ -762,3 +805,20 @@ def test_run_batches_raise_no_error_of_a_start_the_selection_skips():
     assert len(expected) == 2
     for batch in (1, 2, 4, 8):
         assert run_plan(plan, table, partition_runner=_in_batches(batch)).to_pylist() == expected, batch
+
+
+def test_explain_names_the_measures_that_run_per_match():
+    df = pd.DataFrame({"ts": range(6), "p": [1, 2, 3, 2, 1, 4]})
+
+    def measures_line(text):
+        (line,) = [ln for ln in sparkcep.explain(df, text).splitlines() if ln.startswith("measures:")]
+        return line
+
+    head = "ORDER BY ts MEASURES FIRST(A.p) AS a, MIN(B.p) AS lo, CLASSIFIER() AS c, "
+    tail = " PATTERN (A B+) DEFINE B AS p > PREV(p)"
+    assert measures_line(head + "COUNT(B.*) AS n" + tail) == \
+        "measures: whole columns from the compiled matchers' matches"
+    assert measures_line(head + "MIN(B.p) + 1 AS b, array_agg(p) AS ps" + tail) == \
+        "measures: per match in Python: b, ps"
+    assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH" + tail) == \
+        "measures: per match in Python: a, lo, c, n"

@@ -36,6 +36,9 @@ BULK = [_HEAD + q for q in [
     "B AS B.v <= A.v",
     "MEASURES FIRST(t) AS s, LAST(t) AS e PATTERN (B A) DEFINE A AS v < NEXT(v) OR NEXT(v) IS NULL, "
     "B AS B.v < A.v",
+    # ... in MEASURES too, of a variable's row: measure columns over the matchers' labels.
+    "MEASURES PREV(A.t) AS before, LAST(B.t) AS e, NEXT(B.v) AS after PATTERN (A B+) "
+    "DEFINE A AS v < 5, B AS v >= PREV(v)",
 ]]
 # Measures that read rows of their match only: one kernel call, then measured match by match.
 MATCHWISE = [_HEAD + q for q in [
@@ -43,11 +46,12 @@ MATCHWISE = [_HEAD + q for q in [
     "MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS c, RUNNING SUM(v) AS run ALL ROWS PER MATCH "
     "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B? C*) DEFINE A AS v > 5, C AS v < A.v",
 ]]
-# Queries that step key by key (unmatched rows, WITHIN, event selection, PREV in MEASURES).
+# Queries that step key by key (unmatched rows, WITHIN, event selection, PREV in MEASURES
+# beyond what measure columns take).
 EACH = [_HEAD + q for q in [
     "MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS c ALL ROWS PER MATCH WITH UNMATCHED ROWS "
     "PATTERN (A+ B) DEFINE A AS v > 3, B AS v <= 3",
-    "MEASURES PREV(A.t) AS before, LAST(B.t) AS e PATTERN (A B+) DEFINE A AS v < 5, B AS v >= PREV(v)",
+    "MEASURES PREV(A.t) AS before, LAST(B.t) + 1 AS e PATTERN (A B+) DEFINE A AS v < 5, B AS v >= PREV(v)",
     "MEASURES FIRST(t) AS s, LAST(t) AS e, SUM(v) AS total PATTERN (A{2,} B) WITHIN 6 "
     "DEFINE A AS v <= NEXT(v), B AS v > 4",
     "MEASURES FIRST(A.t) AS s, COUNT(A.*) AS c EVENT SELECTION SKIP TILL NEXT MATCH "

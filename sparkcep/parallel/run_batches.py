@@ -30,6 +30,7 @@ from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError, ExecutionError, SparkCepError
 from sparkcep.runtime import columnar as columnar_measures
+from sparkcep.runtime.columnar import Spans
 from sparkcep.runtime.engine import (
     Selection,
     candidate_finder,
@@ -300,7 +301,8 @@ class KernelSelection:
         got = None
         if columnar_measures.supported(plan) and hasattr(part.cols, "arrow"):
             numbers = np.arange(number + 1, number + 1 + k, dtype=np.int64)
-            got = columnar_measures.measure_columns(plan, part, (self.starts, self.ends, numbers),
+            got = columnar_measures.measure_columns(plan, part, Spans.of_kernel(self.starts, self.ends, numbers,
+                                                                                self.offs, self.labels),
                                                     [None] * len(plan.query.measures))
         if got is not None:
             rows, arrays = got

@@ -1,8 +1,13 @@
-"""ONE ROW PER MATCH measures as whole columns, for the common measures that need no
-per-match evaluation: MATCH_NUMBER(), COUNT(*), column values at the first or last row of
-the match (FIRST/LAST/plain references of the universal variable, with PREV/NEXT), and
-COUNT SUM AVG MIN MAX DELTA of a numeric column (DELTA of a timestamp too) over the whole
-match. Other measures run per match in runtime.measures.
+"""ONE ROW PER MATCH measures as whole columns, for the measures that need no per-match
+evaluation: MATCH_NUMBER(), CLASSIFIER(), COUNT(*) and COUNT(X.*), column values at a row
+the match designates (plain references, FIRST and LAST, of the universal variable, of a
+variable or of a SUBSET, with PREV/NEXT), and COUNT SUM AVG MIN MAX DELTA of a numeric
+column (DELTA of a timestamp too) over the rows of the whole match, of a variable or of a
+SUBSET. Other measures run per match in runtime.measures.
+
+Matches come as ``Spans``: each match's first row and end, its number and, where a measure
+names variables, the label of each of its rows. The rows of a set of variables are found
+once for every match (``_Labelled``), and a measure over them reads or folds those rows.
 
 The aggregates fold each match's rows in row order, exactly as compile.aggregates folds
 them one row at a time (the same float additions in the same order, SQL's NaN order,
@@ -12,41 +17,130 @@ the Python fold's exact answer (a sum beyond BIGINT, an average of a sum beyond 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pyarrow as pa
 
-from sparkcep.analysis.bound import AggregateSpec, BAgg, BColumn, BMatchNumber, BNav
+from sparkcep.analysis.bound import AggregateSpec, BAgg, BClassifier, BColumn, BMatchNumber, BNav, Pointer
 from sparkcep.compile.plan import Plan
+from sparkcep.errors import InternalError
 from sparkcep.jit import njit
 from sparkcep.types import Type
 from sparkcep.values import numpy_values, timestamp_micros
 
-# Aggregates of a numeric column over the whole match computed here (see _aggregate).
+# Aggregates of a numeric column computed here (see _aggregate).
 _FOLDS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA")
 _EXACT = 2**53
 
 
-def supported(plan: Plan) -> bool:
+@dataclass
+class Spans:
+    """Selected matches as arrays: rows [starts[i], ends[i]) of the partition data, numbered
+    ``numbers``; ``labels``, where measures need them, each matched row's variable, match
+    after match (row starts[i] + j is labels[offsets[i] + j])."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    numbers: np.ndarray
+    labels: np.ndarray | None = None
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def offsets(self) -> np.ndarray:
+        got = self._cache.get("offsets")
+        if got is None:
+            got = self._cache["offsets"] = np.concatenate(([0], np.cumsum(self.ends - self.starts)))
+        return got
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(match, partition row) of every matched row, match after match."""
+        got = self._cache.get("rows")
+        if got is None:
+            lengths = self.ends - self.starts
+            match = np.repeat(np.arange(len(self.starts), dtype=np.int64), lengths)
+            row = np.arange(int(lengths.sum()), dtype=np.int64) - self.offsets[:-1][match] + self.starts[match]
+            got = self._cache["rows"] = (match, row)
+        return got
+
+    def labelled(self, labels: frozenset[int]) -> _Labelled:
+        got = self._cache.get(labels)
+        if got is None:
+            got = self._cache[labels] = _Labelled(self, labels)
+        return got
+
+    @staticmethod
+    def of_kernel(starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray, offs: np.ndarray | None,
+                  labels: np.ndarray | None) -> Spans:
+        """Spans of contiguous matches as the kernel gives them: label offsets and labels
+        (its buffers run past the last one), or None for no labels."""
+        if offs is None:
+            return Spans(starts, ends, numbers)
+        if not np.array_equal(np.diff(offs[:len(starts) + 1]), ends - starts):
+            raise InternalError("the kernel's labels do not cover its matches' rows")
+        return Spans(starts, ends, numbers, labels[:offs[len(starts)]])
+
+    @staticmethod
+    def join(pieces: list[Spans]) -> Spans:
+        """Spans of several partitions' matches, one after another (rows already shifted)."""
+        labels = None if any(p.labels is None for p in pieces) else np.concatenate([p.labels for p in pieces])
+        return Spans(np.concatenate([p.starts for p in pieces]), np.concatenate([p.ends for p in pieces]),
+                     np.concatenate([p.numbers for p in pieces]), labels)
+
+
+class _Labelled:
+    """The rows of every match labelled with one of a set of variables, in row order:
+    rows[first[i]:first[i] + count[i]] are match i's."""
+
+    def __init__(self, spans: Spans, labels: frozenset[int]):
+        match, row = spans.rows()
+        hit = np.isin(spans.labels, np.fromiter(labels, dtype=np.int64, count=len(labels)))
+        self.at = np.flatnonzero(hit)  # positions in spans.labels
+        self.rows = row[self.at]
+        self.count = np.bincount(match[self.at], minlength=len(spans.starts)).astype(np.int64)
+        self.first = np.cumsum(self.count) - self.count
+
+
+def needs_labels(plan: Plan) -> bool:
+    """Whether some measure reads variables' rows (the matchers must then give labels)."""
     q = plan.query
-    if q.rows_per_match != "ONE" or q.gapped:
-        return False
     for m in q.measures:
         e = m.expr
-        if isinstance(e, BMatchNumber):
-            continue
-        if isinstance(e, BAgg):
-            if _whole_match(q.measure_aggregates[e.index]):
-                continue
-            return False
-        if isinstance(e, BNav) and e.pointer.labels is None and isinstance(e.inner, BColumn):
-            continue
-        return False
-    return True
+        if isinstance(e, BClassifier) or (isinstance(e, BNav) and e.pointer.labels is not None):
+            return True
+        if isinstance(e, BAgg) and q.measure_aggregates[e.index].labels is not None:
+            return True
+    return False
 
 
-def _whole_match(spec: AggregateSpec) -> bool:
-    """COUNT(*), or COUNT SUM AVG MIN MAX DELTA of a numeric column, over every row of the match."""
-    if spec.labels is not None or spec.distinct or spec.previous or spec.key is not None:
+def supported(plan: Plan) -> bool:
+    return not per_match(plan)
+
+
+def per_match(plan: Plan) -> tuple[str, ...]:
+    """The measures that run match by match in Python (explain names them): all of them
+    under ALL ROWS PER MATCH and event selection, else those this module does not compute
+    (expressions over measures, other aggregates, user functions)."""
+    q = plan.query
+    if q.rows_per_match != "ONE" or q.gapped:
+        return tuple(m.name for m in q.measures)
+    return tuple(m.name for m in q.measures if not _column(q, m.expr))
+
+
+def _column(q, e) -> bool:
+    if isinstance(e, BMatchNumber):
+        return True
+    if isinstance(e, BAgg):
+        return _foldable(q.measure_aggregates[e.index])
+    if isinstance(e, BNav):
+        return isinstance(e.inner, BColumn)
+    return isinstance(e, BClassifier) and e.pointer.physical == 0
+
+
+def _foldable(spec: AggregateSpec) -> bool:
+    """COUNT(*) and COUNT(X.*), or COUNT SUM AVG MIN MAX DELTA of a numeric column, over the
+    match's rows or its variables' (DISTINCT, a key, PREVIOUS: per match)."""
+    if spec.distinct or spec.previous or spec.key is not None:
         return False
     if spec.arg is None:
         return spec.func == "COUNT"
@@ -57,46 +151,86 @@ def _whole_match(spec: AggregateSpec) -> bool:
     return spec.func in _FOLDS and spec.arg.type in (Type.BIGINT, Type.DOUBLE)
 
 
-def measure_columns(plan: Plan, part, spans: tuple[np.ndarray, np.ndarray, np.ndarray], types: list,
-                    bounds: tuple[np.ndarray, np.ndarray] | None = None
+def measure_columns(plan: Plan, part, spans: Spans, types: list, bounds: tuple[np.ndarray, np.ndarray] | None = None
                     ) -> tuple[np.ndarray, list[pa.Array]] | None:
     """(partition row of each output row, one Arrow array per measure) for the matches
-    given as (starts, ends, match numbers); None where an aggregate needs the per-match
-    path (see the module's docstring). ``bounds``: each match's partition as rows [lo, hi)
-    of ``part`` when it holds many partitions (PREV and NEXT stay inside them)."""
-    starts, ends, numbers = spans
+    ``spans``; None where an aggregate needs the per-match path (see the module's
+    docstring). ``bounds``: each match's partition as rows [lo, hi) of ``part`` when it
+    holds many partitions (PREV and NEXT stay inside them)."""
     q = plan.query
     out = []
     for m, t in zip(q.measures, types, strict=True):
         e = m.expr
         if isinstance(e, BMatchNumber):
-            out.append(pa.array(numbers, type=t or pa.int64()))
+            out.append(pa.array(spans.numbers, type=t or pa.int64()))
         elif isinstance(e, BAgg):
-            spec = q.measure_aggregates[e.index]
-            if spec.arg is None:
-                out.append(pa.array(ends - starts, type=t or pa.int64()))
-                continue
-            got = _aggregate(spec.func, part.cols.arrow(spec.arg.index), starts, ends)
+            got = _measure_aggregate(q.measure_aggregates[e.index], part, spans, t)
             if got is None:
                 return None
-            values, has = got
-            arr = pa.array(values, mask=~has)
-            out.append(arr.cast(t) if t is not None and arr.type != t else arr)
+            out.append(got)
+        elif isinstance(e, BClassifier):
+            at, valid = _position(e.pointer, spans)
+            names = np.array(plan.labels, dtype=object)[spans.labels[at]] if len(spans.labels) \
+                else np.full(len(at), None, dtype=object)
+            out.append(pa.array(names, type=t or pa.string(), mask=~valid))
         else:
-            p = e.pointer
-            idx = (ends - 1 - p.offset) if p.last else (starts + p.offset)
-            valid = (idx >= starts) & (idx <= ends - 1)
-            idx = idx + p.physical
-            lo, hi = bounds if bounds is not None else (0, part.n)
-            valid &= (idx >= lo) & (idx < hi)
-            column = part.cols.arrow(e.inner.index)
-            taken = column.take(pa.array(np.where(valid, idx, 0), mask=~valid))
-            taken = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
-            if pa.types.is_dictionary(taken.type):
-                taken = taken.cast(taken.type.value_type)
-            out.append(taken.cast(t) if t is not None and taken.type != t else taken)
-    return starts, out
+            out.append(_navigation(e, part, spans, t, bounds))
+    return spans.starts, out
 
+
+def _position(p: Pointer, spans: Spans) -> tuple[np.ndarray, np.ndarray]:
+    """(position in the matched rows, match after match; found) of the row ``p``
+    designates in each match, before PREV/NEXT (in ONE ROW PER MATCH, RUNNING and FINAL
+    both see the whole match)."""
+    k = p.offset
+    if p.labels is None:
+        lo, hi = spans.offsets[:-1], spans.offsets[1:]
+        at = (hi - 1 - k) if p.last else (lo + k)
+        valid = (at >= lo) & (at < hi)
+    else:
+        s = spans.labelled(p.labels)
+        valid = k < s.count
+        i = s.first + (s.count - 1 - k if p.last else k)
+        at = s.at[np.where(valid, i, 0)] if len(s.at) else np.zeros(len(i), dtype=np.int64)
+    return np.where(valid, at, 0), valid
+
+
+def _navigation(e: BNav, part, spans: Spans, t, bounds) -> pa.Array:
+    """A column's value at the row a navigation designates (NULL where there is none)."""
+    at, valid = _position(e.pointer, spans)
+    if e.pointer.labels is None:
+        idx = at - spans.offsets[:-1] + spans.starts
+    else:
+        rows = spans.rows()[1]
+        idx = rows[at] if len(rows) else at
+    idx = idx + e.pointer.physical
+    lo, hi = bounds if bounds is not None else (0, part.n)
+    valid &= (idx >= lo) & (idx < hi)
+    column = part.cols.arrow(e.inner.index)
+    taken = column.take(pa.array(np.where(valid, idx, 0), mask=~valid))
+    taken = taken.combine_chunks() if isinstance(taken, pa.ChunkedArray) else taken
+    if pa.types.is_dictionary(taken.type):
+        taken = taken.cast(taken.type.value_type)
+    return taken.cast(t) if t is not None and taken.type != t else taken
+
+
+def _measure_aggregate(spec: AggregateSpec, part, spans: Spans, t) -> pa.Array | None:
+    if spec.labels is not None:
+        s = spans.labelled(spec.labels)
+        if spec.arg is None:
+            return pa.array(s.count, type=t or pa.int64())
+        column = part.cols.arrow(spec.arg.index).take(pa.array(s.rows))
+        starts, ends = s.first, s.first + s.count
+    else:
+        if spec.arg is None:
+            return pa.array(spans.ends - spans.starts, type=t or pa.int64())
+        column, starts, ends = part.cols.arrow(spec.arg.index), spans.starts, spans.ends
+    got = _aggregate(spec.func, column, starts, ends)
+    if got is None:
+        return None
+    values, has = got
+    arr = pa.array(values, mask=~has)
+    return arr.cast(t) if t is not None and arr.type != t else arr
 
 def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(values, not NULL) of ``func`` over rows [start, end) of each match, or None."""

@@ -26,6 +26,7 @@ from sparkcep.compile.vectorize import arrays_for, condition_mask
 from sparkcep.errors import DataError
 from sparkcep.runtime import kernel
 from sparkcep.runtime.automaton import Automaton
+from sparkcep.runtime.columnar import Spans
 from sparkcep.runtime.vm import (
     ALL_MATCHES_ADVICE,
     MAX_NODES,
@@ -319,24 +320,38 @@ class KernelMatcher:
     def glides(self) -> int:
         return int(self.stats[4])
 
-    def select_spans(self, part: PartitionData, input_row=lambda r: r):
-        """(starts, ends, match numbers) as arrays for ONE ROW PER MATCH measure columns
-        (no unmatched rows), or None if the data do not fit the kernel."""
+    def select_spans(self, part: PartitionData, input_row=lambda r: r, labels: bool = False) -> Spans | None:
+        """The selected matches as arrays for ONE ROW PER MATCH measure columns (no
+        unmatched rows), with each matched row's label where ``labels``; None if the data
+        do not fit the kernel."""
         arr = self.arrays(part)
         if arr is None:
             return None
         masks, cols, valid, order0, within = arr
+        offs = lab = None
         if self.plan.fixed is not None and self.spec.dyn_int.shape[0] == 0:
             starts = self._fixed_starts(part, masks, order0, within, input_row)
             ends = starts + len(self.plan.fixed)
+            if labels:
+                offs, lab = self._fixed_labels(starts)
         elif (got := self._automaton_window(part, masks, order0, within, whole=True)) is not None:
             starts, ends = got[0], got[1]
+            if labels:
+                offs, lab, _ = self._labels(part, starts, masks, cols, valid, order0, within)
         else:
             got = self._thread_select(part, arr, input_row)
             if got[-1] is not None:
                 raise got[-1]  # runtime.local then measures the matches before it per match, in order
             starts, ends = got[:2]
-        return starts, ends, np.arange(1, len(starts) + 1, dtype=np.int64)
+            if labels:
+                offs, lab = got[2], got[3]
+        return Spans.of_kernel(starts, ends, np.arange(1, len(starts) + 1, dtype=np.int64), offs, lab)
+
+    def _fixed_labels(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Label offsets and labels of a fixed-length pattern's matches (its variables in turn)."""
+        k = len(self.plan.fixed)
+        return (np.arange(len(starts) + 1, dtype=np.int64) * k,
+                np.tile(np.array(self.plan.fixed, dtype=np.int64), len(starts)))
 
     def _fixed_starts(self, part: PartitionData, masks, order0, within, input_row,
                       segments: np.ndarray | None = None) -> np.ndarray:
@@ -425,13 +440,15 @@ class KernelMatcher:
             raise self.skip.error(int(err), input_row(int(err_row)))
         return starts, ends, offs, labels, excl, int(pos), int(covered)
 
-    def select_partitions(self, part: PartitionData, bounds: list[tuple[int, int]], input_row=lambda r: r):
+    def select_partitions(self, part: PartitionData, bounds: list[tuple[int, int]], input_row=lambda r: r,
+                          labels: bool = False):
         """Every partition's matches in one pass, on the engine select_spans would pick for
         each (a column scan, the automaton, or the thread-list kernel but for ALL MATCHES and
-        matchregex there): (starts, ends, partition of each match) as rows of ``part``,
-        which holds the partitions one after another; None where that does not apply or the
-        data do not fit the kernel. A skip error of the thread-list kernel stops it: see
-        ``window_error``; one of the column scan is raised (at its first match, as there)."""
+        matchregex there): (starts, ends, partition of each match, with ``labels`` the label
+        offsets and labels of the matches' rows, else None) as rows of ``part``, which holds the partitions one after
+        another; None where that does not apply or the data do not fit the kernel. A skip
+        error of the thread-list kernel stops it: see ``window_error``; one of the column
+        scan is raised (at its first match, as there)."""
         q, s = self.plan.query, self.spec
         self.window_error = None
         if len(bounds) < 2:
@@ -446,20 +463,49 @@ class KernelMatcher:
             arr = self.arrays(part)
             if arr is None:
                 return None
-            masks, _, _, order0, within = arr
+            masks, cols, valid, order0, within = arr
             if self.plan.fixed is not None and static:
                 starts = self._fixed_starts(part, masks, order0, within, input_row, segments)
-                return starts, starts + len(self.plan.fixed), segments[starts]
+                return starts, starts + len(self.plan.fixed), segments[starts], \
+                    self._fixed_labels(starts) if labels else None
             got = self.automaton().partitions(masks, part.n, lo, hi, self.maxlength, q.within is not None, order0,
                                               within)
-            if got is not None:
-                self.determinised = True
-            return got
+            if got is None:
+                return None
+            self.determinised = True
+            starts, ends, parts = got
+            return starts, ends, parts, self._labels_by_partition(arr, starts, parts, lo, hi) if labels else None
         if self.skip.mode == "ALL_MATCHES" or q.mode == "matchregex":
             return None
         none = np.zeros(len(lo), dtype=np.int64)
         got = self.select_windows(part, lo, n, n, none, none, none - 1, True, segments)
-        return None if got is None else got[:3]
+        if got is None:
+            return None
+        return got[0], got[1], got[2], got[5][:2] if labels else None
+
+    def _labels_by_partition(self, arr, starts, parts, lo, hi) -> tuple[np.ndarray, np.ndarray]:
+        """The labels of the automaton's matches over many partitions, read by the
+        thread-list kernel from each partition alone (its rows copied out, so that no search
+        sees the next partition's rows, as select_windows does)."""
+        masks, cols, valid, order0, within = arr
+        q, s = self.plan.query, self.spec
+        offsets, out = [np.zeros(1, dtype=np.int64)], []
+        cut = np.flatnonzero(np.diff(parts)) + 1
+        for first, last in zip(np.concatenate(([0], cut)), np.concatenate((cut, [len(starts)])), strict=True):
+            if first == last:
+                continue
+            k = parts[first]
+            a, b = lo[k], hi[k]
+            o0 = order0[a:b].copy() if q.within is not None else order0
+            _, offs, lab, _ = kernel.labels_at(
+                starts[first:last] - a, self.op, self.a, self.closure, masks[:, a:b].copy(), s.reg_member,
+                s.reg_kind, s.dyn_int, s.dyn_float, cols[:, a:b].copy(), valid[:, a:b].copy(), b - a, b - a, True,
+                0, self.maxlength, q.within is not None, o0, within, s.reg_member.shape[0],
+                self.plan.program.slots, self.stats)
+            used = offs[last - first]
+            offsets.append(offs[1:last - first + 1] + offsets[-1][-1])
+            out.append(lab[:used])
+        return np.concatenate(offsets), np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     def select_windows(self, part: PartitionData, los: np.ndarray, ns: np.ndarray, limits: np.ndarray,
                        bases: np.ndarray, poss: np.ndarray, covereds: np.ndarray, complete: bool,

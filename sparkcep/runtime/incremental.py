@@ -31,6 +31,7 @@ from sparkcep.data.output import measure_types, output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError, QueryError
 from sparkcep.runtime import columnar as columnar_measures
+from sparkcep.runtime.columnar import Spans
 from sparkcep.runtime.engine import Selection, candidate_finder, measure_rows, select_matches
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
@@ -203,7 +204,8 @@ class IncrementalMatcher:
         if items is None:  # the kernel's matches, measures as whole columns (as in batch)
             starts, ends = window[0], window[1]
             numbers = np.arange(before + 1, before + 1 + len(starts), dtype=np.int64)
-            got = columnar_measures.measure_columns(plan, part, (starts, ends, numbers), self.types)
+            got = columnar_measures.measure_columns(plan, part, Spans.of_kernel(starts, ends, numbers, *window[2:4]),
+                                                    self.types)
             if got is None:
                 items = KernelMatcher.match_items(*window[:5], before)
         if got is not None:

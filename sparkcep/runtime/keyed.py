@@ -34,6 +34,7 @@ from sparkcep.data.output import output_table
 from sparkcep.data.partitions import LazyColumns, named_by_key, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
+from sparkcep.runtime.columnar import Spans
 from sparkcep.runtime.engine import Selection, measure_rows
 from sparkcep.runtime.fast import numbered_within
 from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
@@ -335,8 +336,9 @@ class KeyedMatcher:
         w_lo = lo[keys]
         measured = None
         if single.columnar:
-            measured = columnar_measures.measure_columns(plan, part, (starts, ends, numbers), single.types,
-                                                         bounds=(w_lo, w_lo + sealed[keys]))
+            measured = columnar_measures.measure_columns(plan, part, Spans.of_kernel(starts, ends, numbers,
+                                                                                     *label_arrays[:2]),
+                                                         single.types, bounds=(w_lo, w_lo + sealed[keys]))
         if measured is None and _measures_inside_match(plan):
             return self._per_match(table, part, starts, ends, label_arrays, numbers)
         return measured

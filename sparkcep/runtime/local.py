@@ -18,6 +18,7 @@ from sparkcep.data.output import measure_array, measure_types, output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
+from sparkcep.runtime.columnar import Spans
 from sparkcep.runtime.engine import output_rows
 from sparkcep.runtime.fast import KernelMatcher, numbered_within
 from sparkcep.runtime.nfab import CompiledNFAb, NFAbMatcher
@@ -127,30 +128,29 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
 
 def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], partition_data, partition,
               whole: PartitionData, order_np: np.ndarray, types: list):
-    """(input rows, measure columns) chunks in partition order: the kernel's match spans of
+    """(input rows, measure columns) chunks in partition order: the kernel's matches of
     every partition first, then each measure as one column over all of them (no fixed cost
     per partition); a partition whose data the kernel cannot read runs ``partition``."""
-    pieces: list = []  # per partition: (bounds, spans) or a finished (rows, columns) chunk
-    chunk = _all_at_once(plan, kernel, bounds, whole, order_np, types, partition)
+    labels = columnar_measures.needs_labels(plan)
+    chunk = _all_at_once(plan, kernel, bounds, whole, order_np, types, partition, labels)
     if chunk is not None:
         return [chunk]
+    pieces: list = []  # per partition: (bounds, spans) or a finished (rows, columns) chunk
 
     def measures():
         found = [x[0] for x in pieces if x[0] is not None]
         if not found:
             return None, found
-        starts = np.concatenate([sp[0] + b[0] for b, sp in found])
-        ends = np.concatenate([sp[1] + b[0] for b, sp in found])
-        numbers = np.concatenate([sp[2] for _, sp in found])
-        counts = [len(sp[0]) for _, sp in found]
+        spans = Spans.join([Spans(sp.starts + b[0], sp.ends + b[0], sp.numbers, sp.labels) for b, sp in found])
+        counts = [len(sp.starts) for _, sp in found]
         lo = np.repeat(np.array([b[0] for b, _ in found], dtype=np.int64), counts)
         hi = np.repeat(np.array([b[1] for b, _ in found], dtype=np.int64), counts)
-        return columnar_measures.measure_columns(plan, whole, (starts, ends, numbers), types, bounds=(lo, hi)), found
+        return columnar_measures.measure_columns(plan, whole, spans, types, bounds=(lo, hi)), found
 
     for b in bounds:
         try:
             part, row_ids = partition_data(b)
-            got = kernel.select_spans(part, lambda r, ids=row_ids: ids[r])
+            got = kernel.select_spans(part, lambda r, ids=row_ids: ids[r], labels)
             pieces.append(((b, got), None) if got is not None else (None, partition(b)))
         except DataError:
             # An earlier partition's per-match measures may fail first (in partition order),
@@ -171,7 +171,7 @@ def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], 
     out, at = [], 0
     for x, chunk in pieces:
         if x is not None:
-            k = len(x[1][0])
+            k = len(x[1].starts)
             chunk = (order_np[rows[at:at + k]], [a.slice(at, k) for a in arrays])
             at += k
         out.append(chunk)
@@ -179,21 +179,20 @@ def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], 
 
 
 def _all_at_once(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], whole: PartitionData,
-                 order_np: np.ndarray, types: list, partition):
+                 order_np: np.ndarray, types: list, partition, labels: bool):
     """(input rows, measure columns) of every partition from one kernel call and one measure
     pass (no fixed cost per partition: many small keys cost what one long one does), or None
     where the kernel does not take them all so (see KernelMatcher.select_partitions) or an
     aggregate needs the per-match path. A skip error comes after the errors of the
     partitions before it, as partition by partition."""
-    got = kernel.select_partitions(whole, bounds, lambda r: int(order_np[r]))
+    got = kernel.select_partitions(whole, bounds, lambda r: int(order_np[r]), labels)
     if got is None:
         return None
-    starts, ends, parts = got
+    starts, ends, parts, found = got
     lo = np.array([b[0] for b in bounds], dtype=np.int64)
     hi = np.array([b[1] for b in bounds], dtype=np.int64)
-    numbers = numbered_within(parts, len(bounds))
-    measured = columnar_measures.measure_columns(plan, whole, (starts, ends, numbers), types,
-                                                 bounds=(lo[parts], hi[parts]))
+    spans = Spans.of_kernel(starts, ends, numbered_within(parts, len(bounds)), *(found or (None, None)))
+    measured = columnar_measures.measure_columns(plan, whole, spans, types, bounds=(lo[parts], hi[parts]))
     if kernel.window_error is not None:
         err, k, row = kernel.window_error
         if measured is None:
