@@ -103,7 +103,7 @@ def test_automaton_equals_kernel_python_and_oracle(text, table):
         got = partitions(self, *args)
         ran.append(got is not None)
         if got is not None:
-            found.update(zip(got[0].tolist(), got[1].tolist()))
+            found.update(zip(got[0].tolist(), got[1].tolist(), strict=True))
         return got
 
     spied: list = []
@@ -113,8 +113,9 @@ def test_automaton_equals_kernel_python_and_oracle(text, table):
         # The thread-list kernel, asked for the automaton's matches, ends each where it did
         # (over many partitions: one partition's, its rows copied out, so shifted alike).
         got = labels_at(starts, *args)
-        pairs = list(zip(starts.tolist(), got[0].tolist()))
-        shifted = any(all((s + d, e + d) in found for s, e in pairs) for d in {a - pairs[0][0] for a, _ in found})
+        pairs = list(zip(starts.tolist(), got[0].tolist(), strict=True))
+        shifted = not pairs or any(all((s + d, e + d) in found for s, e in pairs)
+                                   for d in {a - pairs[0][0] for a, _ in found})
         assert any(s is starts and (got[0] == e).all() for s, e, *_ in spied) or shifted, text
         return got
 

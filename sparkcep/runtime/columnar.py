@@ -22,7 +22,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from sparkcep.analysis.bound import AggregateSpec, BAgg, BClassifier, BColumn, BMatchNumber, BNav, Pointer
+from sparkcep.analysis.bound import (
+    AggregateSpec,
+    BAgg,
+    BClassifier,
+    BColumn,
+    BMatchNumber,
+    BNav,
+    Pointer,
+)
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import InternalError
 from sparkcep.jit import njit
