@@ -6,7 +6,7 @@ import functools
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from sparkcep.data.ingest import to_arrow
+from sparkcep.data.ingest import placeholders, to_arrow
 from sparkcep.errors import OptionError, QueryError, guarded
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
@@ -166,15 +166,15 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     table, kind = _ingest(data, clause)
     plan = compile_query(clause, table, options.get("mode", "sql"), options.get("plan"), options.get("sharing", True))
     result = execute(plan, table, strategy, task_options)
-    return to_pandas(result, data) if kind == "pandas" else result
+    return to_pandas(result, data, placeholders(table)) if kind == "pandas" else result
 
 
 def _ingest(data: Any, clause: Any):
-    """The input as Arrow, and its kind; ONE ROW PER MATCH converts only the text columns the
-    query names (the costliest part of the hand-off from pandas)."""
-    query = parse(clause)
-    names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
-    return to_arrow(data, None if query.rows_per_match.mode == "ALL" else names)
+    """The input as Arrow, and its kind; only the text columns the query names are converted
+    (the costliest part of the hand-off from pandas), the others are passed through (see
+    data.ingest.to_arrow)."""
+    names = _names_of_text(clause) if isinstance(clause, str) else _names_in(clause)
+    return to_arrow(data, names)
 
 
 def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None, how: str | None = None,
@@ -187,7 +187,7 @@ def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = No
 
     with calls_once(plan):
         result = run_plan(plan, table, stats=stats)
-    return to_pandas(result, data) if kind == "pandas" else result
+    return to_pandas(result, data, placeholders(table)) if kind == "pandas" else result
 
 
 @functools.lru_cache(maxsize=256)

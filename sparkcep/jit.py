@@ -70,7 +70,6 @@ class Kernel:
     Kernel in its module's globals by numba's dispatcher, so that kernels calling each
     other see dispatchers when numba compiles them."""
 
-
     def __init__(self, py_func, options: dict):
         self.py_func = py_func
         self.options = options
@@ -87,6 +86,8 @@ class Kernel:
         return d(*args)
 
     def __getattr__(self, name: str):
+        if name.startswith("__"):  # (copy, inspect and pickle probe these: no reason to load numba)
+            raise AttributeError(name)
         return getattr(self.dispatcher if self.dispatcher is not None else _materialize(self), name)
 
     def __reduce__(self):

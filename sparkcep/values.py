@@ -279,6 +279,17 @@ def in_zone(instant: dt.datetime, zone: dt.tzinfo) -> dt.datetime:
     return zoned(instant.astimezone(zone))
 
 
+def zones_aligned(a: Any, b: Any) -> tuple[Any, Any]:
+    """Two values to compare: a naive timestamp beside a zoned one is taken as wall time in
+    the other's zone (a TIMESTAMP literal against a zoned column, as Spark hands every
+    timestamp over); other values as they are. Comparisons, GREATEST and LEAST use it."""
+    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime) and (a.tzinfo is None) != (b.tzinfo is None):
+        if a.tzinfo is None:
+            return localize(a, b.tzinfo), b
+        return a, localize(b, a.tzinfo)
+    return a, b
+
+
 def localize(naive: dt.datetime, tz: dt.tzinfo, prefer: dt.timedelta | None = None) -> dt.datetime:
     """A naive timestamp read as wall time in the zone of ``tz`` (a TIMESTAMP literal next
     to a zoned column; a truncated wall time). A wall time the zone shows twice (the hour a
@@ -627,11 +638,21 @@ def _exact_series(col, pd):
     return pd.Series(col.to_pylist(), dtype=object)
 
 
-def to_pandas(table: pa.Table, source: Any = None):
+def to_pandas(table: pa.Table, source: Any = None, held: frozenset[str] = frozenset()):
     """The result as pandas. Where ``source`` (the input DataFrame) used pandas' nullable or
     extension dtypes, they are kept: an output column copied from an input column gets that
     column's dtype back, and the other columns use the nullable dtypes (an integer with
-    NULLs stays an exact Int64, not a float64)."""
+    NULLs stays an exact Int64, not a float64). ``held``: columns the query did not read,
+    left in ``source`` (their values in ``table`` are its row positions): taken from it as
+    they are (any object, any dtype)."""
+    frame = _to_pandas(table, source)
+    for name in held & set(table.column_names):
+        at = table.column(name).to_numpy(zero_copy_only=False)
+        frame[name] = source[name].iloc[at].reset_index(drop=True)
+    return frame
+
+
+def _to_pandas(table: pa.Table, source: Any = None):
     import pandas as pd
 
     dtypes = dict(source.dtypes.items()) if isinstance(source, pd.DataFrame) else {}

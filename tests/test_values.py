@@ -829,3 +829,43 @@ def test_nanoseconds_read_as_the_microsecond_they_fall_in_before_1970_too():
     keys = pd.DataFrame({"k": pd.to_datetime([1, 2, 2, -1], unit="ns"), "i": [1, 2, 3, 4]})
     got = sparkcep.match_recognize(keys, "PARTITION BY k ORDER BY i MEASURES COUNT(*) AS n PATTERN (A+)")
     assert got["n"].tolist() == [1, 1, 2]
+
+
+def test_what_the_query_does_not_read_passes_through_untouched():
+    """Unread pandas columns of any objects (dicts, complex numbers, ints beside strings)
+    come back as they were, under ALL ROWS PER MATCH too; Arrow's view types too."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"i": [1, 2, 3], "o": [{"a": 1}, {"b": 2}, None], "c": [1 + 2j, 3j, 0j],
+                          "m": [1, "x", None], "s": pd.Series(["a", None, "c"], dtype="string")})
+    for rows in ("ONE ROW PER MATCH", "ALL ROWS PER MATCH"):
+        out = sparkcep.match_recognize(frame, f"ORDER BY i MEASURES COUNT(*) AS n {rows} PATTERN (A B?)")
+        if rows.startswith("ALL"):
+            assert out["o"].tolist() == [{"a": 1}, {"b": 2}, None] and out["c"].tolist() == [1 + 2j, 3j, 0j]
+            assert out["m"].tolist() == [1, "x", None] and str(out["s"].dtype) == "string"
+            assert out["s"].tolist() == ["a", pd.NA, "c"] and out["n"].tolist() == [1, 2, 1]
+        else:
+            assert out["n"].tolist() == [2, 1]
+    table = pa.table({"i": [1, 2], "s": pa.array(["a", "b"], pa.string_view()),
+                      "b": pa.array([b"x", b"y"], pa.binary_view())})
+    out = sparkcep.match_recognize(table, "ORDER BY i MEASURES COUNT(*) AS n ALL ROWS PER MATCH PATTERN (A)")
+    assert out.schema.field("s").type == pa.string_view() and out.column("s").to_pylist() == ["a", "b"]
+    assert out.schema.field("b").type == pa.binary_view() and out.column("b").to_pylist() == [b"x", b"y"]
+
+
+def test_a_timestamp_literal_meets_a_zoned_one_as_in_comparisons():
+    """GREATEST and LEAST read a naive timestamp beside a zoned one as wall time in its zone,
+    as < does; ARRAY of values of no common type is refused at the query."""
+    import pandas as pd
+
+    zoned = pd.DataFrame({"ts": pd.to_datetime(["2024-03-10 01:00", "2024-03-10 04:00"]).tz_localize(
+        "America/New_York"), "n": [1, 2], "i": [1, 2]})
+    out = sparkcep.match_recognize(zoned, "ORDER BY i MEASURES greatest(A.ts, TIMESTAMP '2024-03-10 03:30:00') AS g, "
+                                          "least(A.ts, TIMESTAMP '2024-03-10 03:30:00') AS l, "
+                                          "A.ts < TIMESTAMP '2024-03-10 03:30:00' AS lt ONE ROW PER MATCH PATTERN (A)")
+    assert [str(v) for v in out["g"]] == ["2024-03-10 03:30:00-04:00", "2024-03-10 04:00:00-04:00"]
+    assert [str(v) for v in out["l"]] == ["2024-03-10 01:00:00-05:00", "2024-03-10 03:30:00-04:00"]
+    assert out["lt"].tolist() == [True, False]
+    with pytest.raises(sparkcep.QueryError, match="ARRAY needs elements of one type") as e:
+        sparkcep.match_recognize(zoned, "ORDER BY i MEASURES ARRAY[A.ts, A.n] AS a ONE ROW PER MATCH PATTERN (A)")
+    assert e.value.code == "TYPE_MISMATCH"

@@ -50,9 +50,9 @@ from sparkcep.values import (
     decimal_negate,
     decimal_op,
     fits_bigint,
-    localize,
     mixed_types,
     shift,
+    zones_aligned,
 )
 
 
@@ -186,16 +186,10 @@ _COMPARE: dict[str, Callable[[Any, Any], bool]] = {
 
 
 def _zones_aligned(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """``fn`` on timestamps where one side may carry a time zone and the other not (a
-    TIMESTAMP literal against a zoned column, as Spark hands every timestamp over): the
-    naive one is taken as wall time in the other's zone."""
+    """``fn`` on timestamps where one side may carry a time zone and the other not
+    (values.zones_aligned)."""
     def op(a, b):
-        if isinstance(a, dt.datetime) and isinstance(b, dt.datetime) and (a.tzinfo is None) != (b.tzinfo is None):
-            if a.tzinfo is None:
-                a = localize(a, b.tzinfo)
-            else:
-                b = localize(b, a.tzinfo)
-        return fn(a, b)
+        return fn(*zones_aligned(a, b))
     return op
 
 

@@ -5,6 +5,7 @@ between processes."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import numpy as np
@@ -15,13 +16,23 @@ from sparkcep.analysis.scope import Column
 from sparkcep.errors import DataError, SparkCepError
 from sparkcep.types import MAX_DECIMAL_PRECISION, DecimalType
 
+_HELD = b"sparkcep.placeholders"
+
+
+def placeholders(table: pa.Table) -> frozenset[str]:
+    """The columns to_arrow left in the input frame (their values: row positions)."""
+    meta = table.schema.metadata or {}
+    return frozenset(json.loads(meta[_HELD])) if _HELD in meta else frozenset()
+
 
 def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
     """The input as an Arrow table, and which kind it came as ("pandas" or "arrow").
 
     ``keep``: for pandas input, the upper-cased names a query mentions; text (object,
-    string, category) columns it does not mention are not converted (they become NULL
-    placeholders the query cannot read), which spares the costliest part of the hand-off."""
+    string, category) columns it does not mention, and columns without an Arrow type, are
+    not converted, which spares the costliest part of the hand-off: they become placeholders
+    the query cannot read, holding each row's position, so that the output takes such a
+    column's values from the input frame untouched (``placeholders``, ``values.to_pandas``)."""
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency
@@ -33,18 +44,21 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
         if data.columns.duplicated().any():
             dup = data.columns[data.columns.duplicated()][0]
             raise DataError("column names must be unique", column=dup)
-        arrays = []
+        arrays, held = [], []
+        positions = pa.array(np.arange(len(data), dtype=np.int64)) if keep is not None else None
         for name in data.columns:
             col = data[name]
             textual = col.dtype.kind in "OUS" or isinstance(col.dtype, pd.CategoricalDtype)
             if keep is not None and textual and name.upper() not in keep:
-                arrays.append(pa.nulls(len(data)))
+                arrays.append(positions)
+                held.append(name)
                 continue
             try:
                 array = _pandas_column(col)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, UnicodeError) as e:
                 if keep is not None and name.upper() not in keep:
-                    arrays.append(pa.nulls(len(data)))  # no Arrow type (complex, sparse), and not read
+                    arrays.append(positions)  # no Arrow type (complex, sparse, mixed), and not read
+                    held.append(name)
                     continue
                 # an object column's values are to blame one by one; another's, its type
                 row = _first_unreadable(col) if col.dtype == object else None
@@ -66,7 +80,10 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
             arrays.append(array)
         if not arrays:  # rows and no columns: the rows still count (as in an Arrow table)
             return pa.table({"rows": pa.nulls(len(data))}).drop_columns(["rows"]), "pandas"
-        return pa.Table.from_arrays(arrays, names=list(data.columns)), "pandas"
+        table = pa.Table.from_arrays(arrays, names=list(data.columns))
+        if held:
+            table = table.replace_schema_metadata({_HELD: json.dumps(held)})
+        return table, "pandas"
     if isinstance(data, pa.RecordBatch):
         return pa.Table.from_batches([data]), "arrow"
     if isinstance(data, pa.Table):

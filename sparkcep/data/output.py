@@ -121,7 +121,7 @@ def output_table(q_or_plan, table: pa.Table, rows, measures: list,
     from ``measures`` (per measure a list of values, or Arrow arrays to join)."""
     q = getattr(q_or_plan, "query", q_or_plan)
     types = types if types is not None else measure_types(q, table.schema)
-    taken = table.take(pa.array(rows, pa.int64()))
+    rows_at = pa.array(rows, pa.int64())
     names, arrays = [], []
     j = 0
     for name, idx in output_columns(q):
@@ -134,8 +134,18 @@ def output_table(q_or_plan, table: pa.Table, rows, measures: list,
                 arrays.append(measure_array(name, values, types[j]))
             j += 1
         else:
-            arrays.append(taken.column(idx))
+            arrays.append(_take(table.column(idx), rows_at))
     return pa.table(arrays, names=names) if names else pa.table({})
+
+
+def _take(col: pa.ChunkedArray, rows: pa.Array) -> pa.ChunkedArray:
+    """An input column's output rows, its type kept: Arrow has no take for the view types
+    (string_view, binary_view), so those go through their plain twins and back."""
+    t = col.type
+    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+        plain = pa.large_string() if pa.types.is_string_view(t) else pa.large_binary()
+        return col.cast(plain).take(rows).cast(t)
+    return col.take(rows)
 
 
 def measure_array(name: str, values: list[Any], arrow_type: pa.DataType | None) -> pa.Array:

@@ -20,6 +20,7 @@ from sparkcep.values import (
     localize,
     mixed_types,
     zone_of,
+    zones_aligned,
 )
 
 
@@ -95,6 +96,11 @@ def unify(types: list[Type]) -> Type | None:
 def _same(types: list[Type]) -> Type | str:
     t = unify(types)
     return "needs arguments of one type" if t is None else t
+
+
+def _array_of(types: list[Type]) -> Type | str:
+    """ARRAY[...]: elements of one type (numbers of any kind meet), as Trino types them."""
+    return "needs elements of one type" if unify(types) is None else Type.ARRAY
 
 
 def _abs(x):
@@ -186,6 +192,7 @@ def sql_less(a, b) -> bool:
     """a < b in SQL's order, where NaN is greater than every other number (as Trino orders)."""
     if _is_nan(a) or _is_nan(b):
         return _is_nan(b) and not _is_nan(a)
+    a, b = zones_aligned(a, b)
     try:
         return a < b
     except TypeError:
@@ -510,7 +517,7 @@ BUILTINS: dict[str, ScalarFunction] = {
         ScalarFunction("ARRAY_MAX", _array_extreme(True), 1, 1, _element_type_of_array),
         ScalarFunction("ARRAY_MIN", _array_extreme(False), 1, 1, _element_type_of_array),
         ScalarFunction("ARRAY_JOIN", _array_join, 2, 3, _of(Type.VARCHAR, _ARR, _STR), null_on_null=False),
-        ScalarFunction("ARRAY", _array_ctor, 0, None, lambda _types: Type.ARRAY, null_on_null=False),
+        ScalarFunction("ARRAY", _array_ctor, 0, None, _array_of, null_on_null=False),
     ]
 }
 for _field, _get in _FIELDS.items():
