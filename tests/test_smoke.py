@@ -27,20 +27,23 @@ def test_pandas_text_columns_the_query_does_not_read_are_not_converted():
 
     import sparkcep
     from sparkcep import DataError
-    from sparkcep.data.ingest import to_arrow
+    from sparkcep.data.ingest import placeholders, to_arrow
 
     df = pd.DataFrame({"ts": [1, 2, 3, 4], "p": [5.0, 3.0, float("nan"), 7.0], "sym": ["a", "b", "a", "b"],
                        "cat": pd.Categorical(["x", "y", "x", "y"]), "bad": [1, "two", 3.0, None]})
     table, kind = to_arrow(df, keep={"TS", "P"})
-    assert kind == "pandas" and table.column("sym").null_count == 4 and table.column("p").null_count == 1
-    assert table.column("ts").to_pylist() == [1, 2, 3, 4]
+    assert kind == "pandas" and placeholders(table) == {"sym", "cat", "bad"} and table.column("p").null_count == 1
+    assert table.column("ts").to_pylist() == [1, 2, 3, 4] and table.column("sym").to_pylist() == [0, 1, 2, 3]
     # ONE ROW PER MATCH reads only what the query names; the unread mixed column is no error.
     got = sparkcep.match_recognize(df, "PARTITION BY sym ORDER BY ts MEASURES LAST(cat) AS c, COUNT(*) AS n "
                                        "PATTERN (A+) DEFINE A AS p > 1")
     assert got.sort_values("sym").values.tolist() == [["a", "x", 1], ["b", "y", 2]]
-    # ALL ROWS PER MATCH outputs every column, so every column must convert.
+    # ALL ROWS PER MATCH outputs every column: the unread ones come from the input as they are.
+    got = sparkcep.match_recognize(df, "ORDER BY ts ALL ROWS PER MATCH PATTERN (A) DEFINE A AS p > 1")
+    assert got["bad"].tolist() == [1, "two", None] and got["cat"].dtype == df["cat"].dtype
+    # ... but a column the query reads must convert.
     with pytest.raises(DataError) as e:
-        sparkcep.match_recognize(df, "ORDER BY ts ALL ROWS PER MATCH PATTERN (A) DEFINE A AS p > 1")
+        sparkcep.match_recognize(df, "ORDER BY ts MEASURES A.bad AS b ALL ROWS PER MATCH PATTERN (A) DEFINE A AS p > 1")
     assert e.value.column == "bad"
 
 

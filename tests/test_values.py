@@ -507,13 +507,15 @@ def test_segment_queries_refuse_values_of_an_any_function_that_do_not_meet(measu
                                                  (2**63, -1, "is past a signed 64-bit integer")])
 def test_an_object_column_holding_an_integer_past_64_bits_is_a_data_error(big, first, message):
     """pandas keeps such integers in an object column; no Arrow integer holds them (or not
-    beside negative ones), so the column cannot be read: a DataError naming the column and
-    the row."""
+    beside negative ones), so a query cannot read the column: a DataError naming the column
+    and the row. Unread, it passes through as it is."""
     frame = pd.DataFrame({"ts": [1, 2, 3], "n": [first, big, 2]})
-    for clause in ("ALL ROWS PER MATCH PATTERN (A)", "MEASURES A.n AS n PATTERN (A)"):
+    for clause in ("MEASURES A.n AS n ALL ROWS PER MATCH PATTERN (A)", "MEASURES A.n AS n PATTERN (A)"):
         with pytest.raises(DataError, match=f"the integer {big} {message}") as e:
             sparkcep.match_recognize(frame, "ORDER BY ts " + clause)
         assert (e.value.column, e.value.row) == ("n", 1)
+    out = sparkcep.match_recognize(frame, "ORDER BY ts ALL ROWS PER MATCH PATTERN (A)")
+    assert out["n"].tolist() == [first, big, 2]
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "uint64", "UInt8", "UInt64"])
@@ -718,12 +720,14 @@ def test_a_half_float_key_partitions_as_its_float32_twin():
 
 
 def test_a_column_without_an_arrow_type_is_an_error_only_where_read():
-    """A complex or sparse pandas column (no Arrow type): ONE ROW PER MATCH that does not
-    read it runs; a query that reads or outputs it names the column (and no row: the
-    type is to blame)."""
+    """A complex or sparse pandas column (no Arrow type): a query that does not read it runs
+    (ALL ROWS PER MATCH gives it back as it was); one that reads it names the column (and
+    no row: the type is to blame)."""
     df = pd.DataFrame({"ts": [1, 2, 3], "z": np.array([1j, 2j, 3j]), "s": pd.arrays.SparseArray([0, 1, 0])})
     assert match_recognize(df, "ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A)").n.tolist() == [1, 1, 1]
-    for q in ("ORDER BY ts MEASURES A.z AS v PATTERN (A)", "ORDER BY ts MEASURES A.ts AS v ALL ROWS PER MATCH PATTERN (A)"):
+    out = match_recognize(df, "ORDER BY ts MEASURES A.ts AS v ALL ROWS PER MATCH PATTERN (A)")
+    assert out["z"].tolist() == [1j, 2j, 3j] and out["s"].dtype == df["s"].dtype and out["s"].tolist() == [0, 1, 0]
+    for q in ("ORDER BY ts MEASURES A.z AS v PATTERN (A)", "ORDER BY ts MEASURES A.z AS v ALL ROWS PER MATCH PATTERN (A)"):
         with pytest.raises(DataError) as e:
             match_recognize(df, q)
         assert e.value.column == "z" and e.value.row is None
