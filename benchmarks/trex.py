@@ -7,7 +7,7 @@ EqualUpDownTicks, which the appendix does not define, is ``equal_up_down_ticks(x
 registered below: 1 when the segment has as many rises as falls from row to row, else 0
 (with an index of prefix counts, T-REX's index()/lookup()). The paper's large_fall_ratio
 (0.725-0.925 on minute bars) is scaled to our daily series (0.96-0.99). Data: the seeded
-series of ``sparkcep.workloads.series`` (scaled by ``--scale``), or vega-datasets'
+series of ``sparkcep.workloads.trex_series`` (scaled by ``--scale``), or vega-datasets'
 seattle-weather for cld_wave when that package is installed.
 
 For every instance (template × parameter set): the optimizer's plan, the three rule-based
@@ -34,7 +34,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from sparkcep.workloads import series
+from sparkcep.workloads import trex_series as series
 
 PLANS = ("optimized", "sort_merge", "left_probe", "right_probe")
 # The automaton engine tries every (start, boundary, end): minutes per instance past this.
@@ -269,7 +269,7 @@ def run_instance(name: str, table: pa.Table, params: dict, automaton: bool = Tru
     import sparkcep
     from sparkcep.api import compile_query
     from sparkcep.segments.optimizer import CostModel, aggregate_cost, optimize
-    from sparkcep.segments.plan import build_plan
+    from sparkcep.segments.operators import build_plan
     from sparkcep.segments.run import partition_series, sample_of
 
     text = TEMPLATES[name]["query"].format(**params)

@@ -60,14 +60,14 @@ def snoop(data: Any, query: str, *, order_by: str | None = None, partition_by: A
     A Spark DataFrame (``order_by`` required) runs with strategy "tasks" (the coordinator on
     the driver, each round of tasks evaluated by Spark tasks) or "partition" (one coordinator
     per ``partition_by`` key group, in parallel; the default when there is a key)."""
-    from sparkcep.tasks.run import snoop_table
+    from sparkcep.tasks.strategies import snoop_table
 
     check_options(options, SNOOP_OPTIONS)
     keys = (partition_by,) if isinstance(partition_by, str) else partition_by
     if not isinstance(keys, (list, tuple)) or not all(isinstance(k, str) for k in keys):
         raise OptionError(f"partition_by must name a column or a list of columns, not {partition_by!r}")
     if is_spark_dataframe(data):
-        from sparkcep.spark.snoop import snoop_spark
+        from sparkcep.spark.snoop_jobs import snoop_spark
 
         keys = (partition_by,) if isinstance(partition_by, str) else tuple(partition_by)
         return snoop_spark(data, query, order_by=order_by, partition_by=keys, type_column=type_column,

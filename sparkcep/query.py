@@ -31,7 +31,7 @@ def plan_query(q, how: str | None = None, sharing: bool = True):
     if not isinstance(sharing, bool):
         raise OptionError(f"sharing must be True or False, not {sharing!r}")
     if q.segment_query:
-        from sparkcep.segments.plan import PLANS
+        from sparkcep.segments.operators import PLANS
         from sparkcep.segments.run import segment_plan
 
         how = how or "optimized"

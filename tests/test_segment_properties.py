@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.segments.plan import PLANS
+from sparkcep.segments.operators import PLANS
 from tests.conformance.test_conformance import same_rows
 from tests.segment_reference import SegmentReferenceError, segment_reference
 from tests.tiers import examples

@@ -12,7 +12,7 @@ import pytest
 
 import sparkcep
 from sparkcep.aggregates import kernels as agg
-from sparkcep.segments.plan import PLANS
+from sparkcep.segments.operators import PLANS
 
 PRICES = pa.table({"t": list(range(7)), "price": [1.0, 2, 3, 2, 1, 2, 3]})
 

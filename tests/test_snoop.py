@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.tasks.query import compile_snoop
+from sparkcep.tasks.task_query import compile_snoop
 from sparkcep.tasks.translate import to_match_recognize
 from tests.tiers import examples
 

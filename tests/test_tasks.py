@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import sparkcep
 from sparkcep.errors import DataError
 from sparkcep.tasks.engine import TaskOptions, TaskStats, run_tasks, sorted_data
-from sparkcep.tasks.query import compile_snoop
+from sparkcep.tasks.task_query import compile_snoop
 from sparkcep.tasks.reference import SnoopReference
 from tests.tiers import examples
 

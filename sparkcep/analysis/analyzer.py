@@ -14,7 +14,7 @@ from sparkcep.analysis.bound import (
     SortKey,
     Type,
 )
-from sparkcep.analysis.expressions import ExpressionBinder
+from sparkcep.analysis.binding import ExpressionBinder
 from sparkcep.analysis.patterns import find_in_pattern, has_exclusion
 from sparkcep.analysis.scope import Column, Scope
 from sparkcep.analysis.segment_rules import SegmentRules

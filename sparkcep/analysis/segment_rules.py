@@ -14,7 +14,7 @@ from sparkcep.analysis.bound import (
     BWindow,
     Type,
 )
-from sparkcep.analysis.expressions import TIME_TYPES
+from sparkcep.analysis.binding import TIME_TYPES
 from sparkcep.analysis.patterns import (
     calls_named,
     expr_children,

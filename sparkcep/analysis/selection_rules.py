@@ -8,7 +8,7 @@ import datetime as dt
 from sparkcep.analysis.bound import (
     SortKey,
 )
-from sparkcep.analysis.expressions import TIME_TYPES
+from sparkcep.analysis.binding import TIME_TYPES
 from sparkcep.analysis.patterns import (
     count_var,
     find_in_pattern,

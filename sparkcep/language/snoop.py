@@ -14,7 +14,7 @@
 The clauses are parsed by ``snoop.lark``; the predicates and the RETURN outputs are cut out
 of the text and parsed by the MATCH_RECOGNIZE expression grammar (``parser.parse_conjuncts``
 and ``parse_outputs``), so errors anywhere point into this text with line, column and caret.
-The meaning (variables, windows, PICK, CONSUMING) is settled by ``sparkcep.tasks.query``.
+The meaning (variables, windows, PICK, CONSUMING) is settled by ``sparkcep.tasks.task_query``.
 """
 
 from __future__ import annotations

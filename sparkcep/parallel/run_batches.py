@@ -31,7 +31,7 @@ from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError, ExecutionError, SparkCepError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.columnar import Spans
-from sparkcep.runtime.engine import (
+from sparkcep.runtime.selection import (
     Selection,
     candidate_finder,
     measure_rows,

@@ -35,7 +35,7 @@ from sparkcep.runtime.vm import (
     UNRESOLVED,
     Match,
     PartitionData,
-    _columns_in,
+    columns_in,
     matches_from_arrays,
     too_many_runs,
 )
@@ -75,7 +75,7 @@ class KernelMatcher:
         self.skip_member = self.skip.members(len(plan.labels))
         # The columns the row-local conditions read (their masks are built per partition).
         self.used = plan.derive("local_columns", lambda: {
-            c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)})
+            c.index for parts in plan.local_parts for e in parts for c in columns_in(e)})
 
     @classmethod
     def for_plan(cls, plan: Plan) -> KernelMatcher | None:

@@ -3,7 +3,7 @@
 Rows come in any order within the watermark delay. A ``KeyState`` buffers them in ORDER BY
 order (ties: the other ORDER BY columns, then arrival). When the watermark advances, the
 rows below it are *sealed* — no row that sorts before them can still arrive — and the
-sequential engine's selection (runtime.engine.select_matches, the same loop batch runs)
+sequential engine's selection (runtime.selection.select_matches, the same loop batch runs)
 continues over them from where it stopped. A search that would need a row past the sealed
 ones answers UNRESOLVED (the run strategy's seam rule), and the selection waits there for
 the next watermark. ``finish`` treats the buffered rows as the end of the partition.
@@ -32,7 +32,7 @@ from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError, QueryError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.columnar import Spans
-from sparkcep.runtime.engine import Selection, candidate_finder, measure_rows, select_matches
+from sparkcep.runtime.selection import Selection, candidate_finder, measure_rows, select_matches
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.vm import Matcher, PartitionData

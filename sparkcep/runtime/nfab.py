@@ -27,7 +27,7 @@ satisfies X.
 
 Three algorithms share the transition code:
 - ``NFAbMatcher.preferred``: the runs of one start row, breadth first (SQL output modes:
-  one start row after another, as runtime.engine asks).
+  one start row after another, as runtime.selection asks).
 - ``NFAbMatcher.all_matches``: ALL MATCHES for a whole partition in one pass, runs of every
   start row together, matches kept in a shared versioned buffer (SASE 4.1) and, with
   ``merge=True``, equivalent runs merged (SASE 4.2.2).

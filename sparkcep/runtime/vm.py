@@ -291,7 +291,7 @@ class Matcher:
             return cached
         plan = self.plan
         used = plan.derive("local_columns", lambda: {
-            c.index for parts in plan.local_parts for e in parts for c in _columns_in(e)})
+            c.index for parts in plan.local_parts for e in parts for c in columns_in(e)})
         arrays = arrays_for(part.cols, used, part.n)
         masks = [condition_mask(list(parts), arrays) if parts else None for parts in plan.local_parts]
         starts = None
@@ -503,7 +503,7 @@ class Matcher:
             pos += 1
 
 
-def _columns_in(e):
+def columns_in(e):
     """Column references inside a bound expression."""
     from sparkcep.analysis.bound import BColumn
 
@@ -518,6 +518,6 @@ def _columns_in(e):
         for x in items:
             if isinstance(x, tuple):
                 for y in x:
-                    yield from _columns_in(y)
+                    yield from columns_in(y)
             elif hasattr(x, "__dataclass_fields__"):
-                yield from _columns_in(x)
+                yield from columns_in(x)

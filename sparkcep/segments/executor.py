@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from sparkcep.analysis.bound import BExpr
-from sparkcep.segments.evaluate import Frame, holds
+from sparkcep.segments.candidates import Frame, holds
 from sparkcep.segments.series import Series
 from sparkcep.segments.space import (
     ANY,
@@ -64,7 +64,7 @@ class Operator:
         return self.name
 
 
-def _in_window(ctx: Context, window: Window, segs: Segs) -> Segs:
+def in_window(ctx: Context, window: Window, segs: Segs) -> Segs:
     """``segs`` that satisfy ``window`` (rows and spans)."""
     if window.unbounded or len(segs) == 0:
         return segs
@@ -121,13 +121,13 @@ class SegGen(Operator):
         return {self.var}
 
     def label(self, names: tuple[str, ...]) -> str:
-        w = "" if self.window.unbounded else f" {_window_text(self.window)}"
+        w = "" if self.window.unbounded else f" {window_text(self.window)}"
         return f"{self.name}({names[self.var]}{w})"
 
     def eval(self, ctx: Context, space: Space) -> Segs:
         window = self.window if self.segment else (self.window & Window(1, 1))
         cand = enumerate_space(space, window, ctx.series.n, row_bound(ctx, window))
-        cand = _in_window(ctx, window, cand)
+        cand = in_window(ctx, window, cand)
         ctx.count("candidates", len(cand))
         if self.conditions and len(cand):
             frame = Frame(ctx.series, (cand.starts, cand.ends), own_labels=frozenset({self.var}),
@@ -146,7 +146,7 @@ class SegGen(Operator):
         return cand
 
 
-def _window_text(w: Window) -> str:
+def window_text(w: Window) -> str:
     parts = []
     if w.min_rows > 1 or w.max_rows is not None:
         parts.append(f"rows {w.min_rows}..{w.max_rows if w.max_rows is not None else '∞'}")
@@ -217,7 +217,7 @@ class Concat(Operator):
         li, ri = _join(left, right, left.ends + gap, right.starts)
         out = _combine(left, right, li, ri, left.starts[li], right.ends[ri])
         out = out.where(space.admits(out.starts, out.ends))
-        return _in_window(ctx, self.window, out)
+        return in_window(ctx, self.window, out)
 
 
 @dataclass(eq=False)
@@ -283,7 +283,7 @@ class WConcat(Operator):
         if total is not None:
             out = out.where(out.ends - out.starts + 1 <= total)
         out = out.where(space.admits(out.starts, out.ends))
-        return _in_window(ctx, self.window, out)
+        return in_window(ctx, self.window, out)
 
 
 @dataclass(eq=False)
@@ -313,7 +313,7 @@ class And(Operator):
             right = self.right.eval(ctx, space)
         li, ri = _join(left, right, encode(left.starts, left.ends), encode(right.starts, right.ends))
         out = _combine(left, right, li, ri, left.starts[li], left.ends[li])
-        return _in_window(ctx, self.window, out)
+        return in_window(ctx, self.window, out)
 
 
 @dataclass(eq=False)
@@ -328,7 +328,7 @@ class Or(Operator):
 
     def eval(self, ctx: Context, space: Space) -> Segs:
         out = concat_segs([i.eval(ctx, space) for i in self.items])
-        return _in_window(ctx, self.window, out).distinct()
+        return in_window(ctx, self.window, out).distinct()
 
 
 @dataclass(eq=False)
@@ -348,7 +348,7 @@ class Not(Operator):
         return "MaterializeNot" if self.how == "materialize" else "ProbeNot"
 
     def eval(self, ctx: Context, space: Space) -> Segs:
-        cand = _in_window(ctx, self.window, enumerate_space(space, self.window, ctx.series.n,
+        cand = in_window(ctx, self.window, enumerate_space(space, self.window, ctx.series.n,
                                                              row_bound(ctx, self.window)))
         ctx.count("candidates", len(cand))
         if not len(cand):
@@ -430,7 +430,7 @@ class Kleene(Operator):
             ctx.count("kleene steps")
         out = concat_segs(results).distinct() if results else Segs.none()
         out = out.where(space.admits(out.starts, out.ends))
-        return _in_window(ctx, self.window, out)
+        return in_window(ctx, self.window, out)
 
 
 @dataclass(eq=False)

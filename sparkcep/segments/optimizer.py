@@ -253,8 +253,8 @@ def sample_stats(series_list, leaves: list[SegGen], aggregates, user, span_colum
             if len(d) > 1:
                 steps.append(abs(d[-1] - d[0]) / (len(d) - 1))
         stats.step[col] = float(np.mean(steps)) if steps and np.mean(steps) > 0 else 1.0
-    from sparkcep.segments.evaluate import Frame, holds
-    from sparkcep.segments.executor import _in_window, row_bound
+    from sparkcep.segments.candidates import Frame, holds
+    from sparkcep.segments.executor import in_window, row_bound
 
     for leaf in leaves:
         tried = passed = 0
@@ -268,7 +268,7 @@ def sample_stats(series_list, leaves: list[SegGen], aggregates, user, span_colum
             window = leaf.window if leaf.segment else (leaf.window & Window(1, 1))
             starts = np.unique(rng.integers(0, series.n, size=min(series.n, 16)))
             space = Space.whole(series.n).with_starts(starts)
-            cand = _in_window(ctx, window, enumerate_space(space, window, series.n, row_bound(ctx, window)))
+            cand = in_window(ctx, window, enumerate_space(space, window, series.n, row_bound(ctx, window)))
             if len(cand) > samples:
                 cand = cand.take(np.sort(rng.choice(len(cand), size=samples, replace=False)))
             if not len(cand):
@@ -331,7 +331,7 @@ def optimize(q, series_list, user, sharing: bool = True) -> tuple[Operator | Non
     """The cheapest plan under the cost model, with statistics sampled from ``series_list``
     (``sharing``: whether aggregates use shared indexes)."""
     from sparkcep.segments.executor import walk
-    from sparkcep.segments.plan import Planner
+    from sparkcep.segments.operators import Planner
 
     probe = Planner(q, "sort_merge").build()
     leaves = [op for op in walk(probe) if isinstance(op, SegGen) and op.var >= 0] if probe is not None else []

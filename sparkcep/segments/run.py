@@ -15,9 +15,9 @@ from sparkcep.data.ingest import referenced_columns
 from sparkcep.data.output import measure_types, output_table
 from sparkcep.data.partitions import sort_and_partition
 from sparkcep.errors import DataError
-from sparkcep.segments.evaluate import Frame, evaluate
+from sparkcep.segments.candidates import Frame, evaluate
 from sparkcep.segments.executor import Context, Operator
-from sparkcep.segments.plan import build_plan, explain_tree
+from sparkcep.segments.operators import build_plan, explain_tree
 from sparkcep.segments.series import Series
 from sparkcep.segments.space import Segs, Space
 from sparkcep.values import admit

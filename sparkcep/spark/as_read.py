@@ -31,7 +31,7 @@ from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import table_from_ipc, table_to_ipc
 from sparkcep.data.partitions import already_ordered
 from sparkcep.parallel.run_batches import Summary, Task, speculation_from
-from sparkcep.runtime.engine import Selection
+from sparkcep.runtime.selection import Selection
 from sparkcep.spark.frames import ROW, WIN, arrow_of, unpersist
 from sparkcep.spark.seams import (
     AT,

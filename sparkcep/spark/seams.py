@@ -26,7 +26,7 @@ from sparkcep.parallel.run_batches import (
     summarize,
     window_data,
 )
-from sparkcep.runtime.engine import Selection
+from sparkcep.runtime.selection import Selection
 from sparkcep.spark.frames import WIN, unpersist
 
 AT = "__sparkcep_at__"  # an output row's position in its partition (first-pass rows)

@@ -14,7 +14,7 @@ from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import referenced_columns
 from sparkcep.errors import SparkCepError
 from sparkcep.parallel.run_batches import Summary, Task, Window
-from sparkcep.runtime.engine import Selection
+from sparkcep.runtime.selection import Selection
 from sparkcep.spark.frames import BUCKET, GIDX, ROW, WIN, arrow_of, slots
 from sparkcep.spark.seams import run_batch, summary_from_json
 from sparkcep.spark.wire import collect_arrow, errors_to_driver

@@ -11,7 +11,7 @@ from __future__ import annotations
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.runtime.context import ConditionContext
 from sparkcep.runtime.vm import PartitionData
-from sparkcep.tasks.query import TaskQuery
+from sparkcep.tasks.task_query import TaskQuery
 
 
 def holds(tq: TaskQuery, part: PartitionData, i: int, labels: tuple[int, ...], rows: tuple[int, ...] | list[int]

@@ -27,7 +27,7 @@ from sparkcep.analysis.bound import (
 from sparkcep.compile.pattern import Concat, Label
 from sparkcep.compile.plan import Plan
 from sparkcep.tasks.engine import TaskOptions, TaskStats, matches_table, run_fired
-from sparkcep.tasks.query import _V, Predicate, TaskQuery, Window, _Op
+from sparkcep.tasks.task_query import OpNode, Predicate, TaskQuery, VarNode, Window
 
 
 def _reads(plan: Plan, var: int, order: list[int]) -> frozenset[int] | None:
@@ -97,7 +97,7 @@ def task_query_of(plan: Plan) -> TaskQuery | None:
             cheap = read == {v} and not any(isinstance(x, BCall) and x.expensive
                                             for x in nodes(q.defines[v]))
             predicates.append(Predicate(v, read, None, None, cheap))
-    pattern = _Op("SEQ", tuple(_V(v) for v in order), 0, ()) if len(order) > 1 else _V(order[0])
+    pattern = OpNode("SEQ", tuple(VarNode(v) for v in order), 0, ()) if len(order) > 1 else VarNode(order[0])
     within = Window(q.within, False) if q.within is not None else None
     return TaskQuery(None, plan, pattern, tuple(plan.labels), (), tuple(predicates), (), (), within,
                      frozenset(), None)

@@ -15,7 +15,7 @@ import heapq
 from collections.abc import Callable
 
 from sparkcep.tasks.partial import PartialMatch
-from sparkcep.tasks.query import TaskQuery, fm_key
+from sparkcep.tasks.task_query import TaskQuery, fm_key
 
 
 def pick_keys(tq: TaskQuery, m: PartialMatch) -> list[tuple]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from itertools import count
 
 from sparkcep.tasks.partial import PartialMatch
-from sparkcep.tasks.query import Transition
+from sparkcep.tasks.task_query import Transition
 
 
 @dataclass(slots=True)

@@ -22,12 +22,12 @@ from itertools import combinations, product
 
 from sparkcep.runtime.vm import PartitionData
 from sparkcep.tasks.evaluate import holds
-from sparkcep.tasks.query import _V, TaskQuery, fm_key
+from sparkcep.tasks.task_query import TaskQuery, VarNode, fm_key
 
 
 def _bindings(node, rows: range):
     """Every binding (dict var -> row) of ``node``'s pattern on ``rows``, ignoring predicates."""
-    if isinstance(node, _V):
+    if isinstance(node, VarNode):
         for r in rows:
             yield {node.var: r}
         return
@@ -65,7 +65,7 @@ class SnoopReference:
 
     def _absent(self, node, binding: dict[int, int]) -> bool:
         """No NOT item of ``node`` (and nested SEQs) finds an event between its neighbours."""
-        if isinstance(node, _V):
+        if isinstance(node, VarNode):
             return True
         if node.kind == "SEQ":
             for at, neg in node.nots:
@@ -152,7 +152,7 @@ class SnoopReference:
 
 
 def _vars_of(node) -> list[int]:
-    if isinstance(node, _V):
+    if isinstance(node, VarNode):
         return [node.var]
     return [v for item in node.items for v in _vars_of(item)]
 

@@ -12,7 +12,7 @@ differs (MATCH_RECOGNIZE reports them by first row); the set is the same.
 
 from __future__ import annotations
 
-from sparkcep.tasks.query import _V, TaskQuery, _Op
+from sparkcep.tasks.task_query import OpNode, TaskQuery, VarNode
 
 
 def _text(text: str, span) -> str:
@@ -34,12 +34,12 @@ def to_match_recognize(tq: TaskQuery, order_by: str | None = None,
     if tq.within is not None and tq.within.events:
         return None
     node = tq.pattern
-    items = node.items if isinstance(node, _Op) and node.kind == "SEQ" else (node,)
+    items = node.items if isinstance(node, OpNode) and node.kind == "SEQ" else (node,)
     steps: list[list[int]] = []
     for item in items:
-        if isinstance(item, _V):
+        if isinstance(item, VarNode):
             steps.append([item.var])
-        elif isinstance(item, _Op) and item.kind == "OR" and all(isinstance(i, _V) for i in item.items):
+        elif isinstance(item, OpNode) and item.kind == "OR" and all(isinstance(i, VarNode) for i in item.items):
             steps.append([i.var for i in item.items])
         else:
             return None

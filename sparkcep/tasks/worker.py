@@ -26,7 +26,7 @@ def main(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides when a worker ends
 
     from sparkcep import functions
-    from sparkcep.tasks.workers import _serve
+    from sparkcep.tasks.workers import serve
 
     conn = Connection(fd)
     while True:
@@ -51,7 +51,7 @@ def main(fd: int) -> None:
             conn.send(("loaded",))
         except OSError:  # the coordinator has gone (it exited while this one was loading)
             return
-        if _serve(conn, evaluator):
+        if serve(conn, evaluator):
             return
 
 

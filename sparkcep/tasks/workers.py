@@ -98,7 +98,7 @@ def end_kept_workers() -> None:
         w.process.close()
 
 
-def _serve(conn: Connection, evaluator: Evaluator) -> bool:
+def serve(conn: Connection, evaluator: Evaluator) -> bool:
     """Answer chunks until a None (returns False) or the end of the pipe (True)."""
     while True:
         try:
@@ -371,7 +371,7 @@ class _Worker:
             self.conn = Connection(parent.detach())
         else:
             self.conn, child = ctx.Pipe()
-            self.process = ctx.Process(target=_serve, args=(child, evaluator), daemon=True)
+            self.process = ctx.Process(target=serve, args=(child, evaluator), daemon=True)
             self.process.start()
             child.close()
         self.clean = ctx is None

@@ -29,7 +29,7 @@ from sparkcep.analysis.bound import (
     nodes,
 )
 from sparkcep.compile.vectorize import conjuncts
-from sparkcep.segments import pattern as P
+from sparkcep.segments import tree as P
 from sparkcep.segments.executor import (
     And,
     Concat,
@@ -381,6 +381,6 @@ def explain_tree(op: Operator | None, names: tuple[str, ...], indent: str = "") 
 def _window_suffix(op: Operator) -> str:
     if isinstance(op, SegGen) or op.window.unbounded:
         return ""
-    from sparkcep.segments.executor import _window_text
+    from sparkcep.segments.executor import window_text
 
-    return " " + _window_text(op.window)
+    return " " + window_text(op.window)

@@ -156,12 +156,12 @@ class TaskQuery:
 
 # ---------------------------------------------------------------- pattern over variable ids
 @dataclass(frozen=True)
-class _V:
+class VarNode:
     var: int
 
 
 @dataclass(frozen=True)
-class _Op:
+class OpNode:
     kind: str
     items: tuple
     k: int
@@ -169,13 +169,13 @@ class _Op:
 
 
 def _vars(node) -> frozenset[int]:
-    if isinstance(node, _V):
+    if isinstance(node, VarNode):
         return frozenset({node.var})
     return frozenset().union(*(_vars(i) for i in node.items))
 
 
 def _complete(node, bound: frozenset[int]) -> bool:
-    if isinstance(node, _V):
+    if isinstance(node, VarNode):
         return node.var in bound
     if node.kind == "SEQ":
         return _complete(node.items[-1], bound)
@@ -186,7 +186,7 @@ def _complete(node, bound: frozenset[int]) -> bool:
 
 
 def _allowed(node, bound: frozenset[int]) -> set[int]:
-    if isinstance(node, _V):
+    if isinstance(node, VarNode):
         return set() if node.var in bound else {node.var}
     if node.kind == "SEQ":
         for item in node.items:
@@ -275,14 +275,14 @@ class _Builder:
 
     def _ids(self, node):
         if isinstance(node, Var):
-            return _V(self.var_id(node.name, node.span, "the pattern"))
+            return VarNode(self.var_id(node.name, node.span, "the pattern"))
         items, nots = [], []
         for item in node.items:
             if isinstance(item, Not):
                 nots.append((len(items), self.var_id(item.name, item.span, "NOT", negated_ok=True)))
             else:
                 items.append(self._ids(item))
-        return _Op(node.kind, tuple(items), node.k, tuple(nots))
+        return OpNode(node.kind, tuple(items), node.k, tuple(nots))
 
     # ------------------------------------------------------------ predicates
     def _check_predicate(self, e: ast.Expr) -> set[int]:
@@ -357,7 +357,7 @@ class _Builder:
         predicates = tuple(Predicate(n_pos + len(self.negated) + i,
                                      frozenset(v for v in r if v < n_pos),
                                      next((v for v in r if v >= n_pos), None), e.span,
-                                     len(r) == 1 and min(r) < n_pos and not _calls_expensive(e))
+                                     len(r) == 1 and min(r) < n_pos and not expr_calls_expensive(e))
                            for i, (r, e) in enumerate(zip(reads, predicates_ast, strict=True)))
         picks = tuple(self._pick(p) for p in q.picks)
         consuming = frozenset(self.var_id(n, s, "CONSUMING") for n, s in q.consuming)
@@ -373,13 +373,13 @@ class _Builder:
         placed: set[int] = set()
 
         def walk(node):
-            if isinstance(node, _V):
+            if isinstance(node, VarNode):
                 return
             for at, neg in node.nots:
                 before = frozenset().union(*(_vars(i) for i in node.items[:at]))
                 after_item = node.items[at]
                 after = _vars(after_item)
-                allowed = before | ({after_item.var} if isinstance(after_item, _V) else set()) | {neg}
+                allowed = before | ({after_item.var} if isinstance(after_item, VarNode) else set()) | {neg}
                 mine = []
                 for i, r in enumerate(reads):
                     if neg in r:
@@ -455,7 +455,7 @@ class _Builder:
         return PickRule(p.kind, x, y, self._delta(p.within), False)
 
 
-def _calls_expensive(e: ast.Node) -> bool:
+def expr_calls_expensive(e: ast.Node) -> bool:
     """Whether ``e`` calls a function registered with cost="expensive"."""
     return any(isinstance(x, ast.Call) and functions.is_expensive(x.name.text) for x in ast.walk(e))
 

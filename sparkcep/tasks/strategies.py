@@ -13,7 +13,7 @@ from sparkcep.tasks.engine import (
     run_tasks,
     sorted_data,
 )
-from sparkcep.tasks.query import TaskQuery, _calls_expensive, compile_snoop
+from sparkcep.tasks.task_query import TaskQuery, compile_snoop, expr_calls_expensive
 from sparkcep.tasks.reference import SnoopReference
 
 STRATEGIES = ("auto", "tasks", "sequential", "reference")
@@ -21,7 +21,7 @@ STRATEGIES = ("auto", "tasks", "sequential", "reference")
 
 def calls_expensive(tq: TaskQuery) -> bool:
     """Whether a predicate calls a function registered with cost="expensive"."""
-    return any(_calls_expensive(e) for e in tq.snoop.predicates)
+    return any(expr_calls_expensive(e) for e in tq.snoop.predicates)
 
 
 def snoop_table(table: pa.Table, query: str, *, order_by: str | None = None,
