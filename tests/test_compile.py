@@ -180,3 +180,27 @@ def test_nested_nullable_loops_on_every_matcher(pattern, rows, expected):
     for factory, kernel in ((Matcher, False), (Matcher, True), (NFAbMatcher, False)):
         got = run_plan(plan, table, factory, use_kernel=kernel).to_pylist()
         assert [(got[0]["i"], "".join(r["cls"] for r in got))] == expected, (factory, kernel)
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ("A B+ C", (("A", "B"), "B", ("C",))),  # B's one mandatory row is always the second
+    ("A B* C", (("A",), "B", ("C",))),
+    ("A{2} B? C D", (("A", "A"), "B", ("C", "D"))),
+    ("A B{2,} C", (("A", "B", "B"), "B", ("C",))),
+    ("A+", (("A",), "A", ())),
+    ("A {- B -} C", (("A", "B", "C"), None, ())),
+    ("A{3}", (("A", "A", "A"), None, ())),
+    ("A B+ C+", None),
+    ("A (B C)+", None),
+    ("A | B", None),
+    ("^ A B+", None),
+])
+def test_label_layout(pattern, expected):
+    """Where each matched row's label follows from the match's length alone."""
+    from sparkcep.compile.pattern import label_layout
+
+    plan = build_plan(analyze(parse(f"MEASURES MATCH_NUMBER() AS m PATTERN ({pattern})"), []))
+    got = label_layout(plan.pattern)
+    name = lambda ids: tuple(plan.labels[i] for i in ids)  # noqa: E731
+    assert (got if got is None else (name(got.head), None if got.middle is None else plan.labels[got.middle],
+                                     name(got.tail))) == expected

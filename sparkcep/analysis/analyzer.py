@@ -7,6 +7,7 @@ be used at all).
 
 from __future__ import annotations
 
+from sparkcep.analysis.binding import ExpressionBinder
 from sparkcep.analysis.bound import (
     AnalyzedQuery,
     BExpr,
@@ -14,7 +15,6 @@ from sparkcep.analysis.bound import (
     SortKey,
     Type,
 )
-from sparkcep.analysis.binding import ExpressionBinder
 from sparkcep.analysis.patterns import find_in_pattern, has_exclusion
 from sparkcep.analysis.scope import Column, Scope
 from sparkcep.analysis.segment_rules import SegmentRules

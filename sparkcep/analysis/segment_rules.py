@@ -4,6 +4,7 @@ Analyzer."""
 
 from __future__ import annotations
 
+from sparkcep.analysis.binding import TIME_TYPES
 from sparkcep.analysis.bound import (
     AggregateSpec,
     BAgg,
@@ -14,7 +15,6 @@ from sparkcep.analysis.bound import (
     BWindow,
     Type,
 )
-from sparkcep.analysis.binding import TIME_TYPES
 from sparkcep.analysis.patterns import (
     calls_named,
     expr_children,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 
+from sparkcep.analysis.binding import TIME_TYPES
 from sparkcep.analysis.bound import (
     SortKey,
 )
-from sparkcep.analysis.binding import TIME_TYPES
 from sparkcep.analysis.patterns import (
     count_var,
     find_in_pattern,

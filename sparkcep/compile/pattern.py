@@ -220,3 +220,51 @@ def _firsts(p: Pattern) -> tuple[set[int], bool]:
     if isinstance(p, Exclude):
         return _firsts(p.child)
     raise TypeError(p)  # pragma: no cover
+
+
+@dataclass(frozen=True)
+class LabelLayout:
+    """Where every row's label follows from the match's length alone: ``head`` labels its
+    first rows, ``tail`` its last ones and ``middle`` (None: no rows between) every row
+    between. ``A B* C``: head (A,), middle B, tail (C,); ``A{2} B+ C``: (A, A, B), B, (C,)."""
+
+    head: tuple[int, ...]
+    middle: int | None
+    tail: tuple[int, ...]
+
+
+def label_layout(p: Pattern) -> LabelLayout | None:
+    """The layout of a sequence of variables, each once or repeated, at most one of them a
+    variable number of times (exclusions change no label); None for anything else
+    (alternation, nested groups, anchors, two variable-length items).
+
+        label_layout(A B* C)  ->  LabelLayout((A,), B, (C,))
+        label_layout(A{2} B)  ->  LabelLayout((A, A, B), None, ())
+        label_layout(A B+ C+) ->  None
+    """
+    items = p.items if isinstance(p, Concat) else (p,)
+    head: list[int] = []
+    tail: list[int] = []
+    middle: int | None = None
+    seen_middle = False
+    for item in items:
+        while isinstance(item, Exclude):
+            item = item.child
+        if isinstance(item, Empty):
+            continue
+        if isinstance(item, Label):
+            lab, lo, hi = item.id, 1, 1
+        elif isinstance(item, Repeat) and isinstance(item.child, Label):
+            lab, lo, hi = item.child.id, item.min, item.max
+        else:
+            return None
+        fixed = [lab] * lo
+        if hi == lo:
+            (tail if seen_middle else head).extend(fixed)
+            continue
+        if seen_middle:
+            return None
+        seen_middle, middle = True, lab
+        # A{2,} is A A A*: its first rows are fixed ones
+        head.extend(fixed)
+    return LabelLayout(tuple(head), middle, tuple(tail))

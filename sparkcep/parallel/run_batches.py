@@ -31,6 +31,7 @@ from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError, ExecutionError, SparkCepError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.columnar import Spans
+from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.selection import (
     Selection,
     candidate_finder,
@@ -38,7 +39,6 @@ from sparkcep.runtime.selection import (
     resume_row,
     select_matches,
 )
-from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
 
 

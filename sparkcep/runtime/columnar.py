@@ -31,6 +31,7 @@ from sparkcep.analysis.bound import (
     BNav,
     Pointer,
 )
+from sparkcep.compile.pattern import LabelLayout
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import InternalError
 from sparkcep.jit import njit
@@ -87,6 +88,26 @@ class Spans:
         if not np.array_equal(np.diff(offs[:len(starts) + 1]), ends - starts):
             raise InternalError("the kernel's labels do not cover its matches' rows")
         return Spans(starts, ends, numbers, labels[:offs[len(starts)]])
+
+    @staticmethod
+    def of_layout(starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray, layout: LabelLayout) -> Spans:
+        """Spans of matches whose labels follow from their lengths (compile.pattern.label_layout):
+        each row's label from its place, no matcher asked."""
+        spans = Spans(starts, ends, numbers)
+        match, _ = spans.rows()
+        lengths = (ends - starts)[match]
+        place = np.arange(len(match), dtype=np.int64) - spans.offsets[:-1][match]
+        labels = np.full(len(match), -1 if layout.middle is None else layout.middle, dtype=np.int64)
+        h, t = len(layout.head), len(layout.tail)
+        if h:
+            first = place < h
+            labels[first] = np.array(layout.head, dtype=np.int64)[place[first]]
+        if t:
+            back = place - (lengths - t)
+            last = back >= 0
+            labels[last] = np.array(layout.tail, dtype=np.int64)[back[last]]
+        spans.labels = labels
+        return spans
 
     @staticmethod
     def join(pieces: list[Spans]) -> Spans:

@@ -19,6 +19,7 @@ from sparkcep.compile.kernel_spec import (
     KernelSpec,
     kernel_spec,
 )
+from sparkcep.compile.pattern import label_layout
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import next_labels
 from sparkcep.compile.skip import SkipStrategy
@@ -71,6 +72,9 @@ class KernelMatcher:
         self._automaton: Automaton | None | bool = False
         self.determinised = False  # the automaton found some partition's matches
         self.second = plan.derive("next_labels", lambda: next_labels(plan.program))
+        # Where each matched row's label follows from the match's length (A B+ C), the
+        # automaton's matches need no labels read by the thread-list kernel.
+        self.layout = plan.derive("label_layout", lambda: label_layout(plan.pattern))
         self.skip = SkipStrategy.of(q)
         self.skip_member = self.skip.members(len(plan.labels))
         # The columns the row-local conditions read (their masks are built per partition).
@@ -336,6 +340,9 @@ class KernelMatcher:
                 offs, lab = self._fixed_labels(starts)
         elif (got := self._automaton_window(part, masks, order0, within, whole=True)) is not None:
             starts, ends = got[0], got[1]
+            numbers = np.arange(1, len(starts) + 1, dtype=np.int64)
+            if labels and self.layout is not None:
+                return Spans.of_layout(starts, ends, numbers, self.layout)
             if labels:
                 offs, lab, _ = self._labels(part, starts, masks, cols, valid, order0, within)
         else:
@@ -474,6 +481,9 @@ class KernelMatcher:
                 return None
             self.determinised = True
             starts, ends, parts = got
+            if labels and self.layout is not None:
+                found = Spans.of_layout(starts, ends, parts, self.layout)
+                return starts, ends, parts, (found.offsets, found.labels)
             return starts, ends, parts, self._labels_by_partition(arr, starts, parts, lo, hi) if labels else None
         if self.skip.mode == "ALL_MATCHES" or q.mode == "matchregex":
             return None

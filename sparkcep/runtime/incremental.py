@@ -32,9 +32,9 @@ from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError, QueryError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.columnar import Spans
-from sparkcep.runtime.selection import Selection, candidate_finder, measure_rows, select_matches
 from sparkcep.runtime.fast import KernelMatcher
 from sparkcep.runtime.nfab import NFAbMatcher
+from sparkcep.runtime.selection import Selection, candidate_finder, measure_rows, select_matches
 from sparkcep.runtime.vm import Matcher, PartitionData
 from sparkcep.values import python_values, shift
 

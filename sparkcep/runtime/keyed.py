@@ -35,9 +35,9 @@ from sparkcep.data.partitions import LazyColumns, named_by_key, sort_and_partiti
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.columnar import Spans
-from sparkcep.runtime.selection import Selection, measure_rows
 from sparkcep.runtime.fast import numbered_within
 from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
+from sparkcep.runtime.selection import Selection, measure_rows
 from sparkcep.runtime.vm import PartitionData, matches_from_arrays
 from sparkcep.values import max_magnitude
 

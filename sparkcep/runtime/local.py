@@ -19,9 +19,9 @@ from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.columnar import Spans
-from sparkcep.runtime.selection import output_rows
 from sparkcep.runtime.fast import KernelMatcher, numbered_within
 from sparkcep.runtime.nfab import CompiledNFAb, NFAbMatcher
+from sparkcep.runtime.selection import output_rows
 from sparkcep.runtime.vm import Matcher, PartitionData
 from sparkcep.values import admit
 

@@ -28,8 +28,8 @@ from sparkcep.spark.frames import arrow_of, check_typed_measures, slots
 from sparkcep.spark.wire import collect_errors, errors_to_driver
 from sparkcep.tasks.engine import TaskOptions, TaskStats, run_tasks, sorted_data
 from sparkcep.tasks.evaluate import Evaluator
-from sparkcep.tasks.task_query import compile_snoop
 from sparkcep.tasks.strategies import snoop_table
+from sparkcep.tasks.task_query import compile_snoop
 
 _EVALUATORS: dict[str, tuple[Evaluator, Any]] = {}  # per Python worker: payload id -> evaluator, order
 

@@ -39,8 +39,8 @@ from sparkcep.tasks.evaluate import Evaluator
 from sparkcep.tasks.events import RawEventList
 from sparkcep.tasks.merger import Merger
 from sparkcep.tasks.partial import STRUCTURES, PartialMatch
-from sparkcep.tasks.task_query import TaskQuery
 from sparkcep.tasks.queue import QUEUES, Task
+from sparkcep.tasks.task_query import TaskQuery
 from sparkcep.tasks.workers import STARTS, WorkerPool
 from sparkcep.values import admit
 

@@ -13,8 +13,8 @@ from sparkcep.tasks.engine import (
     run_tasks,
     sorted_data,
 )
-from sparkcep.tasks.task_query import TaskQuery, compile_snoop, expr_calls_expensive
 from sparkcep.tasks.reference import SnoopReference
+from sparkcep.tasks.task_query import TaskQuery, compile_snoop, expr_calls_expensive
 
 STRATEGIES = ("auto", "tasks", "sequential", "reference")
 
