@@ -268,8 +268,8 @@ def _segments(out: pa.Table) -> list[tuple]:
 def run_instance(name: str, table: pa.Table, params: dict, automaton: bool = True) -> dict:
     import sparkcep
     from sparkcep.api import compile_query
-    from sparkcep.segments.optimizer import CostModel, aggregate_cost, optimize
     from sparkcep.segments.operators import build_plan
+    from sparkcep.segments.optimizer import CostModel, aggregate_cost, optimize
     from sparkcep.segments.run import partition_series, sample_of
 
     text = TEMPLATES[name]["query"].format(**params)

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 import sparkcep
 from sparkcep.errors import DataError
 from sparkcep.tasks.engine import TaskOptions, TaskStats, run_tasks, sorted_data
-from sparkcep.tasks.task_query import compile_snoop
 from sparkcep.tasks.reference import SnoopReference
+from sparkcep.tasks.task_query import compile_snoop
 from tests.tiers import examples
 
 TYPES = ["A", "B", "C", "D"]
