@@ -171,10 +171,11 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
 
 def _ingest(data: Any, clause: Any):
     """The input as Arrow, and its kind; only the text columns the query names are converted
-    (the costliest part of the hand-off from pandas), the others are passed through (see
-    data.ingest.to_arrow)."""
-    names = _names_of_text(clause) if isinstance(clause, str) else _names_in(clause)
-    return to_arrow(data, names)
+    (the costliest part of the hand-off from pandas), the others pass through ALL ROWS PER
+    MATCH untouched (see data.ingest.to_arrow)."""
+    query = parse(clause)
+    names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
+    return to_arrow(data, names, positions=query.rows_per_match.mode == "ALL")
 
 
 def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = None, how: str | None = None,

@@ -617,12 +617,13 @@ BENCHMARKS = {
     "trex": "benchmarks.trex",
     "stream": "benchmarks.stream",
     "keys": "benchmarks.keys",
+    "first": "benchmarks.first_answer",
 }
 
 
 @app.command()
 def bench(
-    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex, stream, thesis, speculative, keys "
+    name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex, stream, thesis, speculative, keys, first "
                                     "or rip-sb"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:

@@ -5,6 +5,7 @@ between processes."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from typing import Any
 
@@ -25,14 +26,16 @@ def placeholders(table: pa.Table) -> frozenset[str]:
     return frozenset(json.loads(meta[_HELD])) if _HELD in meta else frozenset()
 
 
-def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
+def to_arrow(data: Any, keep: set[str] | None = None, positions: bool = True) -> tuple[pa.Table, str]:
     """The input as an Arrow table, and which kind it came as ("pandas" or "arrow").
 
     ``keep``: for pandas input, the upper-cased names a query mentions; text (object,
     string, category) columns it does not mention, and columns without an Arrow type, are
     not converted, which spares the costliest part of the hand-off: they become placeholders
     the query cannot read, holding each row's position, so that the output takes such a
-    column's values from the input frame untouched (``placeholders``, ``values.to_pandas``)."""
+    column's values from the input frame untouched (``placeholders``, ``values.to_pandas``);
+    NULLs where the output holds no input column the query does not name (``positions``
+    False: ONE ROW PER MATCH)."""
     try:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is a dependency
@@ -45,19 +48,22 @@ def to_arrow(data: Any, keep: set[str] | None = None) -> tuple[pa.Table, str]:
             dup = data.columns[data.columns.duplicated()][0]
             raise DataError("column names must be unique", column=dup)
         arrays, held = [], []
-        positions = pa.array(np.arange(len(data), dtype=np.int64)) if keep is not None else None
+        # One placeholder array for every held column, made only if one is.
+        placeholder = functools.cache(lambda: pa.array(np.arange(len(data), dtype=np.int64)) if positions
+                                      else pa.nulls(len(data)))
+
         for name in data.columns:
             col = data[name]
             textual = col.dtype.kind in "OUS" or isinstance(col.dtype, pd.CategoricalDtype)
             if keep is not None and textual and name.upper() not in keep:
-                arrays.append(positions)
+                arrays.append(placeholder())
                 held.append(name)
                 continue
             try:
                 array = _pandas_column(col)
             except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, UnicodeError) as e:
                 if keep is not None and name.upper() not in keep:
-                    arrays.append(positions)  # no Arrow type (complex, sparse, mixed), and not read
+                    arrays.append(placeholder())  # no Arrow type (complex, sparse, mixed), and not read
                     held.append(name)
                     continue
                 # an object column's values are to blame one by one; another's, its type
