@@ -90,10 +90,10 @@ class Spans:
         return Spans(starts, ends, numbers, labels[:offs[len(starts)]])
 
     @staticmethod
-    def of_layout(starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray, layout: LabelLayout) -> Spans:
-        """Spans of matches whose labels follow from their lengths (compile.pattern.label_layout):
-        each row's label from its place, no matcher asked."""
-        spans = Spans(starts, ends, numbers)
+    def layout_labels(starts: np.ndarray, ends: np.ndarray, layout: LabelLayout) -> tuple[np.ndarray, np.ndarray]:
+        """Label offsets and labels (as the kernel gives them) of matches whose labels follow
+        from their lengths (compile.pattern.label_layout): each row's from its place."""
+        spans = Spans(starts, ends, np.zeros(0, dtype=np.int64))
         match, _ = spans.rows()
         lengths = (ends - starts)[match]
         place = np.arange(len(match), dtype=np.int64) - spans.offsets[:-1][match]
@@ -106,8 +106,7 @@ class Spans:
             back = place - (lengths - t)
             last = back >= 0
             labels[last] = np.array(layout.tail, dtype=np.int64)[back[last]]
-        spans.labels = labels
-        return spans
+        return spans.offsets, labels
 
     @staticmethod
     def join(pieces: list[Spans]) -> Spans:

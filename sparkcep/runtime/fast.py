@@ -340,10 +340,9 @@ class KernelMatcher:
                 offs, lab = self._fixed_labels(starts)
         elif (got := self._automaton_window(part, masks, order0, within, whole=True)) is not None:
             starts, ends = got[0], got[1]
-            numbers = np.arange(1, len(starts) + 1, dtype=np.int64)
             if labels and self.layout is not None:
-                return Spans.of_layout(starts, ends, numbers, self.layout)
-            if labels:
+                offs, lab = Spans.layout_labels(starts, ends, self.layout)
+            elif labels:
                 offs, lab, _ = self._labels(part, starts, masks, cols, valid, order0, within)
         else:
             got = self._thread_select(part, arr, input_row)
@@ -452,10 +451,10 @@ class KernelMatcher:
         """Every partition's matches in one pass, on the engine select_spans would pick for
         each (a column scan, the automaton, or the thread-list kernel but for ALL MATCHES and
         matchregex there): (starts, ends, partition of each match, with ``labels`` the label
-        offsets and labels of the matches' rows, else None) as rows of ``part``, which holds the partitions one after
-        another; None where that does not apply or the data do not fit the kernel. A skip
-        error of the thread-list kernel stops it: see ``window_error``; one of the column
-        scan is raised (at its first match, as there)."""
+        offsets and labels of the matches' rows, else None) as rows of ``part``, which holds
+        the partitions one after another; None where that does not apply or the data do not
+        fit the kernel. A skip error of the thread-list kernel stops it: see
+        ``window_error``; one of the column scan is raised (at its first match, as there)."""
         q, s = self.plan.query, self.spec
         self.window_error = None
         if len(bounds) < 2:
@@ -481,10 +480,11 @@ class KernelMatcher:
                 return None
             self.determinised = True
             starts, ends, parts = got
-            if labels and self.layout is not None:
-                found = Spans.of_layout(starts, ends, parts, self.layout)
-                return starts, ends, parts, (found.offsets, found.labels)
-            return starts, ends, parts, self._labels_by_partition(arr, starts, parts, lo, hi) if labels else None
+            if not labels:
+                return starts, ends, parts, None
+            if self.layout is not None:
+                return starts, ends, parts, Spans.layout_labels(starts, ends, self.layout)
+            return starts, ends, parts, self._labels_by_partition(arr, starts, parts, lo, hi)
         if self.skip.mode == "ALL_MATCHES" or q.mode == "matchregex":
             return None
         none = np.zeros(len(lo), dtype=np.int64)
