@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import fields, is_dataclass
 from typing import Any
 
@@ -101,6 +102,8 @@ def explain(data: Any, clause: str, picture: str | None = None, **options: Any) 
 
 def _explain(data: Any, clause: str, picture: str | None = None, **options: Any) -> str:
     check_options(options)
+    if picture is not None and not isinstance(picture, (str, os.PathLike)):
+        raise OptionError(f"picture must be a file's path (PNG, SVG or PDF), not {picture!r}")
     mode = options.get("mode", "sql")
     if is_spark_dataframe(data):
         from sparkcep.spark.frames import check_typed_measures, plan_for

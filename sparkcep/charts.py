@@ -10,7 +10,7 @@ backend matplotlib chooses (Agg when there is no display).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from sparkcep.errors import OptionError, SparkCepError
@@ -38,10 +38,19 @@ def plot(data: Any, matches: Any, *, x: str, y: str | None, start: str, end: str
     bar from ``start`` to ``end``. Rows keep their order when a second call draws more bars
     (timeouts, say) into the same ``ax``.
     """
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     if span is not None and (not isinstance(span, (tuple, list)) or len(span) != 2):
         raise SparkCepError(f"plot: span must be a pair (low, high), not {span!r}")
+    if marks is not None and not isinstance(marks, Mapping):
+        raise OptionError("plot: marks must map a label to a pair of column names of matches, as "
+                          f"{{'top': ('top_ts', 'top_price')}}, not a {type(marks).__name__}")
+    if key_values is not None and (isinstance(key_values, (str, bytes)) or not isinstance(key_values, Iterable)):
+        raise OptionError(f"plot: key_values must be a list of values of key, not {key_values!r}")
+    if ax is not None and not isinstance(ax, Axes):
+        raise OptionError(f"plot: ax must be a matplotlib Axes (as figure.subplots() gives), not {type(ax).__name__}")
+    key_values = list(key_values) if key_values is not None else None
     for label, pair in (marks or {}).items():
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(c, str) for c in pair)):
             raise SparkCepError(f"plot: marks[{label!r}] must be a pair of column names (x, y) of matches, "
@@ -69,8 +78,6 @@ def plot(data: Any, matches: Any, *, x: str, y: str | None, start: str, end: str
         if not panels:
             raise SparkCepError("plot: key_values is empty: nothing to draw" if asked
                                 else "plot: data has no rows: nothing to draw")
-    if ax is not None and not hasattr(ax, "figure"):
-        raise OptionError(f"plot: ax must be a matplotlib Axes, not {type(ax).__name__}")
     if ax is not None and len(panels) > 1:
         raise SparkCepError("plot: ax holds one panel; pass one key value, or no ax for one panel per value")
     if ax is None:

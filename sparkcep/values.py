@@ -34,6 +34,10 @@ from sparkcep.errors import DataError, SparkCepError
 from sparkcep.types import DecimalType, Type
 
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
+UINT64_MAX = 2**64 - 1
+# Integers up to this magnitude are exact in a double (float64): past it, sums, averages and
+# timestamps in microseconds would round.
+EXACT_FLOAT = 2**53
 
 
 class FunctionError(DataError):

@@ -10,6 +10,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 import sparkcep  # noqa: E402
 
@@ -77,6 +78,13 @@ def test_timestamps_no_matches_and_an_axes_given():
     ({"marks": {"top": ("top_t", "peak")}}, "matches has no column 'peak'"),
     ({"key_values": ["a"]}, "key_values needs key"),
     ({"key": "k", "key_values": []}, "key_values is empty"),
+    # Arguments of the wrong kind: option errors, never an InternalError from inside matplotlib.
+    ({"marks": ["top"]}, "marks must map a label to a pair of column names"),
+    ({"key": "k", "key_values": 5}, "key_values must be a list of values of key"),
+    ({"key": "k", "key_values": "a"}, "key_values must be a list of values of key"),
+    ({"ax": "figure"}, "ax must be a matplotlib Axes"),
+    ({"ax": Figure()}, "ax must be a matplotlib Axes"),
+    ({"y": None, "ax": 5}, "ax must be a matplotlib Axes"),
 ])
 def test_mistakes_are_clear_errors(kwargs, message):
     data = _series()
@@ -86,6 +94,13 @@ def test_mistakes_are_clear_errors(kwargs, message):
         sparkcep.plot(data, found, **args)
     with pytest.raises(sparkcep.SparkCepError, match="pandas DataFrame, a pyarrow Table"):
         sparkcep.plot([1, 2], found, x="t", y="v", start="s", end="e")
+
+
+def test_explain_takes_a_picture_path_only():
+    for picture in (5, ["plan.png"]):
+        with pytest.raises(sparkcep.SparkCepError, match="picture must be a file.s path") as e:
+            sparkcep.explain(_series(), QUERY, picture=picture)
+        assert e.value.code == "INVALID_OPTION"
 
 
 def test_explain_renders_in_a_notebook():

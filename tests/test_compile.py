@@ -2,6 +2,7 @@
 
 import ast as pyast
 import pathlib
+import re
 
 import pytest
 
@@ -204,3 +205,15 @@ def test_label_layout(pattern, expected):
     name = lambda ids: tuple(plan.labels[i] for i in ids)  # noqa: E731
     assert (got if got is None else (name(got.head), None if got.middle is None else plan.labels[got.middle],
                                      name(got.tail))) == expected
+
+
+def test_the_numeric_limits_live_in_the_value_boundary_only():
+    """BIGINT's range, 64-bit unsigned integers and 2^53 (the integers a double holds
+    exactly) are named in values.py; every other module imports them, so one rule holds."""
+    literal = re.compile(r"(?<![\w.])(?:2(?:\.0)?\s*\*\*\s*(?:53|63|64)|1\s*<<\s*(?:53|63)|9007199254740992|"
+                         r"9223372036854775807|18446744073709551615)(?![\w.])")
+    found = [f"{path.relative_to(PACKAGE)}:{n}: {line.strip()}"
+             for path in sorted(PACKAGE.rglob("*.py")) if path.name != "values.py" or path.parent != PACKAGE
+             for n, line in enumerate(path.read_text().splitlines(), 1)
+             if literal.search(line.split("#")[0])]
+    assert not found, "\n".join(found)

@@ -177,3 +177,15 @@ def test_rows_without_columns_match_as_in_arrow():
     table = sparkcep.match_recognize(pa.table({"x": [1, 2, 3]}).drop_columns(["x"]), clause)
     assert frame.to_dict("records") == table.to_pylist() == [{"n": 2, "m": 1}, {"n": 1, "m": 2}]
     assert sparkcep.match_recognize(pd.DataFrame(), clause).empty
+
+
+@pytest.mark.parametrize("between, source", [
+    ("trades /* note */", "trades"), ("trades AS src", "trades"), ("db.trades src -- a comment\n", "db.trades"),
+    ("(SELECT * FROM x WHERE p > 1) AS s", "(SELECT * FROM x WHERE p > 1)"), ("`my trades` as t", "`my trades`"),
+    ("trades", "trades"), ("(SELECT * FROM x)", "(SELECT * FROM x)"),
+])
+def test_the_source_of_a_statement_reads_comments_as_space_and_drops_its_correlation_name(between, source):
+    from sparkcep.spark.sql import split_statement
+
+    got = split_statement(f"SELECT * FROM {between} MATCH_RECOGNIZE (ORDER BY ts PATTERN (A))")
+    assert got[2] == source and got[3] == "ORDER BY ts PATTERN (A)"

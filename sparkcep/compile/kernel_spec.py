@@ -28,6 +28,7 @@ import numpy as np
 from sparkcep.analysis.bound import BAgg, BBinary, BClassifier, BColumn, BExpr, BLiteral, BNav, Type
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.vectorize import conjuncts, is_row_local
+from sparkcep.values import EXACT_FLOAT
 
 # Operand kinds.
 LITERAL, CURRENT, REGISTER, MATCH_START, COUNT, FOLDED, AVERAGE, LABEL = 0, 1, 2, 3, 4, 5, 6, 7
@@ -179,7 +180,7 @@ def _operand(e: BExpr, label: int, regs, columns, aggregates) -> tuple[int, int,
     if isinstance(e, BLiteral):
         if e.type not in (Type.BIGINT, Type.DOUBLE) or e.value is None:
             raise _Unsupported
-        if e.type == Type.BIGINT and not abs(e.value * scale) < 2.0**53:
+        if e.type == Type.BIGINT and not abs(e.value * scale) < EXACT_FLOAT:
             raise _Unsupported  # the float would not be the exact integer
         return (LITERAL, 0, 0, 0, float(e.value) * scale, 1.0)
     if isinstance(e, BAgg):

@@ -40,6 +40,7 @@ from sparkcep.values import (
     FunctionError,
     checked_int_div,
     checked_int_op,
+    fits_bigint,
     max_magnitude,
 )
 
@@ -334,7 +335,7 @@ def column_arrays(values: dict[int, list], n: int) -> ColumnArrays:
             d = np.fromiter((bool(x) if x is not None else False for x in col), dtype=bool, count=n)
         elif isinstance(sample, int):
             d = np.fromiter((x if x is not None else 0 for x in col), dtype=np.int64, count=n) \
-                if all(x is None or -2**63 <= x < 2**63 for x in col) else np.array(col, dtype=object)
+                if all(x is None or fits_bigint(x) for x in col) else np.array(col, dtype=object)
             small[i] = d.dtype != object and max_magnitude(d) < _SAFE_INT
         elif isinstance(sample, float):
             d = np.fromiter((x if x is not None else 0.0 for x in col), dtype=np.float64, count=n)

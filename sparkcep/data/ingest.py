@@ -16,6 +16,7 @@ from sparkcep.analysis.bound import AnalyzedQuery, BColumn, BWindow, Type
 from sparkcep.analysis.scope import Column
 from sparkcep.errors import DataError, SparkCepError
 from sparkcep.types import MAX_DECIMAL_PRECISION, DecimalType
+from sparkcep.values import BIGINT_MAX, BIGINT_MIN, UINT64_MAX
 
 _HELD = b"sparkcep.placeholders"
 
@@ -72,12 +73,12 @@ def to_arrow(data: Any, keep: set[str] | None = None, positions: bool = True) ->
             except OverflowError:
                 # An object column of Python ints, one of them past 64 bits: no Arrow type holds it.
                 values = col.tolist()
-                row = next((i for i, v in enumerate(values) if isinstance(v, int) and not -2**63 <= v < 2**64), None)
+                row = next((i for i, v in enumerate(values) if isinstance(v, int) and not BIGINT_MIN <= v <= UINT64_MAX), None)
                 if row is not None:
                     raise DataError(f"cannot read this column: the integer {values[row]} does not fit 64 bits",
                                     column=name, row=row) from None
                 # each fits, but not one type: negative numbers beside one past 2^63 - 1
-                row = next((i for i, v in enumerate(values) if isinstance(v, int) and v >= 2**63), None)
+                row = next((i for i, v in enumerate(values) if isinstance(v, int) and v > BIGINT_MAX), None)
                 what = "an integer" if row is None else f"the integer {values[row]}"
                 raise DataError(f"cannot read this column: {what} is past a signed 64-bit integer while others "
                                 "are negative", column=name, row=row) from None

@@ -20,6 +20,7 @@ from lark.exceptions import (
 
 from sparkcep.errors import QueryError, Span
 from sparkcep.language import ast
+from sparkcep.values import BIGINT_MAX
 
 _KEYWORD_TYPES = frozenset(
     """PARTITION BY ORDER ASC DESC NULLS FIRST LAST MEASURES AS ONE ROW ROWS PER MATCH MATCHES
@@ -50,7 +51,7 @@ MAX_PERMUTE_ITEMS = 7
 MAX_DEPTH = 128
 # Counts and lengths (MAXLENGTH, quantifier bounds, navigation offsets) fit 32 bits.
 MAX_COUNT = 2**31 - 1
-MAX_BIGINT = 2**63 - 1
+MAX_BIGINT = BIGINT_MAX
 
 
 @functools.cache

@@ -36,11 +36,11 @@ from sparkcep.compile.plan import Plan
 from sparkcep.errors import InternalError
 from sparkcep.jit import njit
 from sparkcep.types import Type
-from sparkcep.values import numpy_values, timestamp_micros
+from sparkcep.values import EXACT_FLOAT, numpy_values, timestamp_micros
 
 # Aggregates of a numeric column computed here (see _aggregate).
 _FOLDS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA")
-_EXACT = 2**53
+_EXACT = EXACT_FLOAT
 
 
 @dataclass

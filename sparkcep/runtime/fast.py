@@ -40,9 +40,9 @@ from sparkcep.runtime.vm import (
     matches_from_arrays,
     too_many_runs,
 )
-from sparkcep.values import max_magnitude, numpy_values, timestamp_micros
+from sparkcep.values import EXACT_FLOAT, max_magnitude, numpy_values, timestamp_micros
 
-_EXACT = 2.0**53
+_EXACT = float(EXACT_FLOAT)
 # SPARKCEP_KERNEL=0 turns the compiled kernel off (the Python matcher then runs everything).
 ENABLED = os.environ.get("SPARKCEP_KERNEL", "1") != "0"
 

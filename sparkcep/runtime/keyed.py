@@ -39,7 +39,7 @@ from sparkcep.runtime.fast import numbered_within
 from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
 from sparkcep.runtime.selection import Selection, measure_rows
 from sparkcep.runtime.vm import PartitionData, matches_from_arrays
-from sparkcep.values import max_magnitude
+from sparkcep.values import BIGINT_MAX, BIGINT_MIN, EXACT_FLOAT, max_magnitude
 
 
 class EventClock:
@@ -58,16 +58,16 @@ class EventClock:
         if pa.types.is_timestamp(t):
             v = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
             if t.unit == "s":
-                if max_magnitude(v) < 2**53 // 1000:
+                if max_magnitude(v) < EXACT_FLOAT // 1000:
                     return v * 1000 + 1
                 return np.array([self._checked(int(x) * 1000, int(x)) + 1 for x in v], dtype=np.int64)
             per_ms = {"ms": 1, "us": 1_000, "ns": 1_000_000}[t.unit]
-            if len(v) == 0 or v.max() < 2**63 - 1:  # + 1 must not wrap
+            if len(v) == 0 or v.max() < BIGINT_MAX:  # + 1 must not wrap
                 return v // per_ms + 1
             return np.array([self._checked(int(x) // per_ms, int(x)) + 1 for x in v], dtype=np.int64)
         elif pa.types.is_integer(t):
             v = values.cast(pa.int64()).to_numpy(zero_copy_only=False)
-            if max_magnitude(v) < 2**53 // 1000:
+            if max_magnitude(v) < EXACT_FLOAT // 1000:
                 return v * 1000 + 1
         elif pa.types.is_floating(t):
             v = np.floor(values.cast(pa.float64()).to_numpy(zero_copy_only=False) * 1000)
@@ -88,7 +88,7 @@ class EventClock:
         return self._checked(ms, value) + 1
 
     def _checked(self, ms: int | None, value) -> int:
-        if ms is None or not -(2**63) <= ms < 2**63 - 1:
+        if ms is None or not BIGINT_MIN <= ms < BIGINT_MAX:
             raise DataError(f"the event time {value!r} is outside the watermark's clock (milliseconds since "
                             "1970 in 64 bits)", column=self.column)
         return ms

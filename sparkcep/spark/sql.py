@@ -16,27 +16,48 @@ _counter = itertools.count(1)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def _skipped(text: str, i: int) -> tuple[int, str | None]:
+    """Where the quoted name or literal, or the comment, that starts at ``i`` ends, and
+    which it is ("quote", "comment"); (i, None) where none starts there."""
+    n = len(text)
+    c = text[i]
+    if c in "'\"`":
+        j = text.find(c, i + 1)
+        while j != -1 and j + 1 < n and text[j + 1] == c:
+            j = text.find(c, j + 2)
+        return (n if j == -1 else j + 1), "quote"
+    if text.startswith("--", i):
+        j = text.find("\n", i)
+        return (n if j == -1 else j + 1), "comment"
+    if text.startswith("/*", i):
+        j = text.find("*/", i + 2)
+        return (n if j == -1 else j + 2), "comment"
+    return i, None
+
+
+def _blank_comments(text: str) -> str:
+    """``text`` with its comments as spaces (SQL reads a comment as whitespace); positions kept."""
+    out = list(text)
+    i = 0
+    while i < len(text):
+        end, kind = _skipped(text, i)
+        if kind == "comment":
+            out[i:end] = " " * (end - i)
+        i = end if kind else i + 1
+    return "".join(out)
+
+
 def _scan(text: str):
     """(position, character, depth) for characters outside quotes and comments."""
     depth = 0
     i = 0
     n = len(text)
     while i < n:
+        end, kind = _skipped(text, i)
+        if kind:
+            i = end
+            continue
         c = text[i]
-        if c in "'\"`":
-            j = text.find(c, i + 1)
-            while j != -1 and j + 1 < n and text[j + 1] == c:
-                j = text.find(c, j + 2)
-            i = n if j == -1 else j + 1
-            continue
-        if text.startswith("--", i):
-            j = text.find("\n", i)
-            i = n if j == -1 else j + 1
-            continue
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j == -1 else j + 2
-            continue
         if c == "(":
             depth += 1
         yield i, c, depth
@@ -87,7 +108,7 @@ def split_statement(text: str) -> tuple[str, str, str, str, int, str | None, str
     if with_clause and not re.match(r"(?is)WITH\b", with_clause):
         raise QueryError("SYNTAX", "expected SELECT (or WITH) at the start of the statement", Span(1, 1), text)
     select_list = text[selects[0] + len("SELECT"):froms[-1]].strip()
-    source = text[froms[-1] + len("FROM"):mr].strip()
+    source = _source(_blank_comments(text[froms[-1] + len("FROM"):mr]))
     open_at = text.find("(", mr)
     if open_at < 0 or text[mr + len("MATCH_RECOGNIZE"):open_at].strip():
         raise QueryError("SYNTAX", "expected '(' after MATCH_RECOGNIZE", Span(*_position(text, mr)), text)
@@ -106,6 +127,19 @@ def split_statement(text: str) -> tuple[str, str, str, str, int, str | None, str
         alias = m.group(2)
         rest = rest[m.end():].strip()
     return with_clause, select_list, source, clause, open_at + 1, alias, rest.rstrip(";").strip()
+
+
+# A correlation name after the source: FROM t AS src MATCH_RECOGNIZE (Trino's grammar allows it).
+_CORRELATION = re.compile(r"(?s)(.*?[\w`)])\s+(?:(?i:AS)\s+)?[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _source(between: str) -> str:
+    """The table, view or (subquery) between FROM and MATCH_RECOGNIZE, without the
+    correlation name that may follow it: the clause names the source's columns unqualified,
+    so the name is not needed."""
+    source = between.strip()
+    m = _CORRELATION.fullmatch(source)
+    return m.group(1) if m else source
 
 
 def shift_error(e: QueryError, text: str, offset: int) -> QueryError:

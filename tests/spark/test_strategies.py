@@ -153,6 +153,13 @@ def test_sql_statement(spark, stream):
     out = out.toPandas()
     local = sparkcep.match_recognize(stream, rip.query("Q7"))
     assert out.first_trade.tolist() == [t for t in local.first_trade.tolist() if t > 100]
+    # A comment is whitespace, and the source may carry a correlation name (as in Trino).
+    named = sparkcep.sql(spark, """
+        SELECT m.first_trade FROM trades /* the whole stream */ AS src MATCH_RECOGNIZE (
+            ORDER BY timestamp, tradeId MEASURES FIRST(tradeId) AS first_trade PATTERN (A B C)
+            DEFINE A AS price < 70, B AS price > A.price, C AS price < B.price AND price < A.price
+        ) AS m ORDER BY m.first_trade""").toPandas()
+    assert named.first_trade.tolist() == local.first_trade.tolist()
     with pytest.raises(sparkcep.QueryError) as e:
         sparkcep.sql(spark, "SELECT *\nFROM trades MATCH_RECOGNIZE (\n  ORDER BY timestamp\n  PATTERN (A) DEFINE A AS pricee > 1)")
     # Re-pointed into the statement, still an UNKNOWN_COLUMN error: a DataError naming the column.
