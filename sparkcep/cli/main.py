@@ -176,6 +176,12 @@ def run(
         run_info = SparkRun(strategy.value, "requested")
         with spark_progress(spark, console, "matching"), collect_errors():
             rows_in = df.count()
+            if rows_in == 0 and in_format in ("csv", "json"):
+                # Types inferred from no values say nothing (every CSV column came out a
+                # string): NULL columns, which take any type, and no rows written.
+                from pyspark.sql import functions as F
+
+                df = df.select([F.lit(None).alias(c) for c in df.columns])
             if text.lstrip().upper().startswith(("SELECT", "WITH")):
                 df.createOrReplaceTempView("input")
                 result = sparkcep.sql(spark, text, strategy=strategy.value, batch=batch, shared=shared, mode=mode.value)

@@ -52,6 +52,18 @@ def test_run_csv_in_json_out(workdir):
     assert len(expected) > 0 and rows(got) == rows(expected)
 
 
+@pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
+def test_a_csv_holding_only_its_header_writes_no_rows(workdir):
+    """Spark infers every column of a header-only CSV as a string; the query compares them
+    with numbers all the same, and no rows are written (it was a TYPE_MISMATCH)."""
+    (workdir / "header.csv").write_text("symbol,timestamp,price\n")
+    (workdir / "typed_q.sql").write_text("ORDER BY timestamp MEASURES A.price AS p, SUM(B.price) AS s "
+                                         "PATTERN (A B) DEFINE B AS price > 70")
+    r = run_cli("run", "-q", "typed_q.sql", "-i", "header.csv", "-o", "out_header", cwd=workdir)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 rows" in r.stdout and pq.read_table(workdir / "out_header").num_rows == 0
+
+
 def test_a_small_parquet_input_runs_without_spark(workdir):
     """No master named: a small Parquet input is read, matched and written in this process
     (the summary says so), with Spark's answer; --master starts Spark."""
