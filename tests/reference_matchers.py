@@ -30,7 +30,7 @@ from sparkcep.compile.pattern import (
 )
 from sparkcep.compile.plan import Plan
 from sparkcep.runtime.context import Assignment, ConditionContext
-from sparkcep.runtime.vm import Match, PartitionData
+from sparkcep.runtime.matches import Match, PartitionData
 
 
 class ReferenceMatcher:

@@ -177,7 +177,7 @@ def test_window_selection_equals_the_thread_list_kernel(text, table, limit, comp
     # the starts below ``limit``, stopping where a live thread needs a row not seen yet.
     from sparkcep.data.partitions import LazyColumns
     from sparkcep.runtime.fast import KernelMatcher
-    from sparkcep.runtime.vm import PartitionData
+    from sparkcep.runtime.matches import PartitionData
 
     q = analyze(parse(text), schema_of(table))
     assume(not q.partition_by and not q.with_unmatched)  # one partition; the window selection emits no unmatched rows

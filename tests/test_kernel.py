@@ -20,7 +20,8 @@ from sparkcep.api import compile_query, run_plan
 from sparkcep.errors import DataError, QueryError
 from sparkcep.parallel.run_batches import LocalBackend, run_partition
 from sparkcep.runtime.fast import KernelMatcher
-from sparkcep.runtime.vm import MAX_NODES, MAX_RUNS, Matcher
+from sparkcep.runtime.matches import MAX_NODES, MAX_RUNS
+from sparkcep.runtime.vm import Matcher
 from tests.reference_matchers import ReferenceMatcher
 from tests.test_properties import comparable, patterns, tables, used_vars
 from tests.tiers import examples

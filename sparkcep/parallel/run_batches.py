@@ -30,8 +30,8 @@ from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError, ExecutionError, SparkCepError
 from sparkcep.runtime import columnar as columnar_measures
-from sparkcep.runtime.columnar import Spans
 from sparkcep.runtime.fast import KernelMatcher
+from sparkcep.runtime.matches import UNRESOLVED, Match, PartitionData, Spans
 from sparkcep.runtime.selection import (
     Selection,
     candidate_finder,
@@ -39,7 +39,7 @@ from sparkcep.runtime.selection import (
     resume_row,
     select_matches,
 )
-from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
+from sparkcep.runtime.vm import Matcher
 
 
 @dataclass(frozen=True)

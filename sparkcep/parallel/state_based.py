@@ -29,7 +29,7 @@ from sparkcep.compile.pattern import Concat, Label, Repeat
 from sparkcep.compile.plan import Plan
 from sparkcep.errors import DataError, ExecutionError, OptionError
 from sparkcep.runtime.context import ConditionContext
-from sparkcep.runtime.vm import Match, PartitionData
+from sparkcep.runtime.matches import Match, PartitionData
 
 BATCH = 5000
 _END = None

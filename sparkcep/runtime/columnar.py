@@ -17,8 +17,6 @@ the Python fold's exact answer (a sum beyond BIGINT, an average of a sum beyond 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import pyarrow as pa
 
@@ -31,10 +29,9 @@ from sparkcep.analysis.bound import (
     BNav,
     Pointer,
 )
-from sparkcep.compile.pattern import LabelLayout
 from sparkcep.compile.plan import Plan
-from sparkcep.errors import InternalError
 from sparkcep.jit import njit
+from sparkcep.runtime.matches import Spans
 from sparkcep.types import Type
 from sparkcep.values import EXACT_FLOAT, numpy_values, timestamp_micros
 
@@ -43,77 +40,12 @@ _FOLDS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA")
 _EXACT = EXACT_FLOAT
 
 
-@dataclass
-class Spans:
-    """Selected matches as arrays: rows [starts[i], ends[i]) of the partition data, numbered
-    ``numbers``; ``labels``, where measures need them, each matched row's variable, match
-    after match (row starts[i] + j is labels[offsets[i] + j])."""
-
-    starts: np.ndarray
-    ends: np.ndarray
-    numbers: np.ndarray
-    labels: np.ndarray | None = None
-    _cache: dict = field(default_factory=dict, repr=False)
-
-    @property
-    def offsets(self) -> np.ndarray:
-        got = self._cache.get("offsets")
-        if got is None:
-            got = self._cache["offsets"] = np.concatenate(([0], np.cumsum(self.ends - self.starts)))
-        return got
-
-    def rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """(match, partition row) of every matched row, match after match."""
-        got = self._cache.get("rows")
-        if got is None:
-            lengths = self.ends - self.starts
-            match = np.repeat(np.arange(len(self.starts), dtype=np.int64), lengths)
-            row = np.arange(int(lengths.sum()), dtype=np.int64) - self.offsets[:-1][match] + self.starts[match]
-            got = self._cache["rows"] = (match, row)
-        return got
-
-    def labelled(self, labels: frozenset[int]) -> _Labelled:
-        got = self._cache.get(labels)
-        if got is None:
-            got = self._cache[labels] = _Labelled(self, labels)
-        return got
-
-    @staticmethod
-    def of_kernel(starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray, offs: np.ndarray | None,
-                  labels: np.ndarray | None) -> Spans:
-        """Spans of contiguous matches as the kernel gives them: label offsets and labels
-        (its buffers run past the last one), or None for no labels."""
-        if offs is None:
-            return Spans(starts, ends, numbers)
-        if not np.array_equal(np.diff(offs[:len(starts) + 1]), ends - starts):
-            raise InternalError("the kernel's labels do not cover its matches' rows")
-        return Spans(starts, ends, numbers, labels[:offs[len(starts)]])
-
-    @staticmethod
-    def layout_labels(starts: np.ndarray, ends: np.ndarray, layout: LabelLayout) -> tuple[np.ndarray, np.ndarray]:
-        """Label offsets and labels (as the kernel gives them) of matches whose labels follow
-        from their lengths (compile.pattern.label_layout): each row's from its place."""
-        spans = Spans(starts, ends, np.zeros(0, dtype=np.int64))
-        match, _ = spans.rows()
-        lengths = (ends - starts)[match]
-        place = np.arange(len(match), dtype=np.int64) - spans.offsets[:-1][match]
-        labels = np.full(len(match), -1 if layout.middle is None else layout.middle, dtype=np.int64)
-        h, t = len(layout.head), len(layout.tail)
-        if h:
-            first = place < h
-            labels[first] = np.array(layout.head, dtype=np.int64)[place[first]]
-        if t:
-            back = place - (lengths - t)
-            last = back >= 0
-            labels[last] = np.array(layout.tail, dtype=np.int64)[back[last]]
-        return spans.offsets, labels
-
-    @staticmethod
-    def join(pieces: list[Spans]) -> Spans:
-        """Spans of several partitions' matches, one after another (rows already shifted)."""
-        labels = None if any(p.labels is None for p in pieces) else np.concatenate([p.labels for p in pieces])
-        return Spans(np.concatenate([p.starts for p in pieces]), np.concatenate([p.ends for p in pieces]),
-                     np.concatenate([p.numbers for p in pieces]), labels)
+def _labelled(spans: Spans, labels: frozenset[int]) -> _Labelled:
+    """The rows of ``labels`` in every match, found once per spans."""
+    got = spans.cache.get(labels)
+    if got is None:
+        got = spans.cache[labels] = _Labelled(spans, labels)
+    return got
 
 
 class _Labelled:
@@ -216,7 +148,7 @@ def _position(p: Pointer, spans: Spans) -> tuple[np.ndarray, np.ndarray]:
         at = (hi - 1 - k) if p.last else (lo + k)
         valid = (at >= lo) & (at < hi)
     else:
-        s = spans.labelled(p.labels)
+        s = _labelled(spans, p.labels)
         valid = k < s.count
         i = s.first + (s.count - 1 - k if p.last else k)
         at = s.at[np.where(valid, i, 0)] if len(s.at) else np.zeros(len(i), dtype=np.int64)
@@ -244,7 +176,7 @@ def _navigation(e: BNav, part, spans: Spans, t, bounds) -> pa.Array:
 
 def _measure_aggregate(spec: AggregateSpec, part, spans: Spans, t) -> pa.Array | None:
     if spec.labels is not None:
-        s = spans.labelled(spec.labels)
+        s = _labelled(spans, spec.labels)
         if spec.arg is None:
             return pa.array(s.count, type=t or pa.int64())
         column = part.cols.arrow(spec.arg.index).take(pa.array(s.rows))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkcep.compile.plan import Plan
-from sparkcep.runtime.vm import PartitionData
+from sparkcep.runtime.matches import PartitionData
 
 Assignment = tuple[tuple[int, bool], ...]  # (label, excluded) per row from the start
 

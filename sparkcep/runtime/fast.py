@@ -27,8 +27,7 @@ from sparkcep.compile.vectorize import arrays_for, condition_mask
 from sparkcep.errors import DataError
 from sparkcep.runtime import kernel
 from sparkcep.runtime.automaton import Automaton
-from sparkcep.runtime.columnar import Spans
-from sparkcep.runtime.vm import (
+from sparkcep.runtime.matches import (
     ALL_MATCHES_ADVICE,
     MAX_NODES,
     MAX_RUNS,
@@ -36,10 +35,11 @@ from sparkcep.runtime.vm import (
     UNRESOLVED,
     Match,
     PartitionData,
-    columns_in,
+    Spans,
     matches_from_arrays,
     too_many_runs,
 )
+from sparkcep.runtime.vm import columns_in
 from sparkcep.values import EXACT_FLOAT, max_magnitude, numpy_values, timestamp_micros
 
 _EXACT = float(EXACT_FLOAT)

@@ -31,11 +31,11 @@ from sparkcep.data.output import measure_types, output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError, QueryError
 from sparkcep.runtime import columnar as columnar_measures
-from sparkcep.runtime.columnar import Spans
 from sparkcep.runtime.fast import KernelMatcher
+from sparkcep.runtime.matches import PartitionData, Spans
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.selection import Selection, candidate_finder, measure_rows, select_matches
-from sparkcep.runtime.vm import Matcher, PartitionData
+from sparkcep.runtime.vm import Matcher
 from sparkcep.values import python_values, shift
 
 DEFAULT_MAX_ROWS = 1_000_000  # rows one key may hold in state (sparkcep.stream's max_state_rows)

@@ -34,11 +34,10 @@ from sparkcep.data.output import output_table
 from sparkcep.data.partitions import LazyColumns, named_by_key, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
-from sparkcep.runtime.columnar import Spans
 from sparkcep.runtime.fast import numbered_within
 from sparkcep.runtime.incremental import IncrementalMatcher, KeyState
+from sparkcep.runtime.matches import PartitionData, Spans, matches_from_arrays
 from sparkcep.runtime.selection import Selection, measure_rows
-from sparkcep.runtime.vm import PartitionData, matches_from_arrays
 from sparkcep.values import BIGINT_MAX, BIGINT_MIN, EXACT_FLOAT, max_magnitude
 
 

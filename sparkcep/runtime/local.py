@@ -18,11 +18,11 @@ from sparkcep.data.output import measure_array, measure_types, output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
-from sparkcep.runtime.columnar import Spans
 from sparkcep.runtime.fast import KernelMatcher, numbered_within
+from sparkcep.runtime.matches import PartitionData, Spans
 from sparkcep.runtime.nfab import CompiledNFAb, NFAbMatcher
 from sparkcep.runtime.selection import output_rows
-from sparkcep.runtime.vm import Matcher, PartitionData
+from sparkcep.runtime.vm import Matcher
 from sparkcep.values import admit
 
 

@@ -10,7 +10,7 @@ from bisect import bisect_right
 from typing import Any
 
 from sparkcep.compile.plan import Plan
-from sparkcep.runtime.vm import Match, PartitionData
+from sparkcep.runtime.matches import Match, PartitionData
 
 
 class _Final:

@@ -52,17 +52,16 @@ from sparkcep.compile.program import (
 )
 from sparkcep.errors import QueryError
 from sparkcep.runtime import kernel
-from sparkcep.runtime.vm import (
+from sparkcep.runtime.matches import (
     MAX_RUNS,
     NODES_ADVICE,
     UNRESOLVED,
     Match,
-    Matcher,
     PartitionData,
-    first_rows,
     matches_from_arrays,
     too_many_runs,
 )
+from sparkcep.runtime.vm import Matcher, first_rows
 
 # A run is a tuple; the fields, by index:
 PC, LAB, LAST, NAV, AGGS, SLOTS, EXCL, PEND, HIST, FRESH = range(10)

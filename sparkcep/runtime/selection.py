@@ -17,8 +17,9 @@ from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.skip import SkipStrategy
 from sparkcep.errors import DataError
+from sparkcep.runtime.matches import UNRESOLVED, Match, PartitionData
 from sparkcep.runtime.measures import MeasureContext
-from sparkcep.runtime.vm import UNRESOLVED, Match, Matcher, PartitionData
+from sparkcep.runtime.vm import Matcher
 
 
 def candidate_finder(q: AnalyzedQuery, matcher: Matcher, part: PartitionData) -> Callable[[int], Any]:

@@ -18,67 +18,22 @@ plain tuple: threads are made in the innermost loop, and a NamedTuple measured 1
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import (
     ACCEPT,
 )
 from sparkcep.compile.vectorize import arrays_for, condition_mask
-
-
-@dataclass(frozen=True)
-class Match:
-    """A match: rows ``start`` .. ``end - 1`` of the partition and the label of each; with
-    SKIP TILL NEXT/ANY MATCH, ``rows`` lists the rows it selected (the others are skipped)."""
-
-    start: int
-    end: int
-    labels: tuple[int, ...]
-    excluded: tuple[bool, ...]
-    rows: tuple[int, ...] | None = None
-
-    @property
-    def empty(self) -> bool:
-        return self.end == self.start
-
-    @property
-    def last(self) -> int:
-        """The last row (start - 1 for an empty match)."""
-        return self.end - 1
-
-    def row(self, i: int) -> int:
-        """The partition row of the match's ``i``-th row."""
-        return self.start + i if self.rows is None else self.rows[i]
-
-
-def matches_from_arrays(starts, ends, offs, labels, excl, rows=None) -> list[Match]:
-    """Match objects for matches given as numpy arrays (compiled matchers): labels, exclusion
-    flags and (gapped) rows of match i at offs[i]:offs[i + 1]. Converted in bulk: slices of
-    one tuple per array, and one shared all-False tuple per length where nothing is excluded."""
-    offs = offs.tolist()
-    end = offs[-1] if offs else 0
-    labels = tuple(labels[:end].tolist())
-    flags = excl[:end]
-    falses: dict[int, tuple] | None = None
-    if flags.any():
-        flags = tuple(flags.astype(bool).tolist())
-    else:
-        falses = {}
-    rows = tuple(rows[:end].tolist()) if rows is not None else None
-    out = []
-    for i, (st, en) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
-        a, b = offs[i], offs[i + 1]
-        if falses is None:
-            ex = flags[a:b]
-        else:
-            ex = falses.get(b - a)
-            if ex is None:
-                ex = falses[b - a] = (False,) * (b - a)
-        out.append(Match(st, en, labels[a:b], ex, rows[a:b] if rows is not None else None))
-    return out
+from sparkcep.runtime.matches import (
+    ALL_MATCHES_ADVICE,
+    MAX_NODES,
+    MAX_RUNS,
+    NODES_ADVICE,
+    UNRESOLVED,
+    Match,
+    PartitionData,
+    too_many_runs,
+)
 
 
 def first_rows(plan: Plan, masks):
@@ -92,59 +47,6 @@ def first_rows(plan: Plan, masks):
     for lab in labs[1:]:
         out |= masks[lab]
     return out
-
-
-@dataclass
-class PartitionData:
-    """Rows of one partition in match order, column by column (Python values).
-
-    It may be a window of a longer partition (the run strategy cuts partitions into
-    batches): ``base`` is the partition row of row 0, ``complete`` says whether the last row
-    here is the partition's last row, and matches may only use rows below ``limit``; the
-    rows from ``limit`` to ``n`` are there for NEXT() alone.
-    """
-
-    cols: Any  # per column a list of values (or data.LazyColumns, which converts on demand)
-    n: int
-    order_index: int | None = None  # the first ORDER BY column, for WITHIN
-    base: int = 0
-    complete: bool = True
-    limit: int = -1
-    # In a window of a stream: every row still to come has a first ORDER BY value at least
-    # this (the watermark), so WITHIN can end a search before those rows arrive.
-    horizon: Any = None
-    # The number the next match of this partition gets (MATCH_NUMBER() in DEFINE); the
-    # selection loop sets it before each search.
-    match_number: int = 1
-    # Per-partition results a matcher derives once (vectorized condition masks).
-    cache: dict = field(default_factory=dict, compare=False, repr=False)
-
-    def __post_init__(self):
-        if self.limit < 0:
-            self.limit = self.n
-
-    def py(self) -> list:
-        """The columns as Python lists (what the row evaluator indexes)."""
-        got = self.cache.get("py")
-        if got is None:
-            cols = self.cols
-            got = cols.materialized() if hasattr(cols, "materialized") else list(cols)
-            self.cache["py"] = got
-        return got
-
-    @property
-    def order0(self) -> list[Any] | None:
-        return None if self.order_index is None else self.cols[self.order_index]
-
-
-class _Unresolved:
-    """The answer depends on rows past the end of the window."""
-
-    def __repr__(self) -> str:
-        return "UNRESOLVED"
-
-
-UNRESOLVED = _Unresolved()
 
 
 class DefineContext:
@@ -237,32 +139,6 @@ class DefineContext:
 PC, HIST, NAV, AGGS, SLOTS, EXCL = range(6)  # a thread's fields
 
 _ACCEPTED = "accepted"  # in ALL MATCHES searches, (_ACCEPTED, Match) keeps a finished match's place
-# The most partial matches one search holds at once: SKIP TILL ANY MATCH's runs (runtime.nfab),
-# ALL MATCHES' threads and finished matches (here and in the kernel). Both multiply row by
-# row; past the bound the search stops with a DataError instead of exhausting memory.
-MAX_RUNS = 250_000
-# ALL MATCHES also keeps each partial match's labels, as a tree of history nodes shared by
-# equal label paths. Where what is held grows by a thread a row (A B* C* D), the tree grows
-# with the square of the rows read while MAX_RUNS is far off: it is bounded too (the kernel
-# keeps about 50 bytes a node, this matcher a few hundred).
-MAX_NODES = 2_000_000
-
-
-def too_many_runs(limit: int, advice: str, pos: int) -> EvaluationError:
-    """The error of a search that held more than ``limit`` partial matches after reading
-    partition row ``pos``."""
-    return EvaluationError(f"more than {limit} {advice}").at(pos, "(reading this row)")
-
-
-NODES_ADVICE = ("label assignments from one start row are kept (ALL MATCHES keeps every partial match's labels, "
-                "and a pattern whose partial matches grow with every row, such as A B* C* D, adds more each row); "
-                "add WITHIN or MAXLENGTH, or make the conditions more selective")
-ALL_MATCHES_ADVICE = ("matches and partial matches from one start row are held at once (ALL MATCHES keeps every "
-                      "label assignment, and a quantified group holding another quantifier or an alternation "
-                      "multiplies them with every row); add WITHIN or MAXLENGTH, or make the conditions more "
-                      "selective")
-
-
 class Matcher:
     """Finds matches starting at a given row of a partition."""
 

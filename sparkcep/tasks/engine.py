@@ -33,8 +33,8 @@ from sparkcep.data.ingest import referenced_columns
 from sparkcep.data.output import measure_array, measure_types, output_table
 from sparkcep.data.partitions import LazyColumns, sort_and_partition
 from sparkcep.errors import DataError, OptionError
+from sparkcep.runtime.matches import Match, PartitionData
 from sparkcep.runtime.selection import measure_rows
-from sparkcep.runtime.vm import Match, PartitionData
 from sparkcep.tasks.evaluate import Evaluator
 from sparkcep.tasks.events import RawEventList
 from sparkcep.tasks.merger import Merger

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.runtime.context import ConditionContext
-from sparkcep.runtime.vm import PartitionData
+from sparkcep.runtime.matches import PartitionData
 from sparkcep.tasks.task_query import TaskQuery
 
 

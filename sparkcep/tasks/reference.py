@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from itertools import combinations, product
 
-from sparkcep.runtime.vm import PartitionData
+from sparkcep.runtime.matches import PartitionData
 from sparkcep.tasks.evaluate import holds
 from sparkcep.tasks.task_query import TaskQuery, VarNode, fm_key
 

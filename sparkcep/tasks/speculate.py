@@ -57,9 +57,10 @@ from sparkcep.compile.expressions import EvaluationError, call_function, set_cal
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.skip import SkipStrategy
 from sparkcep.errors import SparkCepError
+from sparkcep.runtime.matches import UNRESOLVED, PartitionData
 from sparkcep.runtime.nfab import NFAbMatcher
 from sparkcep.runtime.selection import candidate_finder, resume_row
-from sparkcep.runtime.vm import UNRESOLVED, Matcher, PartitionData
+from sparkcep.runtime.vm import Matcher
 from sparkcep.tasks.calls import Calls, Memo, call_key
 from sparkcep.tasks.engine import TaskOptions, TaskStats
 from sparkcep.tasks.from_sql import expensive_functions
