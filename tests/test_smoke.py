@@ -189,3 +189,15 @@ def test_the_source_of_a_statement_reads_comments_as_space_and_drops_its_correla
 
     got = split_statement(f"SELECT * FROM {between} MATCH_RECOGNIZE (ORDER BY ts PATTERN (A))")
     assert got[2] == source and got[3] == "ORDER BY ts PATTERN (A)"
+
+
+def test_a_streams_plan_comes_from_the_plan_cache():
+    import pyarrow as pa
+
+    from sparkcep.query import compile_query
+    from sparkcep.spark.stream import _plan_for
+
+    schema = pa.schema([("ts", pa.timestamp("us", "UTC")), ("price", pa.float64())])
+    clause = "ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A B) DEFINE B AS price > A.price"
+    plan = _plan_for(clause, "sql", schema)
+    assert _plan_for(clause, "sql", schema) is plan is compile_query(clause, schema.empty_table())

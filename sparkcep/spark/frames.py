@@ -8,13 +8,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from sparkcep.analysis.analyzer import analyze
 from sparkcep.compile.plan import Plan
-from sparkcep.data.ingest import referenced_columns, schema_of
+from sparkcep.data.ingest import referenced_columns
 from sparkcep.data.output import output_schema
 from sparkcep.errors import QueryError
-from sparkcep.language.parser import parse
-from sparkcep.query import plan_query
+from sparkcep.query import compile_query
 
 # Input position: monotonically_increasing_id() of the user's DataFrame, the tie-break of
 # ORDER BY (the order toPandas() gives).
@@ -36,7 +34,7 @@ def plan_for(df, clause: str, mode: str = "sql", how: str | None = None,
     from pyspark.sql.pandas.types import to_arrow_schema
 
     arrow_schema = to_arrow_schema(df.schema, timezone=TZ)
-    return plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode), how, sharing), arrow_schema
+    return compile_query(clause, arrow_schema.empty_table(), mode, how, sharing), arrow_schema  # (cached)
 
 
 def compile_for(df, clause: str, mode: str = "sql", how: str | None = None,

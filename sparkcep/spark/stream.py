@@ -404,13 +404,11 @@ def _waiting(spark, clause: str, checkpoint: str, mode: str, timeouts: bool):
 
 
 def _plan_for(clause: str, mode: str, arrow_schema: pa.Schema):
-    """The plan of ``clause`` for rows of ``arrow_schema`` (on the driver and the workers)."""
-    from sparkcep.analysis.analyzer import analyze
-    from sparkcep.data.ingest import schema_of
-    from sparkcep.language.parser import parse
-    from sparkcep.query import plan_query
+    """The plan of ``clause`` for rows of ``arrow_schema`` (on the driver and the workers;
+    cached, as every plan of a query text is)."""
+    from sparkcep.query import compile_query
 
-    return plan_query(analyze(parse(clause), schema_of(arrow_schema.empty_table()), mode))
+    return compile_query(clause, arrow_schema.empty_table(), mode)
 
 
 class _Finisher:

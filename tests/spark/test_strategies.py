@@ -139,6 +139,14 @@ def test_errors_from_workers_are_data_errors(spark):
         sparkcep.match_recognize(df, "ORDER BY nope MEASURES MATCH_NUMBER() AS m PATTERN (A)")
 
 
+def test_a_dataframes_plan_comes_from_the_plan_cache(spark, stream):
+    from sparkcep.spark.frames import plan_for
+
+    df = spark.createDataFrame(stream.head(50))
+    first, schema = plan_for(df, rip.query("Q7"))
+    assert plan_for(df, rip.query("Q7"))[0] is first and schema.names == list(stream.columns)
+
+
 def test_sql_statement(spark, stream):
     spark.createDataFrame(stream).createOrReplaceTempView("trades")
     out = sparkcep.sql(spark, """
