@@ -694,6 +694,19 @@ def test_an_untyped_function_returns_sql_values(registered, result, says):
         assert "ODD" in str(e.value).upper() and says in str(e.value) and e.value.row == 0, str(e.value)
 
 
+def test_a_segment_query_calls_functions_by_the_same_rule(registered):
+    """A segment condition's function that fails, or calls sys.exit, is a DataError naming
+    it (the segment evaluator calls functions through call_function, as every other one)."""
+    df = pd.DataFrame({"ts": range(6), "p": [1.0, 2, 3, 2, 1, 4]})
+    for fn, says in ((lambda x: __import__("sys").exit(3), "failed: SystemExit(3)"),
+                     (lambda x: 1 / 0, "failed: division by zero")):
+        registered("seg_fn", fn, returns="double")
+        with pytest.raises(DataError) as e:
+            match_recognize(df, "ORDER BY ts MEASURES FIRST(ts) AS a PATTERN (S) "
+                                "DEFINE SEGMENT S AS window(2, 3) AND avg(seg_fn(p)) > 0")
+        assert "function SEG_FN " + says in str(e.value), str(e.value)
+
+
 def test_a_measure_of_mixed_types_names_its_output_rows(registered):
     registered("mix", lambda x: 1 if x > 1 else "a")
     df = pd.DataFrame({"ts": [1, 2, 3], "price": [1.0, 2.0, 3.0]})

@@ -37,7 +37,7 @@ from sparkcep.analysis.bound import (
     Type,
 )
 from sparkcep.compile.aggregates import a_number, seconds
-from sparkcep.compile.expressions import EvaluationError, binary_operator, negate_any
+from sparkcep.compile.expressions import EvaluationError, binary_operator, call_function, negate_any
 from sparkcep.compile.vectorize import logic
 from sparkcep.segments.series import Series
 from sparkcep.values import FunctionError, checked_int_div, checked_int_negate, checked_int_op
@@ -415,12 +415,7 @@ def _call(e: BCall, frame: Frame) -> Values:
     args = [evaluate(a, frame) for a in e.args]
 
     def call(*vals):
-        try:
-            return e.impl(*vals)
-        except FunctionError as exc:
-            raise EvaluationError(str(exc)) from None
-        except Exception as exc:  # a user function may raise anything: name it
-            raise EvaluationError(f"function {e.name} failed: {exc}") from exc
+        return call_function(e.name, e.impl, vals)  # the one rule for what a function raises
     return _elementwise(call, args, e.type, e.null_on_null)
 
 
