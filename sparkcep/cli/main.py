@@ -179,9 +179,9 @@ def run(
             if rows_in == 0 and in_format in ("csv", "json"):
                 # Types inferred from no values say nothing (every CSV column came out a
                 # string): NULL columns, which take any type, and no rows written.
-                from pyspark.sql import functions as F
+                from sparkcep.spark.frames import untyped
 
-                df = df.select([F.lit(None).alias(c) for c in df.columns])
+                df = untyped(df)
             if text.lstrip().upper().startswith(("SELECT", "WITH")):
                 df.createOrReplaceTempView("input")
                 result = sparkcep.sql(spark, text, strategy=strategy.value, batch=batch, shared=shared, mode=mode.value)

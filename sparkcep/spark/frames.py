@@ -27,6 +27,14 @@ BUCKET = "__sparkcep_bucket__"
 TZ = "UTC"
 
 
+def untyped(df):
+    """``df`` with every column of the null type, which takes any type (a CSV file with no
+    rows: Spark infers a string for every column, from no values)."""
+    from pyspark.sql import functions as F
+
+    return df.select([F.lit(None).alias(c) for c in df.columns])
+
+
 def plan_for(df, clause: str, mode: str = "sql", how: str | None = None,
              sharing: bool = True) -> tuple[Plan, pa.Schema]:
     """The plan for a Spark DataFrame and its Arrow input schema, whether Spark can type
