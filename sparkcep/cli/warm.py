@@ -122,7 +122,6 @@ def _stream(table, clause: str, mode: str) -> str:
     return "kernel" if matcher.kernel is not None else "python"
 
 
-
 def _background(lock: str) -> int:
     """The background compile a first query starts (``jit.warm_in_background``): every kind
     at low priority, then the stamp; the lock is removed once the stamp is written (after a
