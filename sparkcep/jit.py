@@ -47,14 +47,17 @@ SMALL_ROWS = 2_000
 COLD_ROWS = 200_000
 # The modules whose functions ``njit`` compiles: the stamp is keyed by their source.
 KERNEL_MODULES = (
+    "sparkcep.compile.skip",
+    "sparkcep.runtime.kernel_program",
     "sparkcep.runtime.kernel",
+    "sparkcep.runtime.kernel_runs",
     "sparkcep.runtime.automaton",
     "sparkcep.runtime.columnar",
     "sparkcep.aggregates.kernels",
     "sparkcep.data.partitions",
 )
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # a module's kernels build those they import
 _noticed = False
 _active = False  # some kernel was called in this process (numba is loaded)
 _warming: subprocess.Popen | None = None  # the background compile this process started
@@ -108,20 +111,36 @@ def njit(*args, **options):
 
 
 def _materialize(kernel: Kernel):
-    """numba's dispatchers for every Kernel of ``kernel``'s module, put in its globals."""
+    """numba's dispatchers for every Kernel of ``kernel``'s module, put in its globals, with
+    the kernels it reads from other modules (built in theirs)."""
     global _active
     with _lock:
         if kernel.dispatcher is None:
             numba = load_numba()
             module = sys.modules[kernel.__module__]
             for name, value in list(vars(module).items()):
-                if isinstance(value, Kernel) and value.__module__ == module.__name__ and value.dispatcher is None:
-                    value.dispatcher = numba.njit(**value.options)(value.py_func)
+                if not isinstance(value, Kernel):
+                    continue
+                if value.__module__ != module.__name__:  # imported: its own module builds it
+                    setattr(module, name, value.dispatcher or _materialize(value))
+                elif value.dispatcher is None:
+                    value.dispatcher = _dispatcher(numba, value)
                     setattr(module, name, value.dispatcher)
             if kernel.dispatcher is None:  # no longer in its module's globals (a test replaced it)
-                kernel.dispatcher = numba.njit(**kernel.options)(kernel.py_func)
+                kernel.dispatcher = _dispatcher(numba, kernel)
         _active = True
     return kernel.dispatcher
+
+
+def _dispatcher(numba, kernel: Kernel):
+    """numba's dispatcher for ``kernel``. numba's cache takes a function as fresh while its
+    own file is unchanged, so a kernel calling into another module would keep that module's
+    old code: the cache is keyed on the source of every kernel module instead."""
+    d = numba.njit(**kernel.options)(kernel.py_func)
+    index = getattr(getattr(d, "_cache", None), "_cache_file", None)
+    if index is not None and hasattr(index, "_source_stamp"):
+        index._source_stamp = (index._source_stamp, source_key())
+    return d
 
 
 _numba_module = None

@@ -422,27 +422,40 @@ def test_the_first_partition_error_is_reported_first(table, text):
     assert str(got.value) == str(want.value) and "input row 0" in str(got.value)
 
 
-def test_compiled_functions_call_only_their_own_files_functions():
-    # numba keys a cached function by its own source file: one that called a compiled
-    # function of another file would keep running that file's old code after an edit.
-    import importlib
+def test_the_kernel_cache_is_keyed_on_every_kernel_module(tmp_path, monkeypatch):
+    # numba takes a cached function as fresh while its own file is unchanged: a kernel calling
+    # a compiled function of another file would keep running that file's old code after an
+    # edit. So every module with kernels is listed, and each kernel's cache entry is keyed
+    # on the source of all of them.
+    import importlib.util
     import pathlib
-
-    from numba.core.registry import CPUDispatcher
+    import types
 
     import sparkcep
+    from sparkcep import jit
+    from sparkcep.runtime import kernel
 
     root = pathlib.Path(sparkcep.__file__).parent
-    found = []
-    for path in root.rglob("*.py"):
-        if "numba" not in path.read_text():
-            continue
-        module = importlib.import_module(("sparkcep." + ".".join(path.relative_to(root).with_suffix("").parts))
-                                         .removesuffix(".__init__"))
-        for attr, value in vars(module).items():
-            if isinstance(value, CPUDispatcher) and value.py_func.__module__ != module.__name__:
-                found.append(f"{module.__name__}.{attr} from {value.py_func.__module__}")
-    assert not found, found
+    with_kernels = {("sparkcep." + ".".join(p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+                    for p in root.rglob("*.py") if "@njit" in p.read_text()}
+    assert with_kernels == set(jit.KERNEL_MODULES), with_kernels ^ set(jit.KERNEL_MODULES)
+
+    kernel.candidates.signatures  # noqa: B018 (builds the module's dispatchers)
+    stamp = kernel.candidates._cache._cache_file._source_stamp
+    assert stamp[1] == jit.source_key()
+
+    # An edit of a module the kernel calls into changes that key.
+    copy = tmp_path / "kernel_program.py"
+    copy.write_text((root / "runtime" / "kernel_program.py").read_text() + "\n# edited\n")
+    find = importlib.util.find_spec
+
+    def edited(name, *args):
+        spec = find(name, *args)
+        return types.SimpleNamespace(origin=str(copy)) if name == "sparkcep.runtime.kernel_program" else spec
+
+    monkeypatch.setattr(jit, "_state", {})
+    monkeypatch.setattr(importlib.util, "find_spec", edited)
+    assert jit.source_key() != stamp[1]
 
 
 _LONG = pa.table({"ts": list(range(300)), "price": [i % 7 for i in range(300)]})
@@ -501,10 +514,10 @@ GLIDE_CASES = [
 
 @pytest.mark.parametrize("pattern, glides", GLIDE_CASES)
 def test_which_loops_glide(pattern, glides):
-    from sparkcep.runtime.kernel import closure_table
+    from sparkcep.runtime.kernel_program import closure_table
 
     plan = compile_query(f"ORDER BY ts MEASURES COUNT(*) AS n PATTERN ({pattern}) DEFINE B AS price > 0", _ROWS)
-    glide = closure_table(plan.program)[12]
+    glide = closure_table(plan.program).glide
     got = {plan.labels[ins.a]: int(glide[pc]) for pc, ins in enumerate(plan.program.instructions) if glide[pc] >= 0}
     assert got == glides
 

@@ -64,7 +64,7 @@ class _Unsupported(Exception):
 
 def kernel_spec(plan: Plan, event_selection: bool = False) -> KernelSpec | None:
     """The kernel tables for ``plan``, or None when it needs the Python matcher.
-    ``event_selection``: for the kernel's NFA^b runs (runtime.kernel.selection_search), which
+    ``event_selection``: for the kernel's NFA^b runs (runtime.kernel_runs.selection_search), which
     also take the other event selection strategies."""
     q = plan.query
     if plan.program.slots > MAX_SLOTS:

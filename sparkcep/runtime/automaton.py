@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import ACCEPT
+from sparkcep.compile.skip import AFTER_FIRST, CODES, skip_to
 from sparkcep.jit import njit
 
 MAX_STATES = 4096  # beyond this the thread-list kernel runs the pattern
@@ -137,9 +139,7 @@ class Automaton:
         classes = self._classes(masks, n)
         if classes is None:
             return None
-        past_last = self.plan.query.skip_mode != "NEXT_ROW"
-        return _scan_partitions(self.table, self.accepting, self.live, self.start, classes, los, his, maxlength,
-                                use_within, order0, within, past_last)
+        return _scan_partitions(self._machine(), classes, los, his, (maxlength, use_within, order0, within))
 
     def _classes(self, masks: np.ndarray, n: int) -> np.ndarray | None:
         """Each row's class (its column of the transition table), or None when the automaton
@@ -164,10 +164,12 @@ class Automaton:
         classes = self._classes(masks, n)
         if classes is None:
             return None
-        past_last = self.plan.query.skip_mode != "NEXT_ROW"
-        starts, ends, pos, covered = _scan(self.table, self.accepting, self.live, self.start, classes, pos,
-                                           covered, limit, complete, maxlength, use_within, order0, within, past_last)
+        starts, ends, pos, covered = _scan(self._machine(), classes, pos, covered, limit, complete,
+                                           (maxlength, use_within, order0, within))
         return starts, ends, int(pos), int(covered)
+
+    def _machine(self) -> Machine:
+        return Machine(self.table, self.accepting, self.live, self.start, CODES[self.plan.query.skip_mode])
 
 
 @njit
@@ -182,21 +184,39 @@ def _row_codes(masks, n):
     return codes
 
 
+class Machine(NamedTuple):
+    """The automaton as _scan reads it: transitions per state and row class, which states
+    accept and which have a live thread, the start state, and the skip mode (PAST LAST ROW
+    or TO NEXT ROW: compile.skip.skip_to reads no labels for them)."""
+
+    table: np.ndarray
+    accepting: np.ndarray
+    live: np.ndarray
+    start: int
+    skip_code: int
+
+
 @njit
-def _scan(table, accepting, live, start, cls, pos, covered, limit, complete, maxlength, use_within, order0, within,
-          past_last):
+def _scan(machine, cls, pos, covered, limit, complete, bounds):
     """The selection's matches from start ``pos`` on (``covered``: the last row inside a match
-    so far), over the starts below ``limit``: from each start the automaton runs until no
-    thread is left (or MAXLENGTH or WITHIN stops it); its last accepting state is the end.
-    Where a live thread would need a row past ``limit`` of a partition that goes on
+    so far), over the starts below ``limit`` (bounds: maxlength, use_within, order0,
+    within). Where a live thread would need a row past ``limit`` of a partition that goes on
     (``complete`` false), the answer is not known yet and the selection stops there, as the
     thread-list kernel's does. Returns (starts, ends, next start, covered)."""
     starts = np.empty(16, dtype=np.int64)
     ends = np.empty(16, dtype=np.int64)
+    # PAST LAST ROW or TO NEXT ROW: the rule's answer reads no labels, so it is asked once
+    # (asked per match, it cost a third of the scan)
+    place, _ = skip_to(machine.skip_code, np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int64), 0, 1)
+    past_last = place != AFTER_FIRST
+    maxlength, use_within, order0, within = bounds
+    table, accepting, live = machine.table, machine.accepting, machine.live
     k = 0
     s = pos
     while s < limit:
-        st = start
+        # The preferred match's end from s: the automaton runs until no thread is left (or
+        # MAXLENGTH or WITHIN stops it), its last accepting state is the end.
+        st = machine.start
         end = s if accepting[st] else -1
         p = s
         unresolved = False
@@ -230,8 +250,7 @@ def _scan(table, accepting, live, start, cls, pos, covered, limit, complete, max
 
 
 @njit
-def _scan_partitions(table, accepting, live, start, cls, los, his, maxlength, use_within, order0, within,
-                     past_last):
+def _scan_partitions(machine, cls, los, his, bounds):
     """_scan over each whole partition [los[k], his[k]) of one table: (starts, ends,
     partition of each match), rows of the table."""
     starts = np.empty(16, dtype=np.int64)
@@ -241,9 +260,9 @@ def _scan_partitions(table, accepting, live, start, cls, los, his, maxlength, us
     for j in range(los.shape[0]):
         lo = los[j]
         hi = his[j]
-        o0 = order0[lo:hi] if use_within else order0
-        s, e, _, _ = _scan(table, accepting, live, start, cls[lo:hi], 0, -1, hi - lo, True, maxlength, use_within,
-                           o0, within, past_last)
+        maxlength, use_within, order0, within = bounds
+        own = (maxlength, use_within, order0[lo:hi] if use_within else order0, within)
+        s, e, _, _ = _scan(machine, cls[lo:hi], 0, -1, hi - lo, True, own)
         got = s.shape[0]
         if k + got > starts.shape[0]:
             size = max(k + got, 2 * starts.shape[0])

@@ -27,6 +27,7 @@ from sparkcep.compile.vectorize import arrays_for, condition_mask
 from sparkcep.errors import DataError
 from sparkcep.runtime import kernel
 from sparkcep.runtime.automaton import Automaton
+from sparkcep.runtime.kernel_program import NO_BOUND, Program, closure_table, program
 from sparkcep.runtime.matches import (
     ALL_MATCHES_ADVICE,
     MAX_NODES,
@@ -55,9 +56,10 @@ class KernelMatcher:
         self.plan = plan
         self.spec = spec
         ins = plan.program.instructions
-        self.op, self.a, self.closure = plan.derive("kernel", lambda: (
+        # The automaton as the kernel reads it: operations, labels, closures, loop slots.
+        self.code = plan.derive("kernel", lambda: (
             np.array([i.op for i in ins], dtype=np.int64), np.array([i.a for i in ins], dtype=np.int64),
-            kernel.closure_table(plan.program)))
+            closure_table(plan.program), plan.program.slots))
         self.maxlength = plan.query.maxlength if plan.query.maxlength is not None else -1
         q = plan.query
         # stats[0]: the most partial matches (threads) alive at once, over every search so far
@@ -77,6 +79,7 @@ class KernelMatcher:
         self.layout = plan.derive("label_layout", lambda: label_layout(plan.pattern))
         self.skip = SkipStrategy.of(q)
         self.skip_member = self.skip.members(len(plan.labels))
+        self.conditions = (spec.reg_member, spec.reg_kind, spec.dyn_int, spec.dyn_float)
         # The columns the row-local conditions read (their masks are built per partition).
         self.used = plan.derive("local_columns", lambda: {
             c.index for parts in plan.local_parts for e in parts for c in columns_in(e)})
@@ -105,6 +108,13 @@ class KernelMatcher:
         part.cache["kernel"] = got if got is not None else "no"
         self.ran |= got is not None
         return got
+
+    def program(self, part: PartitionData, arr, bounds: tuple[int, int] = (NO_BOUND, NO_BOUND)) -> Program:
+        """The kernel's Program for ``part`` from its ``arrays``."""
+        masks, cols, valid, order0, within = arr
+        return program(self.code, self.conditions,
+                       (masks, cols, valid, order0, within if self.plan.query.within is not None else None),
+                       part.n, part.complete, part.base, self.maxlength, bounds)
 
     def _arrays(self, part: PartitionData):
         plan, n = self.plan, part.n
@@ -237,14 +247,11 @@ class KernelMatcher:
     def _thread_select(self, part: PartitionData, arr, input_row):
         """The thread-list kernel's selection of a whole partition, as arrays, and the error
         that ended it (or None) with the matches before it."""
-        masks, cols, valid, order0, within = arr
-        q, s = self.plan.query, self.spec
-        first_ok = self._first_ok(part, masks)
-        starts, ends, offs, labels, excl, unmatched, err, err_row = kernel.select(
-            self.skip.code, q.mode == "matchregex", self.skip_member, q.with_unmatched, self.op, self.a, self.closure,
-            masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, part.n, self.maxlength,
-            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
-            self.stats, self.max_runs, self.max_nodes)
+        q = self.plan.query
+        first_ok = self._first_ok(part, arr[0])
+        (starts, ends, offs, labels, excl), unmatched, err, err_row = kernel.select(
+            self.skip.code, self.skip_member, q.mode == "matchregex", q.with_unmatched,
+            self.program(part, arr, (self.max_runs, self.max_nodes)), first_ok, self.stats)
         error = None
         if err in (kernel.TOO_MANY_RUNS, kernel.TOO_MANY_NODES):
             e = (too_many_runs(self.max_runs, ALL_MATCHES_ADVICE, int(err_row)) if err == kernel.TOO_MANY_RUNS
@@ -266,7 +273,7 @@ class KernelMatcher:
             return None
         q = self.plan.query
         starts, ends = got[0], got[1]
-        offs, labels, excl = self._labels(part, starts, masks, cols, valid, order0, within)
+        offs, labels, excl = self._labels(part, starts, (masks, cols, valid, order0, within))
         unmatched = np.zeros(0, dtype=np.bool_)
         if q.with_unmatched:
             # A row is unmatched when no match starts there and no match covers it.
@@ -291,14 +298,10 @@ class KernelMatcher:
             self.determinised = True
         return got
 
-    def _labels(self, part: PartitionData, starts, masks, cols, valid, order0, within):
+    def _labels(self, part: PartitionData, starts, arr):
         """Label offsets, labels and exclusions of the automaton's matches, read by the
         thread-list kernel from their starts only."""
-        q, s = self.plan.query, self.spec
-        _, offs, labels, excl = kernel.labels_at(
-            starts, self.op, self.a, self.closure, masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols,
-            valid, part.n, part.limit, part.complete, part.base, self.maxlength, q.within is not None, order0, within,
-            s.reg_member.shape[0], self.plan.program.slots, self.stats)
+        _, offs, labels, excl = kernel.labels_at(starts, part.limit, self.program(part, arr), self.stats)
         return offs, labels, excl
 
     def automaton(self) -> Automaton | None:
@@ -343,7 +346,7 @@ class KernelMatcher:
             if labels and self.layout is not None:
                 offs, lab = Spans.layout_labels(starts, ends, self.layout)
             elif labels:
-                offs, lab, _ = self._labels(part, starts, masks, cols, valid, order0, within)
+                offs, lab, _ = self._labels(part, starts, arr)
         else:
             got = self._thread_select(part, arr, input_row)
             if got[-1] is not None:
@@ -380,7 +383,7 @@ class KernelMatcher:
         hits = np.flatnonzero(ok).astype(np.int64)
         if self.skip.mode in ("NEXT_ROW", "ALL_MATCHES"):
             return hits  # every candidate start is a match (one assignment each)
-        delta = self.skip.offset(labels)
+        delta = self.skip.step(labels)
         if delta < 0 and len(hits):
             raise self.skip.error(-delta, input_row(int(hits[0])))
         return kernel.nonoverlapping(hits, delta)
@@ -431,17 +434,14 @@ class KernelMatcher:
             got = self._automaton_window(part, masks, order0, within, pos, covered)
             if got is not None:
                 starts, ends, pos, covered = got
-                return (starts, ends, *self._labels(part, starts, masks, cols, valid, order0, within), pos, covered)
+                return (starts, ends, *self._labels(part, starts, arr), pos, covered)
         got = self._window_inputs(part)
         if got is None:
             return None
-        masks, cols, valid, order0, within, first_ok = got
-        q, s = self.plan.query, self.spec
-        starts, ends, offs, labels, excl, pos, covered, err, err_row = kernel.select_window(
-            pos, covered, part.limit if stop is None else stop, self.skip.code, self.skip_member, self.op, self.a, self.closure, masks, s.reg_member,
-            s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base,
-            self.maxlength, q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots,
-            first_ok, self.stats)
+        *arr, first_ok = got
+        (starts, ends, offs, labels, excl), pos, covered, err, err_row = kernel.select_window(
+            pos, covered, part.limit if stop is None else stop, part.limit, self.skip.code, self.skip_member,
+            self.program(part, arr), first_ok, self.stats)
         if err:
             raise self.skip.error(int(err), input_row(int(err_row)))
         return starts, ends, offs, labels, excl, int(pos), int(covered)
@@ -498,7 +498,7 @@ class KernelMatcher:
         thread-list kernel from each partition alone (its rows copied out, so that no search
         sees the next partition's rows, as select_windows does)."""
         masks, cols, valid, order0, within = arr
-        q, s = self.plan.query, self.spec
+        timed = self.plan.query.within is not None
         offsets, out = [np.zeros(1, dtype=np.int64)], []
         cut = np.flatnonzero(np.diff(parts)) + 1
         for first, last in zip(np.concatenate(([0], cut)), np.concatenate((cut, [len(starts)])), strict=True):
@@ -506,12 +506,11 @@ class KernelMatcher:
                 continue
             k = parts[first]
             a, b = lo[k], hi[k]
-            o0 = order0[a:b].copy() if q.within is not None else order0
-            _, offs, lab, _ = kernel.labels_at(
-                starts[first:last] - a, self.op, self.a, self.closure, masks[:, a:b].copy(), s.reg_member,
-                s.reg_kind, s.dyn_int, s.dyn_float, cols[:, a:b].copy(), valid[:, a:b].copy(), b - a, b - a, True,
-                0, self.maxlength, q.within is not None, o0, within, s.reg_member.shape[0],
-                self.plan.program.slots, self.stats)
+            own = program(self.code, self.conditions,
+                          (masks[:, a:b].copy(), cols[:, a:b].copy(), valid[:, a:b].copy(),
+                           order0[a:b].copy() if timed else order0, within if timed else None),
+                          b - a, maxlength=self.maxlength)
+            _, offs, lab, _ = kernel.labels_at(starts[first:last] - a, b - a, own, self.stats)
             used = offs[last - first]
             offsets.append(offs[1:last - first + 1] + offsets[-1][-1])
             out.append(lab[:used])
@@ -540,12 +539,10 @@ class KernelMatcher:
         np.add.at(edge, los + ns, -1)
         unknown = np.cumsum(edge[:part.n]) > 0
         first_ok = self._first_ok(part, masks, unknown)
-        q, s = self.plan.query, self.spec
-        starts, ends, wins, offs, labels, excl, pos, covered, err, err_win, err_row = kernel.select_windows(
-            los, ns, limits, bases, poss, covereds, complete, self.skip.code, self.skip_member, self.op, self.a,
-            self.closure, masks, s.reg_member, s.reg_kind, s.dyn_int, s.dyn_float, cols, valid, self.maxlength,
-            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok,
-            self.stats)
+        prog = self.program(part, arr)._replace(complete=bool(complete))
+        windows = kernel.Windows(*(np.asarray(x, dtype=np.int64) for x in (los, ns, limits, bases, poss, covereds)))
+        (starts, ends, offs, labels, excl), wins, pos, covered, err, err_win, err_row = kernel.select_windows(
+            windows, self.skip.code, self.skip_member, prog, first_ok, self.stats)
         self.window_error = (int(err), int(err_win), int(err_row)) if err else None
         return starts, ends, wins, pos, covered, (offs, labels, excl)
 
@@ -560,12 +557,9 @@ class KernelMatcher:
         got = self._window_inputs(part)
         if got is None:
             return None
-        masks, cols, valid, order0, within, first_ok = got
-        q, s = self.plan.query, self.spec
-        ends, offs, labels, excl = kernel.candidates(
-            first, last, earliest, self.op, self.a, self.closure, masks, s.reg_member, s.reg_kind, s.dyn_int,
-            s.dyn_float, cols, valid, part.n, part.limit, part.complete, part.base, self.maxlength,
-            q.within is not None, order0, within, s.reg_member.shape[0], self.plan.program.slots, first_ok, self.stats)
+        *arr, first_ok = got
+        ends, offs, labels, excl = kernel.candidates(first, last, part.limit, earliest, self.program(part, arr),
+                                                     first_ok, self.stats)
         # A start without a match has no labels: its Match is built and not used.
         found = matches_from_arrays(np.arange(first, first + len(ends)), ends, offs, labels, excl)
         return [(m.start, UNRESOLVED if m.end == kernel.UNRESOLVED else None if m.end == kernel.NO_MATCH else m)

@@ -51,7 +51,7 @@ from sparkcep.compile.program import (
     ASSERT_START,
 )
 from sparkcep.errors import QueryError
-from sparkcep.runtime import kernel
+from sparkcep.runtime import kernel_runs
 from sparkcep.runtime.matches import (
     MAX_RUNS,
     NODES_ADVICE,
@@ -610,7 +610,7 @@ COMPILED_MAX_RUNS = 4096
 
 
 class CompiledNFAb(NFAbMatcher):
-    """NFAbMatcher whose searches run compiled (runtime.kernel's NFA^b runs) where kernel_spec
+    """NFAbMatcher whose searches run compiled (runtime.kernel_runs) where kernel_spec
     accepts the plan and the partition's data fit the kernel; elsewhere (other conditions, a
     stream's open partition, more than COMPILED_MAX_RUNS live runs) the Python search runs. Both give the same matches (tests enforce it)."""
 
@@ -634,19 +634,16 @@ class CompiledNFAb(NFAbMatcher):
         arr = self.kernel.arrays(part)
         if arr is None:
             return None
-        masks, cols, valid, order0, within = arr
         plan, k, q = self.plan, self.kernel, self.plan.query
-        starts = first_rows(plan, masks)
+        starts = first_rows(plan, arr[0])
         if starts is None:
             starts = np.ones(part.n, dtype=np.bool_)
         adjacent = part.cache.get("adjacent")
         adjacent = np.asarray(adjacent, dtype=np.bool_) if adjacent is not None else np.ones(max(part.n, 1), dtype=np.bool_)
-        s = k.spec
-        args = (kernel.STRATEGY[q.event_selection], bool(q.negated), adjacent, k.op, k.a, k.closure, masks, s.reg_member, s.reg_kind,
-                s.dyn_int, s.dyn_float, cols, valid, part.n, k.maxlength, q.within is not None, order0, within,
-                s.reg_member.shape[0], plan.program.slots, min(self.max_runs, COMPILED_MAX_RUNS), self.max_nodes)
+        runs = kernel_runs.Runs(kernel_runs.STRATEGY[q.event_selection], bool(q.negated), adjacent)
+        prog = k.program(part, arr, (min(self.max_runs, COMPILED_MAX_RUNS), self.max_nodes))
         self.ran = True
-        return starts, args
+        return starts, (runs, prog)
 
     def start_rows(self, part: PartitionData) -> list[int] | None:
         got = self._inputs(part)
@@ -666,15 +663,16 @@ class CompiledNFAb(NFAbMatcher):
             return None
         arena = part.cache.get("selection_arena")
         if arena is None:
-            arena = tuple(np.empty(256, dtype=np.int64) for _ in range(4))
-        count, ends, hs, arena = kernel.selection_search(start, 0, *args, arena, self.kernel.stats)
+            arena = kernel_runs.arena()
+        count, ends, hs, arena = kernel_runs.selection_search(start, kernel_runs.PREFERRED, *args, arena,
+                                                              self.kernel.stats)
         part.cache["selection_arena"] = arena
         self._note()
         if count < 0:
             return super().preferred(part, start)  # too many live runs: the Python search takes this start
         if count == 0:
             return None
-        offs, labels, excl, rows = kernel.read_back(hs, *arena)
+        offs, labels, excl, rows = kernel_runs.read_back(hs, arena)
         return matches_from_arrays(np.full(1, start), ends, offs, labels, excl, rows if self.gapped else None)[0]
 
     def all(self, part: PartitionData, start: int):
@@ -684,7 +682,7 @@ class CompiledNFAb(NFAbMatcher):
         found = part.cache.get("selection_all")
         if found is None:
             starts, args = got
-            m_start, m_end, offs, labels, excl, rows, ok = kernel.selection_all(
+            m_start, m_end, offs, labels, excl, rows, ok = kernel_runs.selection_all(
                 np.flatnonzero(starts), *args, self.kernel.stats)
             self._note()
             if not ok:

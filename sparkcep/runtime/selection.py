@@ -87,7 +87,7 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
                 for r in range(st.pos, best.start):
                     yield ("unmatched", r)
             st.number += 1
-            st.pos = best.end if not best.empty else best.start + 1
+            st.pos = skip.resume(best, input_row)
             yield ("match", best, st.number)
         return
 
@@ -122,11 +122,9 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
                 yield ("unmatched", pos)
             continue
         st.number += 1
-        if m.empty:
-            st.pos = pos + 1
-        else:
+        if not m.empty:
             st.covered = max(st.covered, m.last)
-            st.pos = skip.resume(m, input_row)
+        st.pos = skip.resume(m, input_row)
         yield ("match", m, st.number)
 
 
@@ -138,8 +136,6 @@ def _start_rows(matcher, part: PartitionData) -> list[int] | None:
 
 def resume_row(q: AnalyzedQuery, m: Match, input_row: Callable[[int], int] = lambda r: r) -> int:
     """The row the selection goes on from after match ``m`` (AFTER MATCH SKIP)."""
-    if q.skip_mode == "ALL_MATCHES" or m.empty:
-        return m.start + 1
     return SkipStrategy.of(q).resume(m, input_row)
 
 
