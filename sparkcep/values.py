@@ -23,7 +23,7 @@ import decimal
 import fractions
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,74 @@ def mixed_types(what: str, a: Any, b: Any) -> FunctionError:
 
 
 # ---------------------------------------------------------------- BIGINT range
+# ---- SQL's three-valued logic, for one row and for a column ------------------------------
+# Every evaluator (the Python expressions, the vectorized masks, the segment evaluator)
+# decides AND, OR, BETWEEN and IN here: for one row with None as NULL, for a column as
+# (true, known) bool arrays.
+
+
+def sql_and(a: bool | None, b: bool | None) -> bool | None:
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return None
+    return True
+
+
+def sql_or(a: bool | None, b: bool | None) -> bool | None:
+    if a is True or b is True:
+        return True
+    if a is None or b is None:
+        return None
+    return False
+
+
+def sql_between(ge: bool | None, le: bool | None, negated: bool) -> bool | None:
+    """x [NOT] BETWEEN lo AND hi from x >= lo and x <= hi (None where a side is NULL)."""
+    r = sql_and(ge, le)
+    return r if not negated or r is None else not r
+
+
+def sql_in(x_known: bool, equal: Iterable[bool | None], negated: bool) -> bool | None:
+    """x [NOT] IN (items) from whether x is known and, per item, whether it equals x (None
+    where the item is NULL): true if one does, else NULL if x or an item is NULL, else
+    false. ``equal`` is read lazily, up to the first item equal to x."""
+    if not x_known:
+        return None
+    saw_null = False
+    for e in equal:
+        if e is True:
+            return not negated
+        saw_null = saw_null or e is None
+    return None if saw_null else negated
+
+
+def between_mask(ge: np.ndarray, ge_known: np.ndarray, le: np.ndarray, le_known: np.ndarray,
+                 negated: bool) -> tuple[np.ndarray, np.ndarray]:
+    """sql_between over columns: (true, known)."""
+    t = ge & ge_known & le & le_known
+    f = (ge_known & ~ge) | (le_known & ~le)
+    if negated:
+        t, f = f, t
+    return t, t | f
+
+
+def in_mask(n: int, x_known: np.ndarray, equal: list[tuple[np.ndarray, np.ndarray]], negated: bool
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """sql_in over ``n`` rows (a literal's arrays may be scalars), ``equal`` a (equal, known)
+    pair per item: (true, known)."""
+    t = np.zeros(n, dtype=bool)
+    saw_null = np.zeros(n, dtype=bool)
+    for eq, known in equal:
+        t |= eq & known & x_known
+        saw_null |= ~known
+    unknown = ~x_known | (~t & saw_null)
+    f = ~t & ~unknown
+    if negated:
+        t, f = f, t
+    return t, t | f
+
+
 def fits_bigint(v: int) -> bool:
     return BIGINT_MIN <= v <= BIGINT_MAX
 

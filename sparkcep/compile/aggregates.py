@@ -257,49 +257,9 @@ def _build(spec: AggregateSpec, names: tuple[str, ...], compile_arg: Callable = 
             x, y = value(cols, pos, label, number), key(cols, pos, label, number)
             return s if x is None or y is None else fold(s, seconds(x), seconds(y))
         return Aggregate(spec, initial, step, result)
-    if func == "MANN_KENDALL_TEST":
-        # (values so far as a shared list, count, S): S grows by the signs against every
-        # earlier value, exactly (SQL order: NaN above every number).
-        def step(s, cols, pos, label, number=None):
-            v = value(cols, pos, label, number)
-            if v is None:
-                return s
-            v = seconds(v)
-            score, node = s[2], s[0]
-            while node is not None:
-                score += sql_less(node[0], v) - sql_less(v, node[0])
-                node = node[1]
-            return ((v, s[0]), s[1] + 1, score)
-        return Aggregate(spec, (None, 0, 0), step, _mann_kendall_result)
-    if func.startswith("USER:"):
-        from sparkcep.functions import user_aggregate
-
-        user = user_aggregate(func[5:])
-        key = compile_arg(spec.key, names) if spec.key is not None else None
-
-        def step(s, cols, pos, label, number=None):
-            row = (value(cols, pos, label, number),) + ((key(cols, pos, label, number),) if key is not None else ())
-            return (row, s)
-
-        def result(s):
-            rows = _linked(s) if s is not None else []
-            arrays = [np.array([math.nan if r[i] is None else seconds(r[i]) for r in rows], dtype=np.float64)
-                      for i in range(1 + (key is not None))]
-            return user.fn(*arrays)  # checked at registration: a float or None
-        return Aggregate(spec, None, step, result)
-    if func == "DELTA":
-        # (first value, last value, seen any row): last minus first of the rows aggregated.
-        def step(s, cols, pos, label, number=None):
-            v = value(cols, pos, label, number)
-            return (v, v, True) if not s[2] else (s[0], v, True)
-
-        minus = in_row_errors(decimal_op("-", spec.type)) if is_decimal(spec.type) else (lambda a, b: a - b)
-
-        def result(s):
-            if not s[2] or s[0] is None or s[1] is None:
-                return None
-            return minus(s[1], s[0])
-        return Aggregate(spec, (None, None, False), step, result)
+    special = _SPECIAL.get("USER" if func.startswith("USER:") else func)
+    if special is not None:
+        return special(spec, value, names, compile_arg)
     if func == "COLLECT" and not spec.distinct:
         # A shared linked list (value, previous): forks share their common prefix.
         def step(s, cols, pos, label, number=None):
@@ -307,19 +267,6 @@ def _build(spec: AggregateSpec, names: tuple[str, ...], compile_arg: Callable = 
         return Aggregate(spec, None, step, lambda s: None if s is None else _linked(s))
     if func in ("MAX_N", "MIN_N", "MAX_BY_N", "MIN_BY_N"):
         return _top_n(spec, value, compile_arg(spec.key, names) if spec.key is not None else value)
-    if func in ("MAX_BY", "MIN_BY"):
-        key = compile_arg(spec.key, names)
-        # (keys of a function declared returns='any' may not compare: an error on the row)
-        better = in_row_errors((lambda k, best: sql_less(best, k)) if func == "MAX_BY" else sql_less)
-
-        # (key, value) of the best row so far; rows whose key is NULL are skipped, ties keep
-        # the earlier row.
-        def step(s, cols, pos, label, number=None):
-            k = key(cols, pos, label, number)
-            if k is None or (s is not None and not better(k, s[0])):
-                return s
-            return (k, value(cols, pos, label, number))
-        return Aggregate(spec, None, step, lambda s: None if s is None else s[1])
     if spec.distinct:
         return _distinct(spec, value)
     initial, fold, result = _folding(func, spec.type)
@@ -328,6 +275,80 @@ def _build(spec: AggregateSpec, names: tuple[str, ...], compile_arg: Callable = 
         v = value(cols, pos, label, number)
         return s if v is None else fold(s, v)
     return Aggregate(spec, initial, step, result)
+
+
+def _mann_kendall_aggregate(spec: AggregateSpec, value, names: tuple[str, ...], compile_arg: Callable) -> Aggregate:
+    """MANN_KENDALL_TEST: the score S of the values so far."""
+    # (values so far as a shared list, count, S): S grows by the signs against every
+    # earlier value, exactly (SQL order: NaN above every number).
+    def step(s, cols, pos, label, number=None):
+        v = value(cols, pos, label, number)
+        if v is None:
+            return s
+        v = seconds(v)
+        score, node = s[2], s[0]
+        while node is not None:
+            score += sql_less(node[0], v) - sql_less(v, node[0])
+            node = node[1]
+        return ((v, s[0]), s[1] + 1, score)
+    return Aggregate(spec, (None, 0, 0), step, _mann_kendall_result)
+
+
+def _user_aggregate(spec: AggregateSpec, value, names: tuple[str, ...], compile_arg: Callable) -> Aggregate:
+    """A registered user aggregate: the rows collected, the function over them at the end."""
+    func = spec.func
+    from sparkcep.functions import user_aggregate
+
+    user = user_aggregate(func[5:])
+    key = compile_arg(spec.key, names) if spec.key is not None else None
+
+    def step(s, cols, pos, label, number=None):
+        row = (value(cols, pos, label, number),) + ((key(cols, pos, label, number),) if key is not None else ())
+        return (row, s)
+
+    def result(s):
+        rows = _linked(s) if s is not None else []
+        arrays = [np.array([math.nan if r[i] is None else seconds(r[i]) for r in rows], dtype=np.float64)
+                  for i in range(1 + (key is not None))]
+        return user.fn(*arrays)  # checked at registration: a float or None
+    return Aggregate(spec, None, step, result)
+
+
+def _delta_aggregate(spec: AggregateSpec, value, names: tuple[str, ...], compile_arg: Callable) -> Aggregate:
+    """DELTA: the last value minus the first of the rows aggregated."""
+    # (first value, last value, seen any row): last minus first of the rows aggregated.
+    def step(s, cols, pos, label, number=None):
+        v = value(cols, pos, label, number)
+        return (v, v, True) if not s[2] else (s[0], v, True)
+
+    minus = in_row_errors(decimal_op("-", spec.type)) if is_decimal(spec.type) else (lambda a, b: a - b)
+
+    def result(s):
+        if not s[2] or s[0] is None or s[1] is None:
+            return None
+        return minus(s[1], s[0])
+    return Aggregate(spec, (None, None, False), step, result)
+
+
+def _best_by_aggregate(spec: AggregateSpec, value, names: tuple[str, ...], compile_arg: Callable) -> Aggregate:
+    """MAX_BY / MIN_BY: the value of the row with the largest (smallest) key."""
+    func = spec.func
+    key = compile_arg(spec.key, names)
+    # (keys of a function declared returns='any' may not compare: an error on the row)
+    better = in_row_errors((lambda k, best: sql_less(best, k)) if func == "MAX_BY" else sql_less)
+
+    # (key, value) of the best row so far; rows whose key is NULL are skipped, ties keep
+    # the earlier row.
+    def step(s, cols, pos, label, number=None):
+        k = key(cols, pos, label, number)
+        if k is None or (s is not None and not better(k, s[0])):
+            return s
+        return (k, value(cols, pos, label, number))
+    return Aggregate(spec, None, step, lambda s: None if s is None else s[1])
+
+
+_SPECIAL = {"MANN_KENDALL_TEST": _mann_kendall_aggregate, "USER": _user_aggregate, "DELTA": _delta_aggregate,
+            "MAX_BY": _best_by_aggregate, "MIN_BY": _best_by_aggregate}
 
 
 def _top_n(spec: AggregateSpec, value, key) -> Aggregate:

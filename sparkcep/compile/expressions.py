@@ -18,6 +18,7 @@ import decimal
 import math
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sparkcep.analysis.bound import (
@@ -52,6 +53,10 @@ from sparkcep.values import (
     fits_bigint,
     mixed_types,
     shift,
+    sql_and,
+    sql_between,
+    sql_in,
+    sql_or,
     zones_aligned,
 )
 
@@ -66,22 +71,6 @@ class EvaluationError(DataError):
         err = EvaluationError(f"{self.message} {where}")
         err.position = position
         return err
-
-
-def _and(a, b):
-    if a is False or b is False:
-        return False
-    if a is None or b is None:
-        return None
-    return True
-
-
-def _or(a, b):
-    if a is True or b is True:
-        return True
-    if a is None or b is None:
-        return None
-    return False
 
 
 def _div(a, b):
@@ -369,174 +358,216 @@ def reads_row_label(e: BExpr) -> bool:
     return any(isinstance(x, BRowLabel) for x in nodes(e))
 
 
+@dataclass(frozen=True)
+class _Compiling:
+    """Where an expression compiles: for a row (``row``: closures over (cols, pos, label,
+    number)) or a match context (closures over ctx, navigation through ``pointers``)."""
+
+    pointers: PointerTable | None
+    row: bool
+    names: tuple[str, ...]
+
+    def sub(self, x: BExpr):
+        return _compile(x, self.pointers, self.row, self.names)
+
+
 def _compile(e: BExpr, pointers: PointerTable | None, row: bool, names: tuple[str, ...] = ()):
-    def sub(x: BExpr):
-        return _compile(x, pointers, row, names)
+    build = _COMPILERS.get(type(e))
+    if build is None:  # pragma: no cover
+        raise AssertionError(f"cannot compile {e!r}")
+    return build(e, _Compiling(pointers, row, names))
 
-    if isinstance(e, BLiteral):
-        v = e.value
-        return (lambda cols, pos, label=None, number=None: v) if row else (lambda ctx: v)
-    if isinstance(e, BColumn):
-        i = e.index
-        if not row:  # pragma: no cover - the analyzer wraps columns in BNav
-            raise AssertionError("bare column outside a row context")
-        return lambda cols, pos, label=None, number=None: cols[i][pos]
-    if isinstance(e, BRowLabel):
-        return lambda cols, pos, label=None, number=None: None if label is None else names[label]
-    if isinstance(e, BNav):
-        pid = pointers.id(e.pointer)
-        inner = _compile(e.inner, None, row=True, names=names)
-        if reads_row_label(e.inner):
-            # CLASSIFIER() inside the navigated expression: the label of the row reached.
-            ids = {name: i for i, name in enumerate(names)}
 
-            def nav_labelled(ctx):
-                q = ctx.at(pid)
-                if q is None:
-                    return None
-                label = ctx.label_at(pid)
-                return inner(ctx.cols, q, None if label is None else ids[label], ctx.match_number)
-            return nav_labelled
+def _literal(e: BLiteral, c: _Compiling):
+    v = e.value
+    return (lambda cols, pos, label=None, number=None: v) if c.row else (lambda ctx: v)
 
-        if reads_match_number(e.inner):
-            def nav_numbered(ctx):
-                q = ctx.at(pid)
-                return None if q is None else inner(ctx.cols, q, None, ctx.match_number)
-            return nav_numbered
 
-        def nav(ctx):
+def _column(e: BColumn, c: _Compiling):
+    i = e.index
+    if not c.row:  # pragma: no cover - the analyzer wraps columns in BNav
+        raise AssertionError("bare column outside a row context")
+    return lambda cols, pos, label=None, number=None: cols[i][pos]
+
+
+def _row_label(e: BRowLabel, c: _Compiling):
+    names = c.names
+    return lambda cols, pos, label=None, number=None: None if label is None else names[label]
+
+
+def _navigation(e: BNav, c: _Compiling):
+    pid = c.pointers.id(e.pointer)
+    inner = _compile(e.inner, None, row=True, names=c.names)
+    if reads_row_label(e.inner):
+        # CLASSIFIER() inside the navigated expression: the label of the row reached.
+        ids = {name: i for i, name in enumerate(c.names)}
+
+        def nav_labelled(ctx):
             q = ctx.at(pid)
-            return None if q is None else inner(ctx.cols, q)
+            if q is None:
+                return None
+            label = ctx.label_at(pid)
+            return inner(ctx.cols, q, None if label is None else ids[label], ctx.match_number)
+        return nav_labelled
 
-        return nav
-    if isinstance(e, BAgg):
-        i = e.index
-        return lambda ctx: ctx.agg(i)
-    if isinstance(e, BClassifier):
-        pid = pointers.id(e.pointer)
-        return lambda ctx: ctx.label_at(pid)
-    if isinstance(e, BMatchNumber):
-        if row:  # inside a navigation or an aggregate: the number its caller passes
-            return lambda cols, pos, label=None, number=None: number
-        return lambda ctx: ctx.match_number
-    if isinstance(e, BUnary):
-        f = sub(e.operand)
-        if e.op == "NOT":
-            if row:
-                return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else not v)(f(cols, pos, label, number))
-            return lambda ctx: (lambda v: None if v is None else not v)(f(ctx))
+    if reads_match_number(e.inner):
+        def nav_numbered(ctx):
+            q = ctx.at(pid)
+            return None if q is None else inner(ctx.cols, q, None, ctx.match_number)
+        return nav_numbered
+
+    def nav(ctx):
+        q = ctx.at(pid)
+        return None if q is None else inner(ctx.cols, q)
+    return nav
+
+
+def _aggregate(e: BAgg, c: _Compiling):
+    i = e.index
+    return lambda ctx: ctx.agg(i)
+
+
+def _classifier(e: BClassifier, c: _Compiling):
+    pid = c.pointers.id(e.pointer)
+    return lambda ctx: ctx.label_at(pid)
+
+
+def _match_number(e: BMatchNumber, c: _Compiling):
+    if c.row:  # inside a navigation or an aggregate: the number its caller passes
+        return lambda cols, pos, label=None, number=None: number
+    return lambda ctx: ctx.match_number
+
+
+def _unary(e: BUnary, c: _Compiling):
+    f = c.sub(e.operand)
+    if e.op == "NOT":
+        def op(v):
+            return None if v is None else not v
+    else:
         neg = (in_row_errors(decimal_negate) if is_decimal(e.type)
                else negate_any if e.type is Type.ANY else negate)
-        if row:
-            return lambda cols, pos, label=None, number=None: (lambda v: None if v is None else neg(v))(f(cols, pos, label, number))
-        return lambda ctx: (lambda v: None if v is None else neg(v))(f(ctx))
-    if isinstance(e, BBinary):
-        lf, rf = sub(e.left), sub(e.right)
-        if e.op in ("AND", "OR"):
-            short = False if e.op == "AND" else True
-            comb = _and if e.op == "AND" else _or
-            if row:
-                def logic_row(cols, pos, label=None, number=None):
-                    a = lf(cols, pos, label, number)
-                    return short if a is short else comb(a, rf(cols, pos, label, number))
-                return logic_row
 
-            def logic(ctx):
-                a = lf(ctx)
-                return short if a is short else comb(a, rf(ctx))
-            return logic
-        op = binary_operator(e)
-        if row:
-            def binop_row(cols, pos, label=None, number=None):
+        def op(v):
+            return None if v is None else neg(v)
+    if c.row:
+        return lambda cols, pos, label=None, number=None: op(f(cols, pos, label, number))
+    return lambda ctx: op(f(ctx))
+
+
+def _binary(e: BBinary, c: _Compiling):
+    lf, rf = c.sub(e.left), c.sub(e.right)
+    if e.op in ("AND", "OR"):
+        short = False if e.op == "AND" else True
+        comb = sql_and if e.op == "AND" else sql_or
+        if c.row:
+            def logic_row(cols, pos, label=None, number=None):
                 a = lf(cols, pos, label, number)
-                if a is None:
-                    return None
-                b = rf(cols, pos, label, number)
-                return None if b is None else op(a, b)
-            return binop_row
+                return short if a is short else comb(a, rf(cols, pos, label, number))
+            return logic_row
 
-        def binop(ctx):
+        def logic(ctx):
             a = lf(ctx)
+            return short if a is short else comb(a, rf(ctx))
+        return logic
+    op = binary_operator(e)
+    if c.row:
+        def binop_row(cols, pos, label=None, number=None):
+            a = lf(cols, pos, label, number)
             if a is None:
                 return None
-            b = rf(ctx)
+            b = rf(cols, pos, label, number)
             return None if b is None else op(a, b)
-        return binop
-    if isinstance(e, BBetween):
-        xf, lof, hif = sub(e.operand), sub(e.low), sub(e.high)
-        neg = e.negated
-        ge, le = comparison(">=", e.operand, e.low, e.high), comparison("<=", e.operand, e.low, e.high)
+        return binop_row
 
-        def between(*args):
-            x, lo, hi = xf(*args), lof(*args), hif(*args)
-            r = _and(None if x is None or lo is None else ge(x, lo), None if x is None or hi is None else le(x, hi))
-            return r if not neg or r is None else not r
-        return between
-    if isinstance(e, BIn):
-        xf = sub(e.operand)
-        items = [sub(i) for i in e.items]
-        neg = e.negated
-        eq = comparison("=", e.operand, *e.items)
+    def binop(ctx):
+        a = lf(ctx)
+        if a is None:
+            return None
+        b = rf(ctx)
+        return None if b is None else op(a, b)
+    return binop
 
-        def in_list(*args):
-            x = xf(*args)
-            if x is None:
-                return None
-            saw_null = False
-            for f in items:
-                v = f(*args)
-                if v is None:
-                    saw_null = True
-                elif eq(v, x):
-                    return not neg
-            return None if saw_null else neg
-        return in_list
-    if isinstance(e, BIsNull):
-        xf = sub(e.operand)
-        if e.negated:
-            return lambda *args: xf(*args) is not None
-        return lambda *args: xf(*args) is None
-    if isinstance(e, BCase):
-        of = sub(e.operand) if e.operand is not None else None
-        whens = [(sub(c), sub(r)) for c, r in e.whens]
-        df = sub(e.default) if e.default is not None else (lambda *args: None)
-        eq = comparison("=", e.operand, *(c for c, _ in e.whens)) if e.operand is not None else None
 
-        def case(*args):
-            if of is None:
-                for c, r in whens:
-                    if c(*args) is True:
+def _between(e: BBetween, c: _Compiling):
+    xf, lof, hif = c.sub(e.operand), c.sub(e.low), c.sub(e.high)
+    neg = e.negated
+    ge, le = comparison(">=", e.operand, e.low, e.high), comparison("<=", e.operand, e.low, e.high)
+
+    def between(*args):
+        x, lo, hi = xf(*args), lof(*args), hif(*args)
+        return sql_between(None if x is None or lo is None else ge(x, lo),
+                           None if x is None or hi is None else le(x, hi), neg)
+    return between
+
+
+def _in(e: BIn, c: _Compiling):
+    xf = c.sub(e.operand)
+    items = [c.sub(i) for i in e.items]
+    neg = e.negated
+    eq = comparison("=", e.operand, *e.items)
+
+    def in_list(*args):
+        x = xf(*args)
+        if x is None:
+            return sql_in(False, (), neg)
+        return sql_in(True, (None if v is None else bool(eq(v, x)) for v in (f(*args) for f in items)), neg)
+    return in_list
+
+
+def _is_null(e: BIsNull, c: _Compiling):
+    xf = c.sub(e.operand)
+    if e.negated:
+        return lambda *args: xf(*args) is not None
+    return lambda *args: xf(*args) is None
+
+
+def _case(e: BCase, c: _Compiling):
+    of = c.sub(e.operand) if e.operand is not None else None
+    whens = [(c.sub(w), c.sub(r)) for w, r in e.whens]
+    df = c.sub(e.default) if e.default is not None else (lambda *args: None)
+    eq = comparison("=", e.operand, *(w for w, _ in e.whens)) if e.operand is not None else None
+
+    def case(*args):
+        if of is None:
+            for w, r in whens:
+                if w(*args) is True:
+                    return r(*args)
+        else:
+            v = of(*args)
+            if v is not None:
+                for w, r in whens:
+                    x = w(*args)
+                    if x is not None and eq(x, v):
                         return r(*args)
-            else:
-                v = of(*args)
-                if v is not None:
-                    for c, r in whens:
-                        w = c(*args)
-                        if w is not None and eq(w, v):
-                            return r(*args)
-            return df(*args)
-        return case
-    if isinstance(e, BCall):
-        fs = [sub(a) for a in e.args]
-        impl = e.impl
-        null_on_null = e.null_on_null
-        name = e.name
+        return df(*args)
+    return case
 
-        if e.expensive:
-            def expensive_call(*args):
-                vals = [f(*args) for f in fs]
-                if null_on_null and any(v is None for v in vals):
-                    return None
-                route = current_call_route()
-                if route is not None:
-                    return route.call(name, impl, vals)
-                return call_function(name, impl, vals)
-            return expensive_call
 
-        def call(*args):
+def _call(e: BCall, c: _Compiling):
+    fs = [c.sub(a) for a in e.args]
+    impl = e.impl
+    null_on_null = e.null_on_null
+    name = e.name
+
+    if e.expensive:
+        def expensive_call(*args):
             vals = [f(*args) for f in fs]
             if null_on_null and any(v is None for v in vals):
                 return None
+            route = current_call_route()
+            if route is not None:
+                return route.call(name, impl, vals)
             return call_function(name, impl, vals)
-        return call
-    raise AssertionError(f"cannot compile {e!r}")  # pragma: no cover
+        return expensive_call
+
+    def call(*args):
+        vals = [f(*args) for f in fs]
+        if null_on_null and any(v is None for v in vals):
+            return None
+        return call_function(name, impl, vals)
+    return call
+
+
+_COMPILERS = {BLiteral: _literal, BColumn: _column, BRowLabel: _row_label, BNav: _navigation, BAgg: _aggregate,
+              BClassifier: _classifier, BMatchNumber: _match_number, BUnary: _unary, BBinary: _binary,
+              BBetween: _between, BIn: _in, BIsNull: _is_null, BCase: _case, BCall: _call}

@@ -151,60 +151,13 @@ def build_plan(q: AnalyzedQuery) -> Plan:
     conditions = tuple(
         compile_match(q.defines[i], dtable, labels) if i in q.defines else None for i in range(len(labels))
     )
-    local_parts, residuals = [], []
-    for i in range(len(labels)):
-        cond = q.defines.get(i)
-        parts = conjuncts(cond) if cond is not None else []
-        local = tuple(c for c in parts if is_row_local(c, i))
-        rest = [c for c in parts if not is_row_local(c, i)]
-        local_parts.append(local)
-        residuals.append(compile_match(_and_all(rest), dtable, labels) if rest else None)
+    local_parts, residuals = _split_conditions(q, dtable, labels)
     fixed = None
     if isinstance(pattern, Label):
         fixed = (pattern.id,)
     elif isinstance(pattern, Concat) and all(isinstance(x, Label) for x in pattern.items):
         fixed = tuple(x.id for x in pattern.items)
-
-    tracked: list[frozenset[int]] = []
-    first_need: list[int] = []
-    last_need: list[int] = []
-    dpointers = []
-    every = frozenset(range(len(labels)))
-    # Which variables' conditions read each pointer: X.col read in X's own condition is the
-    # current row and needs no tracked rows (fewer thread states, more merging).
-    readers: dict[Pointer, set[int]] = {}
-    for i, cond in q.defines.items():
-        for p in _pointers_in(cond):
-            readers.setdefault(p, set()).add(i)
-    # CLASSIFIER() of a row other than the current one (FIRST, LAST with an offset, PREV/NEXT)
-    # needs that row's label: such pointers keep rows with their labels, as a subset's are kept.
-    label_rows = {x.pointer for cond in q.defines.values() for x in nodes(cond)
-                  if (isinstance(x, BClassifier) or (isinstance(x, BNav) and reads_row_label(x.inner)))
-                  and (x.pointer.physical or not x.pointer.last or x.pointer.offset)}
-    for p in dtable.pointers:
-        if p.labels is None and not q.gapped and p not in label_rows:
-            dpointers.append(DefinePointer(p, -1))
-            continue
-        # A match that skips rows has no row arithmetic: its rows are tracked like a subset's.
-        key = p.labels if p.labels is not None else every
-        if key not in tracked:
-            tracked.append(key)
-            first_need.append(0)
-            last_need.append(0)
-        j = tracked.index(key)
-        current_only = p.offset == 0 and readers.get(p, set()) <= key
-        if p in label_rows:
-            # The logical row, then up to |physical| rows back (forward rows have no label yet).
-            if p.last:
-                last_need[j] = max(last_need[j], p.offset + max(-p.physical, 0) + 1)
-            else:
-                first_need[j] = max(first_need[j], p.offset + max(p.physical, 0) + 1)
-        elif p.last:
-            if not current_only:
-                last_need[j] = max(last_need[j], p.offset + 1)
-        else:
-            first_need[j] = max(first_need[j], p.offset + 1)
-        dpointers.append(DefinePointer(p, j))
+    tracked, first_need, last_need, dpointers, label_rows = _tracking(q, dtable, labels)
     members = tuple(tuple(i in s for i in range(len(labels))) for s in tracked)
 
     mtable = PointerTable()
@@ -248,6 +201,64 @@ def build_plan(q: AnalyzedQuery) -> Plan:
                                                  q.measure_aggregates),
         match_number_measures=tuple(i for i, m in enumerate(q.measures) if isinstance(m.expr, BMatchNumber)),
     )
+
+
+def _split_conditions(q: AnalyzedQuery, dtable: PointerTable, labels) -> tuple[list, list]:
+    """Per variable, the row-local conjuncts of its condition (masks) and the rest compiled."""
+    local_parts, residuals = [], []
+    for i in range(len(labels)):
+        cond = q.defines.get(i)
+        parts = conjuncts(cond) if cond is not None else []
+        local_parts.append(tuple(c for c in parts if is_row_local(c, i)))
+        rest = [c for c in parts if not is_row_local(c, i)]
+        residuals.append(compile_match(_and_all(rest), dtable, labels) if rest else None)
+    return local_parts, residuals
+
+
+def _tracking(q: AnalyzedQuery, dtable: PointerTable, labels):
+    """The rows a thread keeps for its conditions' pointers: the tracked label sets, how many
+    first and last rows of each, each pointer's set, and the pointers that read labels."""
+    tracked: list[frozenset[int]] = []
+    first_need: list[int] = []
+    last_need: list[int] = []
+    dpointers = []
+    every = frozenset(range(len(labels)))
+    # Which variables' conditions read each pointer: X.col read in X's own condition is the
+    # current row and needs no tracked rows (fewer thread states, more merging).
+    readers: dict[Pointer, set[int]] = {}
+    for i, cond in q.defines.items():
+        for p in _pointers_in(cond):
+            readers.setdefault(p, set()).add(i)
+    # CLASSIFIER() of a row other than the current one (FIRST, LAST with an offset, PREV/NEXT)
+    # needs that row's label: such pointers keep rows with their labels, as a subset's are kept.
+    label_rows = {x.pointer for cond in q.defines.values() for x in nodes(cond)
+                  if (isinstance(x, BClassifier) or (isinstance(x, BNav) and reads_row_label(x.inner)))
+                  and (x.pointer.physical or not x.pointer.last or x.pointer.offset)}
+    for p in dtable.pointers:
+        if p.labels is None and not q.gapped and p not in label_rows:
+            dpointers.append(DefinePointer(p, -1))
+            continue
+        # A match that skips rows has no row arithmetic: its rows are tracked like a subset's.
+        key = p.labels if p.labels is not None else every
+        if key not in tracked:
+            tracked.append(key)
+            first_need.append(0)
+            last_need.append(0)
+        j = tracked.index(key)
+        current_only = p.offset == 0 and readers.get(p, set()) <= key
+        if p in label_rows:
+            # The logical row, then up to |physical| rows back (forward rows have no label yet).
+            if p.last:
+                last_need[j] = max(last_need[j], p.offset + max(-p.physical, 0) + 1)
+            else:
+                first_need[j] = max(first_need[j], p.offset + max(p.physical, 0) + 1)
+        elif p.last:
+            if not current_only:
+                last_need[j] = max(last_need[j], p.offset + 1)
+        else:
+            first_need[j] = max(first_need[j], p.offset + 1)
+        dpointers.append(DefinePointer(p, j))
+    return tracked, first_need, last_need, dpointers, label_rows
 
 
 def is_segment_plan(plan) -> bool:

@@ -38,9 +38,11 @@ from sparkcep.analysis.bound import (
 from sparkcep.values import (
     BIGINT_MIN,
     FunctionError,
+    between_mask,
     checked_int_div,
     checked_int_op,
     fits_bigint,
+    in_mask,
     max_magnitude,
 )
 
@@ -223,24 +225,14 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
         with np.errstate(all="ignore"):
             ge = _compare(">=", x, lo, xv & lv)
             le = _compare("<=", x, hi, xv & hv)
-        t = ge & le & xv & lv & hv
-        f = (xv & lv & ~ge) | (xv & hv & ~le)
-        if e.negated:
-            t, f = f, t
-        return t, t | f
+        return between_mask(ge, xv & lv, le, xv & hv, e.negated)
     if isinstance(e, BIn):
         x, xv = evaluate(e.operand, cols)
-        t = np.zeros(n, dtype=bool)
-        saw_null = np.zeros(n, dtype=bool)
+        equal = []
         for item in e.items:
             d, v = evaluate(item, cols)
-            t |= _compare("=", x, d, xv & v) & v
-            saw_null |= ~v
-        unknown = ~xv | (~t & saw_null)
-        f = ~t & ~unknown
-        if e.negated:
-            t, f = f, t
-        return t, t | f
+            equal.append((_compare("=", x, d, xv & v), v))
+        return in_mask(n, xv, equal, e.negated)
     if isinstance(e, BIsNull):
         _, v = evaluate(e.operand, cols)
         return (v if e.negated else ~v), np.ones(n, dtype=bool)

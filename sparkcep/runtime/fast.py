@@ -381,8 +381,6 @@ class KernelMatcher:
         if segments is not None:  # many partitions: a match lies inside one
             ok &= segments[k - 1:] == segments[: n - k + 1]
         hits = np.flatnonzero(ok).astype(np.int64)
-        if self.skip.mode in ("NEXT_ROW", "ALL_MATCHES"):
-            return hits  # every candidate start is a match (one assignment each)
         delta = self.skip.step(labels)
         if delta < 0 and len(hits):
             raise self.skip.error(-delta, input_row(int(hits[0])))

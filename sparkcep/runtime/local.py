@@ -47,10 +47,7 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     arrays = [(table.column(i) if parts.identity else table.column(i).take(sorted_idx)) if i in used else None
               for i in range(table.num_columns)]
     if q.within is not None:
-        nulls = pc.is_null(arrays[q.order_by[0].index]).to_numpy(zero_copy_only=False).nonzero()[0]
-        if len(nulls):
-            raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL",
-                            column=q.order_by[0].column, row=int(order_np[nulls[0]]))
+        _refuse_null_times(q, arrays, order_np)
     columns = LazyColumns(arrays)
     order_index = q.order_by[0].index if q.order_by else None
 
@@ -105,25 +102,37 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
             measure_chunks[j].append(a)
 
     if stats is not None:
-        if isinstance(matcher, CompiledNFAb) and matcher.ran:
-            stats["matcher"], stats["peak_threads"] = "NFAb kernel", matcher.peak_runs
-        elif isinstance(matcher, NFAbMatcher):
-            name = "NFAbMatcher" if type(matcher) is CompiledNFAb else type(matcher).__name__
-            stats["matcher"], stats["peak_threads"] = name, matcher.peak_runs
-        elif kernel is None or (parts.bounds and not (kernel.ran or kernel.scanned)):
-            stats["matcher"], stats["peak_threads"] = "python", None
-        elif kernel.scanned:
-            stats["matcher"], stats["peak_threads"] = "column scan", 0
-        elif kernel.determinised:
-            stats["matcher"], stats["peak_threads"] = "automaton", kernel.peak_threads
-        else:
-            stats["matcher"], stats["peak_threads"] = "kernel", kernel.peak_threads
-            stats["glided_rows"] = kernel.glided_rows
-            stats["peak_nodes"] = kernel.peak_nodes
-            stats["glides"] = kernel.glides
+        _report(stats, matcher, kernel, bool(parts.bounds))
     out_rows = np.concatenate(row_chunks) if row_chunks else np.zeros(0, dtype=np.int64)
     measures = [_join(chunks, t) for chunks, t in zip(measure_chunks, types, strict=True)]
     return output_table(plan, source, out_rows, measures, types)
+
+
+def _refuse_null_times(q, arrays: list, order_np: np.ndarray) -> None:
+    nulls = pc.is_null(arrays[q.order_by[0].index]).to_numpy(zero_copy_only=False).nonzero()[0]
+    if len(nulls):
+        raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL",
+                        column=q.order_by[0].column, row=int(order_np[nulls[0]]))
+
+
+def _report(stats: dict, matcher, kernel: KernelMatcher | None, any_rows: bool) -> None:
+    """Which matcher ran, and the most partial matches it held at once, into ``stats``."""
+    if isinstance(matcher, CompiledNFAb) and matcher.ran:
+        stats["matcher"], stats["peak_threads"] = "NFAb kernel", matcher.peak_runs
+    elif isinstance(matcher, NFAbMatcher):
+        name = "NFAbMatcher" if type(matcher) is CompiledNFAb else type(matcher).__name__
+        stats["matcher"], stats["peak_threads"] = name, matcher.peak_runs
+    elif kernel is None or (any_rows and not (kernel.ran or kernel.scanned)):
+        stats["matcher"], stats["peak_threads"] = "python", None
+    elif kernel.scanned:
+        stats["matcher"], stats["peak_threads"] = "column scan", 0
+    elif kernel.determinised:
+        stats["matcher"], stats["peak_threads"] = "automaton", kernel.peak_threads
+    else:
+        stats["matcher"], stats["peak_threads"] = "kernel", kernel.peak_threads
+        stats["glided_rows"] = kernel.glided_rows
+        stats["peak_nodes"] = kernel.peak_nodes
+        stats["glides"] = kernel.glides
 
 
 def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], partition_data, partition,

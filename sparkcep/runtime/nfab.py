@@ -72,8 +72,13 @@ PC, LAB, LAST, NAV, AGGS, SLOTS, EXCL, PEND, HIST, FRESH = range(10)
 # FRESH: the run selected the previous row (only then may its ACCEPT fire).
 
 
+ACCEPTED = None  # the closure item that completes a match (a singleton: it survives pickling)
+
+
 class NFAbMatcher(Matcher):
     """Matches with event selection (plan.query.event_selection) and negation."""
+
+    rowed_history = True  # event selection skips rows: a history node names its row
 
     steps = 0  # (run, row) evaluations of the depth-first search (Backtrack)
 
@@ -96,7 +101,7 @@ class NFAbMatcher(Matcher):
     # ------------------------------------------------------------ transitions
     def closure(self, run: tuple, pos: int, part: PartitionData) -> list[tuple]:
         """The places ``run`` can go at row ``pos`` without selecting a row, in preference
-        order: ("accept",) or (pc of a MATCH, slots, excl, pending), from the program's
+        order: ACCEPTED or (pc of a MATCH, slots, excl, pending), from the program's
         precomputed closure."""
         start_item = (run[PC], run[SLOTS], run[EXCL], run[PEND])
         if self._closure_cache is not None:
@@ -119,7 +124,7 @@ class NFAbMatcher(Matcher):
             if item in seen:
                 continue
             seen.add(item)
-            out.append(("accept",) if self.code[place.pc][0] == ACCEPT else item)
+            out.append(ACCEPTED if self.code[place.pc][0] == ACCEPT else item)
         if self._closure_cache is not None:
             self._closure_cache[start_item] = out
         return out
@@ -129,7 +134,7 @@ class NFAbMatcher(Matcher):
         run that ignores the row ranks — or -1)."""
         code = self.code
         lab = run[LAB]
-        tests = [i for i, it in enumerate(items) if len(it) > 1]
+        tests = [i for i, it in enumerate(items) if it is not ACCEPTED]
         same = [i for i in tests if code[items[i][0]][1] == lab]
         return frozenset(same or tests), (tests[-1] if tests else -1)
 
@@ -228,12 +233,12 @@ class NFAbMatcher(Matcher):
         items = self.closure(run, pos, part)
         extend = self._can_extend(part, start, pos)
         if (extend is False and self.expired is None and run[LAST] >= 0 and with_history
-                and any(len(it) > 1 for it in items) and self.past_within(part, start, pos)):
+                and any(it is not ACCEPTED for it in items) and self.past_within(part, start, pos)):
             self.expired = self._to_match(start, run)
         home, last_test = self.home(run, items)
         took_home = False
         for i, item in enumerate(items):
-            if len(item) == 1:
+            if item is ACCEPTED:
                 if run[FRESH]:
                     yield (None, run)
                 continue
@@ -356,7 +361,7 @@ class NFAbMatcher(Matcher):
             items = self.closure(run, pos, part)
             live = [m for m in members if pos < n and self._can_extend(part, m[2], pos)]
             if (self.within is not None and len(live) < len(members) and run[LAST] >= 0
-                    and any(len(it) > 1 for it in items)):
+                    and any(it is not ACCEPTED for it in items)):
                 alive = {id(m) for m in live}
                 for m in members:
                     if id(m) not in alive and self.past_within(part, m[2], pos):
@@ -432,7 +437,7 @@ class NFAbMatcher(Matcher):
         # evaluates them for its youngest member; merged members agree on all else.
         start = live[-1][2] if live else -1
         for i, item in enumerate(items):
-            if len(item) == 1:
+            if item is ACCEPTED:
                 if run[FRESH]:
                     outcomes.append((None, None))
                 continue

@@ -66,29 +66,7 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
     skip = SkipStrategy.of(q)
 
     if q.mode == "matchregex":
-        while st.pos < stop:
-            best = None
-            s = st.pos
-            while s < n and (best is None or s <= best.last):
-                tell(st.number + 1)
-                m = candidate(s)
-                if m is UNRESOLVED:
-                    return
-                if m is not None and (best is None or m.last < best.last):
-                    best = m
-                s += 1
-            if best is None:
-                if want_unmatched:
-                    for r in range(st.pos, n):
-                        yield ("unmatched", r)
-                st.pos = n
-                return
-            if want_unmatched:
-                for r in range(st.pos, best.start):
-                    yield ("unmatched", r)
-            st.number += 1
-            st.pos = skip.resume(best, input_row)
-            yield ("match", best, st.number)
+        yield from _earliest_matches(n, candidate, input_row, tell, st, stop, want_unmatched, skip)
         return
 
     jump = start_rows is not None and not want_unmatched
@@ -126,6 +104,35 @@ def select_matches(q: AnalyzedQuery, n: int, candidate: Callable[[int], Any],
             st.covered = max(st.covered, m.last)
         st.pos = skip.resume(m, input_row)
         yield ("match", m, st.number)
+
+
+def _earliest_matches(n: int, candidate, input_row, tell, st: Selection, stop: int, want_unmatched: bool,
+                      skip: SkipStrategy) -> Iterator[tuple]:
+    """select_matches for MatchRegex: of the matches starting before the best end so far, the
+    one that ends first, then on past it."""
+    while st.pos < stop:
+        best = None
+        s = st.pos
+        while s < n and (best is None or s <= best.last):
+            tell(st.number + 1)
+            m = candidate(s)
+            if m is UNRESOLVED:
+                return
+            if m is not None and (best is None or m.last < best.last):
+                best = m
+            s += 1
+        if best is None:
+            if want_unmatched:
+                for r in range(st.pos, n):
+                    yield ("unmatched", r)
+            st.pos = n
+            return
+        if want_unmatched:
+            for r in range(st.pos, best.start):
+                yield ("unmatched", r)
+        st.number += 1
+        st.pos = skip.resume(best, input_row)
+        yield ("match", best, st.number)
 
 
 def _start_rows(matcher, part: PartitionData) -> list[int] | None:

@@ -52,10 +52,11 @@ def first_rows(plan: Plan, masks):
 class DefineContext:
     """What a DEFINE condition sees: the candidate row, its label, and the thread's past."""
 
-    __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "prev_values", "_plan", "part", "hist")
+    __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "prev_values", "_plan", "part", "hist",
+                 "rowed")
 
     def __init__(self, plan: Plan, cols, pos, label, start, n, nav, agg_states, prev_states=None, part=None,
-                 hist=None):
+                 hist=None, rowed=False):
         self._plan = plan
         self.part = part
         self.cols = cols
@@ -66,7 +67,10 @@ class DefineContext:
         self.nav = nav
         self.agg_values = agg_states
         self.prev_values = prev_states  # before the current row was added (PREVIOUS)
-        self.hist = hist  # the labels of rows start..pos-1, newest first (label, excluded, older)
+        # The labels of rows start..pos-1, newest first: (label, excluded, older), or with
+        # ``rowed`` (NFA^b's, whose matches skip rows) (row, label, excluded, older).
+        self.hist = hist
+        self.rowed = rowed
 
     def _entry(self, pid: int):
         dp = self._plan.define_pointers[pid]
@@ -116,7 +120,7 @@ class DefineContext:
             if row == q:
                 return self._plan.labels[label]
         h = self.hist
-        if h is not None and len(h) == 4:  # NFA^b's history: (row, label, excluded, older)
+        if h is not None and self.rowed:
             while h is not None and h[0] > q:
                 h = h[3]
             return self._plan.labels[h[1]] if h is not None and h[0] == q else None
@@ -144,6 +148,7 @@ class Matcher:
 
     max_runs = MAX_RUNS  # ALL MATCHES: threads and finished matches one search holds at once
     max_nodes = MAX_NODES  # ALL MATCHES: label path nodes one search makes
+    rowed_history = False  # history nodes carry their row (DefineContext.rowed)
 
     def __init__(self, plan: Plan):
         self.plan = plan
@@ -249,7 +254,8 @@ class Matcher:
             except EvaluationError as e:  # an aggregate of the condition (a SUM past BIGINT)
                 raise e.at(pos, f"in the condition of {plan.labels[label]}") from None
         if cond is not None:
-            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, nav, aggs, before, part, hist)
+            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, nav, aggs, before, part, hist,
+                                self.rowed_history)
             try:
                 ok = cond(ctx)
             except EvaluationError as e:

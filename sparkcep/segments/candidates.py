@@ -40,7 +40,14 @@ from sparkcep.compile.aggregates import a_number, seconds
 from sparkcep.compile.expressions import EvaluationError, binary_operator, call_function, negate_any
 from sparkcep.compile.vectorize import logic
 from sparkcep.segments.series import Series
-from sparkcep.values import FunctionError, checked_int_div, checked_int_negate, checked_int_op
+from sparkcep.values import (
+    FunctionError,
+    between_mask,
+    checked_int_div,
+    checked_int_negate,
+    checked_int_op,
+    in_mask,
+)
 
 Values = tuple[np.ndarray, np.ndarray]
 
@@ -361,26 +368,18 @@ def _unary(e: BUnary, frame: Frame) -> Values:
 
 
 def _between(e: BBetween, frame: Frame) -> Values:
-    lo = BBinary(">=", e.operand, e.low, Type.BOOLEAN)
-    hi = BBinary("<=", e.operand, e.high, Type.BOOLEAN)
-    d, v = _binary(BBinary("AND", lo, hi, Type.BOOLEAN), frame)
-    return (~d.astype(bool), v) if e.negated else (d, v)
+    ge, ge_known = _binary(BBinary(">=", e.operand, e.low, Type.BOOLEAN), frame)
+    le, le_known = _binary(BBinary("<=", e.operand, e.high, Type.BOOLEAN), frame)
+    return between_mask(ge.astype(bool), ge_known, le.astype(bool), le_known, e.negated)
 
 
 def _in(e: BIn, frame: Frame) -> Values:
     x = evaluate(e.operand, frame)
-    n = frame.size
-    t = np.zeros(n, dtype=bool)
-    saw_null = np.zeros(n, dtype=bool)
+    equal = []
     for item in e.items:
-        eq, ev = _binary(BBinary("=", e.operand, item, Type.BOOLEAN), frame)
-        t |= ev & eq.astype(bool)
-        saw_null |= ~ev
-    unknown = ~x[1] | (~t & saw_null)
-    f = ~t & ~unknown
-    if e.negated:
-        t, f = f, t
-    return t, t | f
+        eq, known = _binary(BBinary("=", e.operand, item, Type.BOOLEAN), frame)
+        equal.append((eq.astype(bool), known))
+    return in_mask(frame.size, x[1], equal, e.negated)
 
 
 def _is_null(e: BIsNull, frame: Frame) -> Values:
