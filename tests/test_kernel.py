@@ -125,6 +125,13 @@ def kernel_queries(draw, pattern_of=None):
                 f"FIRST({var}.x) AS fv", f"LAST({other}.price) AS lo", f"{var}.price AS pv",
                 f"FIRST({other}.x, {k}) AS fk", f"LAST({var}.t, {k}) AS lk", f"PREV(FIRST({var}.price), {k}) AS pf",
                 f"NEXT(LAST({other}.x)) AS nl", f"PREV({other}.price, 2) AS p2", "LAST(price, 1) AS l1",
+                # expressions over them: columns too (as compile.vectorize evaluates rows)
+                f"LAST({other}.price) - FIRST({var}.price) AS gain", f"COUNT({var}.*) > {k} AS many",
+                f"{aggs[0]}({var}.price) * 2 + 1 AS ax2", f"FIRST({var}.x) / 2 AS half",
+                f"MIN({other}.price) BETWEEN 2 AND 5 AS mid", f"LAST({var}.price) IN (1, 3, NULL) AS picked",
+                f"CLASSIFIER() = '{var}' AS is_v", f"ABS(FIRST({var}.x) - LAST({other}.x)) AS dx",
+                f"NOT ({var}.price IS NULL) OR COUNT(*) < 3 AS either", "-MATCH_NUMBER() * LAST(price) AS neg",
+                f"SUM({var}.price) / 0 AS by_zero",  # not vectorized: per match, where the error is reported
             ]), min_size=1, max_size=5, unique=True)))
     text = f"""{draw(st.sampled_from(["", "PARTITION BY k"]))} ORDER BY {order}
         MEASURES {measures}
@@ -832,7 +839,9 @@ def test_explain_names_the_measures_that_run_per_match():
     tail = " PATTERN (A B+) DEFINE B AS p > PREV(p)"
     assert measures_line(head + "COUNT(B.*) AS n" + tail) == \
         "measures: whole columns from the compiled matchers' matches"
-    assert measures_line(head + "MIN(B.p) + 1 AS b, array_agg(p) AS ps" + tail) == \
+    assert measures_line(head + "MIN(B.p) + 1 > COUNT(*) AS b" + tail) == \
+        "measures: whole columns from the compiled matchers' matches"
+    assert measures_line(head + "CASE WHEN MIN(B.p) > 1 THEN 1 END AS b, array_agg(p) AS ps" + tail) == \
         "measures: per match in Python: b, ps"
     assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH" + tail) == \
         "measures: per match in Python: a, lo, c, n"

@@ -45,13 +45,15 @@ MATCHWISE = [_HEAD + q for q in [
     "MEASURES FIRST(A.t) AS s, LAST(B.t) AS e, AVG(B.v) AS av PATTERN (A B+) DEFINE A AS v < 5, B AS v >= PREV(v)",
     "MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS c, RUNNING SUM(v) AS run ALL ROWS PER MATCH "
     "AFTER MATCH SKIP TO NEXT ROW PATTERN (A B? C*) DEFINE A AS v > 5, C AS v < A.v",
+    "MEASURES PREV(A.t) AS before, LAST(B.t) + 1 AS e PATTERN (A B+) DEFINE A AS v < 5, B AS v >= PREV(v)",
 ]]
 # Queries that step key by key (unmatched rows, WITHIN, event selection, PREV in MEASURES
 # beyond what measure columns take).
 EACH = [_HEAD + q for q in [
     "MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS c ALL ROWS PER MATCH WITH UNMATCHED ROWS "
     "PATTERN (A+ B) DEFINE A AS v > 3, B AS v <= 3",
-    "MEASURES PREV(A.t) AS before, LAST(B.t) + 1 AS e PATTERN (A B+) DEFINE A AS v < 5, B AS v >= PREV(v)",
+    "MEASURES PREV(A.t) AS before, CASE WHEN LAST(B.t) > 3 THEN 1 END AS e PATTERN (A B+) "
+    "DEFINE A AS v < 5, B AS v >= PREV(v)",
     "MEASURES FIRST(t) AS s, LAST(t) AS e, SUM(v) AS total PATTERN (A{2,} B) WITHIN 6 "
     "DEFINE A AS v <= NEXT(v), B AS v > 4",
     "MEASURES FIRST(A.t) AS s, COUNT(A.*) AS c EVENT SELECTION SKIP TILL NEXT MATCH "

@@ -41,6 +41,16 @@ class Column:
         return len(self.data)
 
 
+@njit(_nrt=False, inline='always')
+def sql_less_number(a, b):
+    """a < b in SQL's order for numbers, NaN above every number: the compiled code's rule
+    (the kernels' registers, the columnar folds); functions.library.sql_less is the same rule
+    for any value."""
+    if a != a or b != b:
+        return b != b and not a != a
+    return a < b
+
+
 def _prefix(a: np.ndarray) -> np.ndarray:
     out = np.zeros(len(a) + 1, dtype=np.float64 if a.dtype.kind == "f" else np.int64)
     np.cumsum(a, out=out[1:])

@@ -48,6 +48,7 @@ from sparkcep.values import (
 
 # int64 arithmetic is exact while |values| stay below this after a few products.
 _SAFE_INT = 2**31
+SMALL_INT = _SAFE_INT  # integer columns below this in magnitude are "small" (ColumnArrays.small_ints)
 
 Values = tuple[np.ndarray, np.ndarray]  # (data, valid)
 
@@ -296,6 +297,15 @@ def _compare(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.nda
         return out
     out &= valid
     return out
+
+
+def values_of(e: BExpr, cols: ColumnArrays) -> Values | None:
+    """``evaluate``, or None where ``e`` cannot be vectorized over these columns (integers
+    past 2^31, which a product could take out of 64 bits)."""
+    try:
+        return evaluate(e, cols)
+    except _NotVectorizable:
+        return None
 
 
 def condition_mask(parts: list[BExpr], cols: ColumnArrays, out: np.ndarray | None = None) -> np.ndarray | None:

@@ -3,7 +3,9 @@ evaluation: MATCH_NUMBER(), CLASSIFIER(), COUNT(*) and COUNT(X.*), column values
 the match designates (plain references, FIRST and LAST, of the universal variable, of a
 variable or of a SUBSET, with PREV/NEXT), and COUNT SUM AVG MIN MAX DELTA of a numeric
 column (DELTA of a timestamp too) over the rows of the whole match, of a variable or of a
-SUBSET. Other measures run per match in runtime.measures.
+SUBSET; and arithmetic, comparisons, logic, BETWEEN, IN, IS NULL and ABS over those, as
+compile.vectorize evaluates a row-local condition (each of those measures a column, each
+match a row). Other measures run per match in runtime.measures.
 
 Matches come as ``Spans``: each match's first row and end, its number and, where a measure
 names variables, the label of each of its rows. The rows of a set of variables are found
@@ -17,23 +19,37 @@ the Python fold's exact answer (a sum beyond BIGINT, an average of a sum beyond 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from sparkcep.aggregates.kernels import sql_less_number
 from sparkcep.analysis.bound import (
     AggregateSpec,
     BAgg,
     BClassifier,
     BColumn,
+    BExpr,
+    BLiteral,
     BMatchNumber,
     BNav,
     Pointer,
+    nodes,
 )
 from sparkcep.compile.plan import Plan
+from sparkcep.compile.vectorize import SMALL_INT, ColumnArrays, is_row_local, values_of
 from sparkcep.jit import njit
 from sparkcep.runtime.matches import Spans
 from sparkcep.types import Type
-from sparkcep.values import EXACT_FLOAT, numpy_values, timestamp_micros
+from sparkcep.values import (
+    EXACT_FLOAT,
+    FunctionError,
+    max_magnitude,
+    numpy_values,
+    timestamp_micros,
+)
 
 # Aggregates of a numeric column computed here (see _aggregate).
 _FOLDS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA")
@@ -65,11 +81,11 @@ def needs_labels(plan: Plan) -> bool:
     """Whether some measure reads variables' rows (the matchers must then give labels)."""
     q = plan.query
     for m in q.measures:
-        e = m.expr
-        if isinstance(e, BClassifier) or (isinstance(e, BNav) and e.pointer.labels is not None):
-            return True
-        if isinstance(e, BAgg) and q.measure_aggregates[e.index].labels is not None:
-            return True
+        for e in nodes(m.expr):
+            if isinstance(e, BClassifier) or (isinstance(e, BNav) and e.pointer.labels is not None):
+                return True
+            if isinstance(e, BAgg) and q.measure_aggregates[e.index].labels is not None:
+                return True
     return False
 
 
@@ -88,6 +104,37 @@ def per_match(plan: Plan) -> tuple[str, ...]:
 
 
 def _column(q, e) -> bool:
+    return _leaf(q, e) or _over_leaves(q, e) is not None
+
+
+def _over_leaves(q, e) -> tuple[BExpr, list[BExpr]] | None:
+    """An expression over leaf measures as compile.vectorize evaluates a row: each leaf (a
+    measure _leaf computes) becomes a column of the current row, numbered in order; with the
+    leaves. None where it has no leaf or vectorize would not take it."""
+    leaves: list[BExpr] = []
+
+    def swap(x):
+        if not isinstance(x, BLiteral) and _leaf(q, x):
+            leaves.append(x)
+            return BNav(Pointer(None), BColumn(len(leaves) - 1, f"measure{len(leaves)}", x.type), x.type)
+        if not isinstance(x, BExpr) or isinstance(x, BNav | BAgg | BClassifier | BMatchNumber):
+            return x  # (a navigation or aggregate this module does not compute: vectorize refuses it)
+        changed = {f.name: _map_field(getattr(x, f.name), swap) for f in dataclasses.fields(x) if f.name != "impl"}
+        return dataclasses.replace(x, **changed)
+
+    swapped = swap(e)
+    if not leaves or not is_row_local(swapped, 0):
+        return None
+    return swapped, leaves
+
+
+def _map_field(v, fn):
+    if isinstance(v, tuple):
+        return tuple(_map_field(y, fn) for y in v)
+    return fn(v) if isinstance(v, BExpr) else v
+
+
+def _leaf(q, e) -> bool:
     if isinstance(e, BMatchNumber):
         return True
     if isinstance(e, BAgg):
@@ -120,22 +167,60 @@ def measure_columns(plan: Plan, part, spans: Spans, types: list, bounds: tuple[n
     q = plan.query
     out = []
     for m, t in zip(q.measures, types, strict=True):
-        e = m.expr
-        if isinstance(e, BMatchNumber):
-            out.append(pa.array(spans.numbers, type=t or pa.int64()))
-        elif isinstance(e, BAgg):
-            got = _measure_aggregate(q.measure_aggregates[e.index], part, spans, t)
-            if got is None:
-                return None
-            out.append(got)
-        elif isinstance(e, BClassifier):
-            at, valid = _position(e.pointer, spans)
-            names = np.array(plan.labels, dtype=object)[spans.labels[at]] if len(spans.labels) \
-                else np.full(len(at), None, dtype=object)
-            out.append(pa.array(names, type=t or pa.string(), mask=~valid))
-        else:
-            out.append(_navigation(e, part, spans, t, bounds))
+        got = (_leaf_column(plan, m.expr, part, spans, t, bounds) if _leaf(q, m.expr)
+               else _expression_column(plan, m.expr, part, spans, t, bounds))
+        if got is None:
+            return None
+        out.append(got)
     return spans.starts, out
+
+
+def _leaf_column(plan: Plan, e, part, spans: Spans, t, bounds) -> pa.Array | None:
+    q = plan.query
+    if isinstance(e, BMatchNumber):
+        return pa.array(spans.numbers, type=t or pa.int64())
+    if isinstance(e, BAgg):
+        return _measure_aggregate(q.measure_aggregates[e.index], part, spans, t)
+    if isinstance(e, BClassifier):
+        at, valid = _position(e.pointer, spans)
+        names = np.array(plan.labels, dtype=object)[spans.labels[at]] if len(spans.labels) \
+            else np.full(len(at), None, dtype=object)
+        return pa.array(names, type=t or pa.string(), mask=~valid)
+    return _navigation(e, part, spans, t, bounds)
+
+
+def _expression_column(plan: Plan, e, part, spans: Spans, t, bounds) -> pa.Array | None:
+    """An expression over leaf measures (_over_leaves), each leaf's column computed as a
+    measure's, then evaluated as compile.vectorize evaluates rows; None where a value needs
+    the per-match path (an integer past 2^31, an error the rows must report)."""
+    swapped, leaves = _over_leaves(plan.query, e)
+    n = len(spans.starts)
+    data, valid, small = {}, {}, {}
+    for k, leaf in enumerate(leaves):
+        arr = _leaf_column(plan, leaf, part, spans, None, bounds)
+        got = None if arr is None else _as_numpy(arr)
+        if got is None:
+            return None
+        data[k], valid[k] = got
+        small[k] = data[k].dtype.kind != "i" or max_magnitude(data[k]) < SMALL_INT
+    try:
+        got = values_of(swapped, ColumnArrays(data, valid, n, small))
+    except FunctionError:
+        return None  # (an overflow: the per-match path reports it at its match)
+    if got is None:
+        return None
+    d, v = (np.broadcast_to(x, n) for x in got)
+    if d.dtype == object:
+        d = np.where(v, d, None)
+    arr = pa.array(d, mask=~v)
+    return arr.cast(t) if t is not None and arr.type != t else arr
+
+
+def _as_numpy(arr: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """(data, valid) of a leaf measure's column: numbers and booleans, or strings."""
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return arr.to_numpy(zero_copy_only=False), pc.is_valid(arr).to_numpy(zero_copy_only=False)
+    return numpy_values(arr)
 
 
 def _position(p: Pointer, spans: Spans) -> tuple[np.ndarray, np.ndarray]:
@@ -260,10 +345,8 @@ def _fold(data, valid, starts, ends, code):
                 continue
             v = data[r]
             if code >= 2:
-                # SQL's order, NaN above every number (inline: numba's cache would not see a
-                # change to a helper in another file)
                 lo, hi = (acc, v) if code == 3 else (v, acc)
-                if not seen or (hi != hi and lo == lo) or lo < hi:
+                if not seen or sql_less_number(lo, hi):
                     acc = v
             else:
                 total = v if not seen and code == 0 else acc + v

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from sparkcep.aggregates.kernels import sql_less_number
 from sparkcep.compile.program import ACCEPT, MATCH
 from sparkcep.jit import njit
 
@@ -219,14 +220,6 @@ def _value(prog, d, side, pos, start, regs):
 
 
 @njit(_nrt=False)
-def _less(a, b):
-    """a < b in SQL's order: NaN above every number (functions.library.sql_less)."""
-    if a != a or b != b:
-        return b != b and not a != a
-    return a < b
-
-
-@njit(_nrt=False)
 def _compare(op, a, b):
     if op == 0:
         return a < b
@@ -294,9 +287,9 @@ def _fold(cur, i, label, pos, prog, regs):
                 elif code == 4:
                     folded[r] = folded[r] + v
                 elif code == 5:
-                    if _less(v, folded[r]):
+                    if sql_less_number(v, folded[r]):
                         folded[r] = v
-                elif _less(folded[r], v):
+                elif sql_less_number(folded[r], v):
                     folded[r] = v
 
 
