@@ -471,7 +471,7 @@ def numpy_values(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarra
         return None
     if col.null_count == 0:
         valid = np.ones(len(col), dtype=bool)
-        data = col.to_numpy() if not pa.types.is_boolean(t) else col.to_numpy().astype(bool)
+        data = col.to_numpy(zero_copy_only=False)  # (booleans are bits: always a copy)
     else:
         valid = pc.is_valid(col).to_numpy(zero_copy_only=False)
         fill = False if pa.types.is_boolean(t) else 0

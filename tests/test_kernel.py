@@ -48,6 +48,9 @@ def kernel_conditions(draw, var: str, names: list[str]):
         f"NEXT(price) {op} LAST({other}.price)",
         f"price {op} PREV(U.price)",
         f"price IS NULL OR price {op} {k}",
+        # CASE over the row (a vectorized mask): searched and simple, with and without ELSE
+        f"CASE WHEN price {op} {k} THEN x > 0 WHEN price IS NULL THEN NULL ELSE price = {k} END",
+        f"CASE price WHEN {k} THEN 1 WHEN 2 THEN x ELSE NULL END {op} 1",
         # timestamps (naive or zoned, with NULLs), and intervals between two of them
         f"t {op} PREV(t)",
         f"t - FIRST(t) {op} INTERVAL '{k}' SECOND",
@@ -132,6 +135,9 @@ def kernel_queries(draw, pattern_of=None):
                 f"CLASSIFIER() = '{var}' AS is_v", f"ABS(FIRST({var}.x) - LAST({other}.x)) AS dx",
                 f"NOT ({var}.price IS NULL) OR COUNT(*) < 3 AS either", "-MATCH_NUMBER() * LAST(price) AS neg",
                 f"SUM({var}.price) / 0 AS by_zero",  # not vectorized: per match, where the error is reported
+                f"CASE WHEN COUNT({var}.*) > {k} THEN LAST({other}.price) WHEN FIRST({var}.x) IS NULL THEN NULL "
+                "ELSE -1 END AS cw",
+                f"CASE CLASSIFIER() WHEN '{var}' THEN 'v' WHEN '{other}' THEN NULL END AS cc",
             ]), min_size=1, max_size=5, unique=True)))
     text = f"""{draw(st.sampled_from(["", "PARTITION BY k"]))} ORDER BY {order}
         MEASURES {measures}
@@ -839,9 +845,9 @@ def test_explain_names_the_measures_that_run_per_match():
     tail = " PATTERN (A B+) DEFINE B AS p > PREV(p)"
     assert measures_line(head + "COUNT(B.*) AS n" + tail) == \
         "measures: whole columns from the compiled matchers' matches"
-    assert measures_line(head + "MIN(B.p) + 1 > COUNT(*) AS b" + tail) == \
+    assert measures_line(head + "MIN(B.p) + 1 > COUNT(*) AS b, CASE WHEN CLASSIFIER() = 'A' THEN 1 END AS w" + tail) == \
         "measures: whole columns from the compiled matchers' matches"
-    assert measures_line(head + "CASE WHEN MIN(B.p) > 1 THEN 1 END AS b, array_agg(p) AS ps" + tail) == \
+    assert measures_line(head + "CAST(MIN(B.p) AS varchar) AS b, array_agg(p) AS ps" + tail) == \
         "measures: per match in Python: b, ps"
     assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH" + tail) == \
         "measures: per match in Python: a, lo, c, n"

@@ -52,7 +52,7 @@ MATCHWISE = [_HEAD + q for q in [
 EACH = [_HEAD + q for q in [
     "MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS c ALL ROWS PER MATCH WITH UNMATCHED ROWS "
     "PATTERN (A+ B) DEFINE A AS v > 3, B AS v <= 3",
-    "MEASURES PREV(A.t) AS before, CASE WHEN LAST(B.t) > 3 THEN 1 END AS e PATTERN (A B+) "
+    "MEASURES PREV(A.t) AS before, CAST(LAST(B.t) AS varchar) AS e PATTERN (A B+) "
     "DEFINE A AS v < 5, B AS v >= PREV(v)",
     "MEASURES FIRST(t) AS s, LAST(t) AS e, SUM(v) AS total PATTERN (A{2,} B) WITHIN 6 "
     "DEFINE A AS v <= NEXT(v), B AS v > 4",

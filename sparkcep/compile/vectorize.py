@@ -26,6 +26,7 @@ from sparkcep.analysis.bound import (
     BBetween,
     BBinary,
     BCall,
+    BCase,
     BColumn,
     BExpr,
     BIn,
@@ -125,6 +126,13 @@ def _check(e: BExpr, label: int) -> None:
         return
     if isinstance(e, BCall) and e.name == "ABS" and len(e.args) == 1 and e.type in (Type.BIGINT, Type.DOUBLE):
         _check(e.args[0], label)
+        return
+    if isinstance(e, BCase) and e.type in (Type.BIGINT, Type.DOUBLE, Type.BOOLEAN, Type.VARCHAR):
+        # every branch is evaluated on every row: only branches that cannot fail (no
+        # division by a column, no product of products: see the BBinary rule)
+        for x in (e.operand, e.default, *(y for pair in e.whens for y in pair)):
+            if x is not None:
+                _check(x, label)
         return
     raise _NotVectorizable
 
@@ -237,6 +245,8 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
     if isinstance(e, BIsNull):
         _, v = evaluate(e.operand, cols)
         return (v if e.negated else ~v), np.ones(n, dtype=bool)
+    if isinstance(e, BCase):
+        return _case(e, cols)
     if isinstance(e, BCall):  # ABS (see _check)
         d, v = evaluate(e.args[0], cols)
         _no_int_min(d, v)  # abs(-2^63) leaves 64 bits
@@ -278,6 +288,45 @@ def _int_arith(op: str, a: np.ndarray, b: np.ndarray, valid) -> np.ndarray:
 def _no_int_min(d: np.ndarray, v) -> None:
     if d.dtype.kind == "i" and np.any((d == BIGINT_MIN) & v):
         raise _NotVectorizable
+
+
+def _case(e: BCase, cols: ColumnArrays) -> Values:
+    """CASE over every row: each row takes the first WHEN that is TRUE (searched) or equal to
+    the operand (simple; a NULL on either side never equals), else the default (NULL if
+    none), as compile.expressions decides it for one row."""
+    n = cols.n
+    taken = np.zeros(n, dtype=bool)
+    choices, picks = [], []
+    operand = evaluate(e.operand, cols) if e.operand is not None else None
+    for when, then in e.whens:
+        w, wv = evaluate(when, cols)
+        if operand is not None:
+            x, xv = operand
+            ok = np.broadcast_to(xv & wv, (n,))
+            hit = _compare("=", x, w, ok) & ok
+        else:
+            hit = np.broadcast_to(w.astype(bool) & wv, (n,))
+        pick = hit & ~taken
+        taken |= hit
+        choices.append(evaluate(then, cols))
+        picks.append(pick)
+    default = evaluate(e.default, cols) if e.default is not None else (np.zeros(n), np.zeros(n, dtype=bool))
+    data = [np.broadcast_to(d, (n,)) for d, _ in choices] + [np.broadcast_to(default[0], (n,))]
+    valid = [np.broadcast_to(v, (n,)) for _, v in choices] + [np.broadcast_to(default[1], (n,))]
+    picks.append(~taken)
+    if any(d.dtype == object for d in data):
+        out = _select_objects(picks, data)
+    else:
+        out = np.select(picks, data)  # (a NULL branch is float zeros: the declared type comes back)
+        out = out.astype({Type.BIGINT: np.int64, Type.BOOLEAN: bool}.get(e.type, out.dtype), copy=False)
+    return out, np.select(picks, valid, default=False)
+
+
+def _select_objects(picks: list[np.ndarray], data: list[np.ndarray]) -> np.ndarray:
+    out = np.full(len(picks[0]), None, dtype=object)
+    for pick, d in zip(reversed(picks), reversed(data), strict=True):
+        out[pick] = d[pick]
+    return out
 
 
 def _compare(op: str, a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> np.ndarray:
