@@ -178,6 +178,26 @@ def spark_message(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+# A Python worker of Spark's that cannot import sparkcep or a library it runs on.
+_MISSING_ON_WORKERS = re.compile(r"No module named '((?:sparkcep|numba|numpy|pyarrow|pandas|lark)(?:\.[\w.]+)?)'")
+
+
+def workers_missing(exc: BaseException) -> ExecutionError | None:
+    """The error for a Spark job whose Python workers cannot import sparkcep (or numpy,
+    pyarrow, pandas, numba, lark): what to install where, not the worker's traceback."""
+    found = _MISSING_ON_WORKERS.search(str(exc))
+    if found is None:
+        return None
+    module = found.group(1)
+    return ExecutionError(
+        f"Spark's Python workers cannot import {module}: sparkcep matches inside Spark's Python workers, so "
+        "sparkcep and the libraries it runs on (numpy, pyarrow, pandas, numba) must be installed in the Python "
+        "the workers run. Set PYSPARK_PYTHON (or spark.pyspark.python) to an interpreter that has sparkcep, or "
+        "install sparkcep into the cluster's Python environment (`pip install sparkcep` on every node; on a "
+        "hosted or serverless cluster, as a library of the cluster or its environment). Shipping the package "
+        "with addPyFile or addArtifacts is not enough: numba and pyarrow are compiled for the workers' machine.")
+
+
 def as_sparkcep_error(exc: Exception, clause: object = None) -> SparkCepError:
     """What the safety net makes of an exception: sparkcep's own errors as they are, Spark's
     an ExecutionError, anything else an InternalError naming ``clause`` (a bug)."""
@@ -187,7 +207,7 @@ def as_sparkcep_error(exc: Exception, clause: object = None) -> SparkCepError:
         return ExecutionError("out of memory while running the query; give the process more memory or run it "
                               "on Spark with more partitions")
     if _from_spark(exc):
-        return ExecutionError(f"Spark failed: {spark_message(exc)}")
+        return workers_missing(exc) or ExecutionError(f"Spark failed: {spark_message(exc)}")
     return InternalError.wrapping(exc, clause)
 
 

@@ -31,6 +31,7 @@ from sparkcep.spark.frames import GIDX, ROW, compile_for, compile_reading
 from sparkcep.spark.partition import by_groups
 from sparkcep.spark.runs import by_sorted_runs
 from sparkcep.spark.wire import collect_errors
+from sparkcep.spark.workers import check_workers
 
 __all__ = ["SparkRun", "choose_strategy", "collect_errors", "compile_for", "match_recognize_spark"]
 
@@ -55,6 +56,7 @@ def match_recognize_spark(
     check_rows(batch, shared)
     if ROW in df.columns or GIDX in df.columns:
         raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
+    check_workers(df.sparkSession)
     how = plan
     df, plan, arrow_schema, spark_schema = compile_reading(df, clause, mode, how, sharing)
     from pyspark.sql import functions as F

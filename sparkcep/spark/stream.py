@@ -91,12 +91,14 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     from sparkcep.runtime.incremental import IncrementalMatcher
     from sparkcep.spark.buckets import bucket_column
     from sparkcep.spark.frames import compile_reading
+    from sparkcep.spark.workers import check_workers
 
     if not getattr(df, "isStreaming", False):
         raise OptionError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
                           "use sparkcep.match_recognize for a batch DataFrame")
     if late not in LATE_POLICIES:
         raise OptionError(f"late must be one of {', '.join(LATE_POLICIES)}, not {late!r}")
+    check_workers(df.sparkSession)
     df, plan, arrow_schema, spark_schema = compile_reading(df, clause, mode)
     incremental = IncrementalMatcher(plan, arrow_schema)  # refuses what a stream cannot run, before Spark starts
     q = plan.query
