@@ -55,15 +55,15 @@ class DefineContext:
     __slots__ = ("cols", "pos", "label", "start", "n", "nav", "agg_values", "prev_values", "_plan", "part", "hist",
                  "rowed")
 
-    def __init__(self, plan: Plan, cols, pos, label, start, n, nav, agg_states, prev_states=None, part=None,
-                 hist=None, rowed=False):
+    def __init__(self, plan: Plan, part, pos, label, start, nav, agg_states, prev_states=None, hist=None,
+                 rowed=False):
         self._plan = plan
         self.part = part
-        self.cols = cols
+        self.cols = part.py()
         self.pos = pos
         self.label = label
         self.start = start
-        self.n = n
+        self.n = part.n
         self.nav = nav
         self.agg_values = agg_states
         self.prev_values = prev_states  # before the current row was added (PREVIOUS)
@@ -254,8 +254,7 @@ class Matcher:
             except EvaluationError as e:  # an aggregate of the condition (a SUM past BIGINT)
                 raise e.at(pos, f"in the condition of {plan.labels[label]}") from None
         if cond is not None:
-            ctx = DefineContext(plan, part.py(), pos, label, start, part.n, nav, aggs, before, part, hist,
-                                self.rowed_history)
+            ctx = DefineContext(plan, part, pos, label, start, nav, aggs, before, hist, self.rowed_history)
             try:
                 ok = cond(ctx)
             except EvaluationError as e:

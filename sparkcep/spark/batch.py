@@ -31,7 +31,7 @@ from sparkcep.spark.frames import GIDX, ROW, compile_for, compile_reading
 from sparkcep.spark.partition import by_groups
 from sparkcep.spark.runs import by_sorted_runs
 from sparkcep.spark.wire import collect_errors
-from sparkcep.spark.workers import check_workers
+from sparkcep.spark.worker_python import check_workers
 
 __all__ = ["SparkRun", "choose_strategy", "collect_errors", "compile_for", "match_recognize_spark"]
 

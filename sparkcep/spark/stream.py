@@ -91,7 +91,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     from sparkcep.runtime.incremental import IncrementalMatcher
     from sparkcep.spark.buckets import bucket_column
     from sparkcep.spark.frames import compile_reading
-    from sparkcep.spark.workers import check_workers
+    from sparkcep.spark.worker_python import check_workers
 
     if not getattr(df, "isStreaming", False):
         raise OptionError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
