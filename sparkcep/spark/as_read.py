@@ -42,6 +42,7 @@ from sparkcep.spark.seams import (
     side_row,
     summary_from_json,
 )
+from sparkcep.spark.session import is_connect
 from sparkcep.spark.wire import collect_arrow, errors_to_driver
 from sparkcep.tasks.calls import calls_once
 
@@ -93,7 +94,10 @@ def digest(table: pa.Table) -> str:
 def reads_alike(df) -> bool:
     """Whether reading ``df`` twice gives the same partitions: no shuffle (a shuffle's
     output order, and a range partitioning's sampled bounds, may change between reads)
-    and no nondeterministic expression but the input position sparkcep adds)."""
+    and no nondeterministic expression but the input position sparkcep adds). A Spark Connect
+    session has no plan to inspect: not known, so the caller sorts or caches instead."""
+    if is_connect(df):
+        return False
     qe = (df.drop(ROW) if ROW in df.columns else df)._jdf.queryExecution()
     return bool(qe.optimizedPlan().deterministic()) and "Exchange" not in qe.executedPlan().toString()
 

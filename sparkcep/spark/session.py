@@ -123,3 +123,8 @@ def get_session(master: str | None = None, app_name: str = "sparkcep", config: d
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def is_connect(frame_or_session) -> bool:
+    """Whether a DataFrame or session is Spark Connect's (no JVM behind it on this side)."""
+    return type(frame_or_session).__module__.startswith("pyspark.sql.connect")

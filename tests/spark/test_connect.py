@@ -1,0 +1,54 @@
+"""A Spark Connect session (a local Connect server, as hosted and serverless Spark offer
+only Connect): match_recognize on every strategy and explain give the classic session's
+answer. In a fresh process, so that its Connect server and the tests' classic session do
+not share a JVM."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pandas as pd
+
+import sparkcep
+
+QUERY = ("ORDER BY ts MEASURES FIRST(A.p) AS top, LAST(C.p) - FIRST(A.p) AS gain, COUNT(*) AS n "
+         "PATTERN (A B+ C+) DEFINE B AS p < PREV(p), C AS p > PREV(p)")
+DATA = {"ts": list(range(40)), "p": [(i * 7) % 11 + (i % 3) for i in range(40)]}
+
+SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import pandas as pd
+    from pyspark.sql import SparkSession
+    import sparkcep
+
+    spark = SparkSession.builder.remote("local[2]").config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    query, data = json.loads(sys.argv[1])
+    df = spark.createDataFrame(pd.DataFrame(data))
+    out = {"explain": sparkcep.explain(df, query).splitlines()[0]}
+    for strategy in ("sequential", "partition", "auto", "runs"):
+        try:
+            got = sparkcep.match_recognize(df, query, strategy=strategy).toPandas()
+            out[strategy] = got.sort_values("top", kind="stable").to_dict("records")
+        except Exception as e:
+            out[strategy] = f"{type(e).__name__}: {e}"
+    print("RESULT " + json.dumps(out, default=str))
+    spark.stop()
+""")
+
+
+def test_a_connect_session_gives_the_classic_answers():
+    done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps([QUERY, DATA])], capture_output=True, text=True,
+                          timeout=600)
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, done.stdout[-2000:] + done.stderr[-4000:]
+    got = json.loads(lines[0].removeprefix("RESULT "))
+    want = sparkcep.match_recognize(pd.DataFrame(DATA), QUERY).sort_values("top", kind="stable")
+    want = json.loads(json.dumps(want.to_dict("records"), default=str))
+    assert want, "the query should find matches"
+    for strategy in ("sequential", "partition", "auto", "runs"):
+        assert got[strategy] == want, (strategy, got[strategy])
+    assert got["explain"] == sparkcep.explain(pd.DataFrame(DATA), QUERY).splitlines()[0]
