@@ -54,6 +54,7 @@ from sparkcep.values import (
 # Aggregates of a numeric column computed here (see _aggregate).
 _FOLDS = ("COUNT", "SUM", "AVG", "MIN", "MAX", "DELTA")
 _EXACT = EXACT_FLOAT
+_LEAF = "leaf"  # a measure _leaf computes (see _shapes)
 
 
 def _labelled(spans: Spans, labels: frozenset[int]) -> _Labelled:
@@ -164,15 +165,24 @@ def measure_columns(plan: Plan, part, spans: Spans, types: list, bounds: tuple[n
     ``spans``; None where an aggregate needs the per-match path (see the module's
     docstring). ``bounds``: each match's partition as rows [lo, hi) of ``part`` when it
     holds many partitions (PREV and NEXT stay inside them)."""
-    q = plan.query
     out = []
-    for m, t in zip(q.measures, types, strict=True):
-        got = (_leaf_column(plan, m.expr, part, spans, t, bounds) if _leaf(q, m.expr)
-               else _expression_column(plan, m.expr, part, spans, t, bounds))
+    for m, shape, t in zip(plan.query.measures, _shapes(plan), types, strict=True):
+        if shape is None:
+            return None
+        got = (_leaf_column(plan, m.expr, part, spans, t, bounds) if shape == _LEAF
+               else _expression_column(plan, shape, part, spans, t, bounds))
         if got is None:
             return None
         out.append(got)
     return spans.starts, out
+
+
+def _shapes(plan: Plan) -> list:
+    """Each measure's shape, worked out once per plan: _LEAF, or what _over_leaves makes of
+    it (None: per match). Compared by value: the plan travels pickled to Spark's tasks."""
+    q = plan.query
+    return plan.derive("measure_shapes", lambda: [
+        _LEAF if _leaf(q, m.expr) else _over_leaves(q, m.expr) for m in q.measures])
 
 
 def _leaf_column(plan: Plan, e, part, spans: Spans, t, bounds) -> pa.Array | None:
@@ -189,11 +199,12 @@ def _leaf_column(plan: Plan, e, part, spans: Spans, t, bounds) -> pa.Array | Non
     return _navigation(e, part, spans, t, bounds)
 
 
-def _expression_column(plan: Plan, e, part, spans: Spans, t, bounds) -> pa.Array | None:
-    """An expression over leaf measures (_over_leaves), each leaf's column computed as a
-    measure's, then evaluated as compile.vectorize evaluates rows; None where a value needs
-    the per-match path (an integer past 2^31, an error the rows must report)."""
-    swapped, leaves = _over_leaves(plan.query, e)
+def _expression_column(plan: Plan, shape, part, spans: Spans, t, bounds) -> pa.Array | None:
+    """An expression over leaf measures (``shape``: what _over_leaves made of it), each
+    leaf's column computed as a measure's, then evaluated as compile.vectorize evaluates
+    rows; None where a value needs the per-match path (an integer past 2^31, an error the
+    rows must report)."""
+    swapped, leaves = shape
     n = len(spans.starts)
     data, valid, small = {}, {}, {}
     for k, leaf in enumerate(leaves):

@@ -22,7 +22,7 @@ _lock = threading.Lock()
 def check_workers(spark) -> None:
     """Raise the ExecutionError of errors.workers_missing when this session's Python workers
     cannot import sparkcep or the libraries it runs on; other failures are left to the
-    query's own job."""
+    query's own job (and the probe, having told what it can, is not run again)."""
     if _ready.get(id(spark)) is spark:
         return
     try:
@@ -31,7 +31,6 @@ def check_workers(spark) -> None:
         missing = workers_missing(exc)
         if missing is not None:
             raise missing from None
-        return
     with _lock:
         _ready[id(spark)] = spark
 
