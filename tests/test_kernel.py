@@ -107,7 +107,7 @@ def kernel_queries(draw, pattern_of=None):
     skip = "" if mode == "matchregex" else draw(st.sampled_from(
         ["", "AFTER MATCH SKIP TO NEXT ROW", f"AFTER MATCH SKIP TO FIRST {target}", f"AFTER MATCH SKIP TO LAST {target}",
          "ALL MATCHES"]))
-    rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH"]
+    rows = draw(st.sampled_from(["ONE ROW PER MATCH", "ALL ROWS PER MATCH", "ALL ROWS PER MATCH SHOW EMPTY MATCHES"]
                                 + ([] if "{-" in pattern else ["ALL ROWS PER MATCH WITH UNMATCHED ROWS"])))
     order = draw(st.sampled_from(["ts", "ts", "t, ts"]))
     bound = draw(st.sampled_from(["", "MAXLENGTH 3", "WITHIN 2" if order == "ts" else "WITHIN INTERVAL '2' SECOND"]))
@@ -128,6 +128,10 @@ def kernel_queries(draw, pattern_of=None):
                 f"FIRST({var}.x) AS fv", f"LAST({other}.price) AS lo", f"{var}.price AS pv",
                 f"FIRST({other}.x, {k}) AS fk", f"LAST({var}.t, {k}) AS lk", f"PREV(FIRST({var}.price), {k}) AS pf",
                 f"NEXT(LAST({other}.x)) AS nl", f"PREV({other}.price, 2) AS p2", "LAST(price, 1) AS l1",
+                # ALL ROWS PER MATCH: RUNNING up to each row, FINAL the whole match
+                f"FINAL LAST({other}.price) AS fl", f"FINAL {aggs[0]}({var}.price) AS fa",
+                f"RUNNING {aggs[1]}({other}.x) AS ra", f"FINAL COUNT({var}.*) AS fn",
+                "PREV(CLASSIFIER()) AS pc", f"NEXT(CLASSIFIER({other}), {k}) AS nc", "price AS here",
                 # expressions over them: columns too (as compile.vectorize evaluates rows)
                 f"LAST({other}.price) - FIRST({var}.price) AS gain", f"COUNT({var}.*) > {k} AS many",
                 f"{aggs[0]}({var}.price) * 2 + 1 AS ax2", f"FIRST({var}.x) / 2 AS half",
@@ -850,4 +854,9 @@ def test_explain_names_the_measures_that_run_per_match():
     assert measures_line(head + "CAST(MIN(B.p) AS varchar) AS b, array_agg(p) AS ps" + tail) == \
         "measures: per match in Python: b, ps"
     assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH" + tail) == \
+        "measures: whole columns from the compiled matchers' matches"
+    # (rows a match leaves out, and unmatched rows, are output per match)
+    assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH PATTERN (A {- B -} B+) DEFINE B AS p > PREV(p)") == \
+        "measures: per match in Python: a, lo, c, n"
+    assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH WITH UNMATCHED ROWS" + tail) == \
         "measures: per match in Python: a, lo, c, n"

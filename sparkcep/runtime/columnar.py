@@ -1,11 +1,16 @@
-"""ONE ROW PER MATCH measures as whole columns, for the measures that need no per-match
-evaluation: MATCH_NUMBER(), CLASSIFIER(), COUNT(*) and COUNT(X.*), column values at a row
+"""MEASURES as whole columns, for the measures that need no per-match evaluation: MATCH_NUMBER(), CLASSIFIER(), COUNT(*) and COUNT(X.*), column values at a row
 the match designates (plain references, FIRST and LAST, of the universal variable, of a
 variable or of a SUBSET, with PREV/NEXT), and COUNT SUM AVG MIN MAX DELTA of a numeric
 column (DELTA of a timestamp too) over the rows of the whole match, of a variable or of a
 SUBSET; and arithmetic, comparisons, logic, BETWEEN, IN, IS NULL and ABS over those, as
 compile.vectorize evaluates a row-local condition (each of those measures a column, each
-match a row). Other measures run per match in runtime.measures.
+output row a row). Other measures run per match in runtime.measures.
+
+ONE ROW PER MATCH gives a row per match, where RUNNING and FINAL both see the whole match.
+ALL ROWS PER MATCH gives a row per matched row (and one per empty match where SHOW EMPTY
+MATCHES asks), where RUNNING sees the match up to that row: a RUNNING LAST counts its
+variables' rows up to it and a RUNNING aggregate is the fold's prefix at it
+(``_Output``, ``_prefix``); patterns with exclusions and WITH UNMATCHED ROWS run per match.
 
 Matches come as ``Spans``: each match's first row and end, its number and, where a measure
 names variables, the label of each of its rows. The rows of a set of variables are found
@@ -96,10 +101,10 @@ def supported(plan: Plan) -> bool:
 
 def per_match(plan: Plan) -> tuple[str, ...]:
     """The measures that run match by match in Python (explain names them): all of them
-    under ALL ROWS PER MATCH and event selection, else those this module does not compute
-    (expressions over measures, other aggregates, user functions)."""
+    under event selection, and under ALL ROWS PER MATCH with exclusions or unmatched rows;
+    else those this module does not compute (casts, other aggregates, user functions)."""
     q = plan.query
-    if q.rows_per_match != "ONE" or q.gapped:
+    if q.gapped or (q.rows_per_match == "ALL" and (q.has_exclusions or q.with_unmatched)):
         return tuple(m.name for m in q.measures)
     return tuple(m.name for m in q.measures if not _column(q, m.expr))
 
@@ -142,7 +147,7 @@ def _leaf(q, e) -> bool:
         return _foldable(q.measure_aggregates[e.index])
     if isinstance(e, BNav):
         return isinstance(e.inner, BColumn)
-    return isinstance(e, BClassifier) and e.pointer.physical == 0
+    return isinstance(e, BClassifier)
 
 
 def _foldable(spec: AggregateSpec) -> bool:
@@ -165,16 +170,48 @@ def measure_columns(plan: Plan, part, spans: Spans, types: list, bounds: tuple[n
     ``spans``; None where an aggregate needs the per-match path (see the module's
     docstring). ``bounds``: each match's partition as rows [lo, hi) of ``part`` when it
     holds many partitions (PREV and NEXT stay inside them)."""
-    out = []
+    out = _Output.of(plan.query, spans)
+    columns = []
     for m, shape, t in zip(plan.query.measures, _shapes(plan), types, strict=True):
         if shape is None:
             return None
-        got = (_leaf_column(plan, m.expr, part, spans, t, bounds) if shape == _LEAF
-               else _expression_column(plan, shape, part, spans, t, bounds))
+        got = (_leaf_column(plan, m.expr, part, spans, out, t, bounds) if shape == _LEAF
+               else _expression_column(plan, shape, part, spans, out, t, bounds))
         if got is None:
             return None
-        out.append(got)
-    return spans.starts, out
+        columns.append(got)
+    return out.rows, columns
+
+
+@dataclasses.dataclass
+class _Output:
+    """The output rows of matches: each one's match (None: match i is row i), its place in
+    the match (-1: an empty match's) and its partition row; ``final`` where every measure
+    sees the whole match (ONE ROW PER MATCH: the match's last row)."""
+
+    match: np.ndarray | None
+    place: np.ndarray
+    rows: np.ndarray
+    final: bool
+
+    @staticmethod
+    def of(q, spans: Spans) -> _Output:
+        lengths = spans.ends - spans.starts
+        if q.rows_per_match == "ONE":
+            return _Output(None, lengths - 1, spans.starts, True)
+        # ALL ROWS PER MATCH: each matched row, match after match; an empty match's row
+        # where SHOW EMPTY MATCHES asks for it.
+        counts = np.where(lengths > 0, lengths, 1 if q.empty_matches == "SHOW" else 0)
+        match = np.repeat(np.arange(len(lengths), dtype=np.int64), counts)
+        place = np.arange(len(match), dtype=np.int64) - (np.cumsum(counts) - counts)[match]
+        place[lengths[match] == 0] = -1
+        return _Output(match, place, spans.starts[match] + np.maximum(place, 0), False)
+
+    def per(self, values):
+        """Each output row's value of a per-match array (or Arrow array)."""
+        if self.match is None:
+            return values
+        return values.take(pa.array(self.match)) if isinstance(values, pa.Array) else values[self.match]
 
 
 def _shapes(plan: Plan) -> list:
@@ -185,30 +222,41 @@ def _shapes(plan: Plan) -> list:
         _LEAF if _leaf(q, m.expr) else _over_leaves(q, m.expr) for m in q.measures])
 
 
-def _leaf_column(plan: Plan, e, part, spans: Spans, t, bounds) -> pa.Array | None:
+def _leaf_column(plan: Plan, e, part, spans: Spans, out: _Output, t, bounds) -> pa.Array | None:
     q = plan.query
     if isinstance(e, BMatchNumber):
-        return pa.array(spans.numbers, type=t or pa.int64())
+        return pa.array(out.per(spans.numbers), type=t or pa.int64())
     if isinstance(e, BAgg):
-        return _measure_aggregate(q.measure_aggregates[e.index], part, spans, t)
+        return _measure_aggregate(q.measure_aggregates[e.index], part, spans, out, t)
     if isinstance(e, BClassifier):
-        at, valid = _position(e.pointer, spans)
-        names = np.array(plan.labels, dtype=object)[spans.labels[at]] if len(spans.labels) \
-            else np.full(len(at), None, dtype=object)
-        return pa.array(names, type=t or pa.string(), mask=~valid)
-    return _navigation(e, part, spans, t, bounds)
+        return _classifier(plan, e.pointer, spans, out, t)
+    return _navigation(e, part, spans, out, t, bounds)
 
 
-def _expression_column(plan: Plan, shape, part, spans: Spans, t, bounds) -> pa.Array | None:
+def _classifier(plan: Plan, p: Pointer, spans: Spans, out: _Output, t) -> pa.Array:
+    """The variable of the row a pointer designates; PREV/NEXT reach only the match's own
+    rows (as runtime.measures.label_at)."""
+    at, valid = _position(p, spans, out)
+    if p.physical:
+        lo = out.per(spans.offsets[:-1])
+        at = at + p.physical
+        valid &= (at >= lo) & (at < lo + out.per(spans.ends - spans.starts))
+        at = np.where(valid, at, 0)
+    names = np.array(plan.labels, dtype=object)[spans.labels[at]] if len(spans.labels) \
+        else np.full(len(at), None, dtype=object)
+    return pa.array(names, type=t or pa.string(), mask=~valid)
+
+
+def _expression_column(plan: Plan, shape, part, spans: Spans, out: _Output, t, bounds) -> pa.Array | None:
     """An expression over leaf measures (``shape``: what _over_leaves made of it), each
     leaf's column computed as a measure's, then evaluated as compile.vectorize evaluates
     rows; None where a value needs the per-match path (an integer past 2^31, an error the
     rows must report)."""
     swapped, leaves = shape
-    n = len(spans.starts)
+    n = len(out.place)
     data, valid, small = {}, {}, {}
     for k, leaf in enumerate(leaves):
-        arr = _leaf_column(plan, leaf, part, spans, None, bounds)
+        arr = _leaf_column(plan, leaf, part, spans, out, None, bounds)
         got = None if arr is None else _as_numpy(arr)
         if got is None:
             return None
@@ -234,33 +282,39 @@ def _as_numpy(arr: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     return numpy_values(arr)
 
 
-def _position(p: Pointer, spans: Spans) -> tuple[np.ndarray, np.ndarray]:
+def _position(p: Pointer, spans: Spans, out: _Output) -> tuple[np.ndarray, np.ndarray]:
     """(position in the matched rows, match after match; found) of the row ``p``
-    designates in each match, before PREV/NEXT (in ONE ROW PER MATCH, RUNNING and FINAL
-    both see the whole match)."""
+    designates for each output row, before PREV/NEXT, as runtime.measures._index_of: a
+    RUNNING LAST counts the rows up to the output row, FIRST and FINAL the whole match."""
     k = p.offset
+    lo = out.per(spans.offsets[:-1])
+    upto = out.per(spans.offsets[1:]) - 1  # the last row a pointer may see
+    if p.running and p.last and not out.final:
+        upto = lo + out.place
     if p.labels is None:
-        lo, hi = spans.offsets[:-1], spans.offsets[1:]
-        at = (hi - 1 - k) if p.last else (lo + k)
-        valid = (at >= lo) & (at < hi)
+        at = (upto - k) if p.last else (lo + k)
+        valid = (at >= lo) & (at <= upto)
     else:
         s = _labelled(spans, p.labels)
-        valid = k < s.count
-        i = s.first + (s.count - 1 - k if p.last else k)
+        first = out.per(s.first)
+        # (rows of earlier matches lie before lo: at most lo - 1)
+        count = np.searchsorted(s.at, upto, side="right") - first
+        valid = k < count
+        i = first + (count - 1 - k if p.last else k)
         at = s.at[np.where(valid, i, 0)] if len(s.at) else np.zeros(len(i), dtype=np.int64)
     return np.where(valid, at, 0), valid
 
 
-def _navigation(e: BNav, part, spans: Spans, t, bounds) -> pa.Array:
+def _navigation(e: BNav, part, spans: Spans, out: _Output, t, bounds) -> pa.Array:
     """A column's value at the row a navigation designates (NULL where there is none)."""
-    at, valid = _position(e.pointer, spans)
+    at, valid = _position(e.pointer, spans, out)
     if e.pointer.labels is None:
-        idx = at - spans.offsets[:-1] + spans.starts
+        idx = at - out.per(spans.offsets[:-1]) + out.per(spans.starts)
     else:
         rows = spans.rows()[1]
         idx = rows[at] if len(rows) else at
     idx = idx + e.pointer.physical
-    lo, hi = bounds if bounds is not None else (0, part.n)
+    lo, hi = (out.per(bounds[0]), out.per(bounds[1])) if bounds is not None else (0, part.n)
     valid &= (idx >= lo) & (idx < hi)
     column = part.cols.arrow(e.inner.index)
     taken = column.take(pa.array(np.where(valid, idx, 0), mask=~valid))
@@ -270,7 +324,15 @@ def _navigation(e: BNav, part, spans: Spans, t, bounds) -> pa.Array:
     return taken.cast(t) if t is not None and taken.type != t else taken
 
 
-def _measure_aggregate(spec: AggregateSpec, part, spans: Spans, t) -> pa.Array | None:
+def _measure_aggregate(spec: AggregateSpec, part, spans: Spans, out: _Output, t) -> pa.Array | None:
+    if spec.running and not out.final:
+        return _running_aggregate(spec, part, spans, out, t)
+    got = _match_aggregate(spec, part, spans, t)
+    return None if got is None else out.per(got)
+
+
+def _match_aggregate(spec: AggregateSpec, part, spans: Spans, t) -> pa.Array | None:
+    """The aggregate over each whole match."""
     if spec.labels is not None:
         s = _labelled(spans, spec.labels)
         if spec.arg is None:
@@ -288,8 +350,47 @@ def _measure_aggregate(spec: AggregateSpec, part, spans: Spans, t) -> pa.Array |
     arr = pa.array(values, mask=~has)
     return arr.cast(t) if t is not None and arr.type != t else arr
 
-def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """(values, not NULL) of ``func`` over rows [start, end) of each match, or None."""
+
+def _running_aggregate(spec: AggregateSpec, part, spans: Spans, out: _Output, t) -> pa.Array | None:
+    """The aggregate over each output row's match up to that row (its fold's prefix there;
+    an empty match's row gets the fold of no rows)."""
+    rows = spans.rows()[1]
+    inset = (np.ones(len(rows), dtype=np.bool_) if spec.labels is None
+             else np.isin(spans.labels, np.fromiter(spec.labels, dtype=np.int64, count=len(spec.labels))))
+    if spec.arg is None:
+        data, valid, times = np.zeros(len(rows), dtype=np.int64), np.ones(len(rows), dtype=np.bool_), False
+    else:
+        got = _numbers(part.cols.arrow(spec.arg.index).take(pa.array(rows)))
+        if got is None:
+            return None
+        data, valid, times = got
+    code = ("SUM", "AVG", "MIN", "MAX", "COUNT", "DELTA").index(spec.func)
+    values, has, counts, ok = _prefix(data, valid, inset, spans.offsets, code, data.dtype == np.int64)
+    if not ok:
+        return None  # beyond BIGINT: the per-match path reports it
+    if spec.func == "COUNT":
+        values, has = counts, np.ones(len(counts), dtype=np.bool_)
+    elif spec.func == "AVG":
+        if data.dtype == np.int64 and np.any((values > _EXACT) | (values < -_EXACT)):
+            return None  # float(sum) would round where Python's int / int does not
+        values = values.astype(np.float64) / np.maximum(counts, 1)
+    at = out.per(spans.offsets[:-1]) + out.place
+    some = out.place >= 0
+    at = np.where(some, at, 0)
+    values = values[at] if len(values) else np.zeros(len(at), dtype=values.dtype)
+    has = some & has[at] if len(has) else some
+    if spec.func == "COUNT":
+        values, has = np.where(some, values, 0), np.ones(len(at), dtype=np.bool_)
+    if times:
+        values = values.astype("timedelta64[us]")
+    arr = pa.array(values, mask=~has)
+    return arr.cast(t) if t is not None and arr.type != t else arr
+
+
+def _numbers(column) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """(data, valid, whether microseconds of a timestamp) of an aggregate's column."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
     if pa.types.is_dictionary(column.type):
         column = column.cast(column.type.value_type)
     times = pa.types.is_timestamp(column.type)
@@ -298,9 +399,15 @@ def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple
         if column is None:
             return None
     got = numpy_values(column)
+    return None if got is None else (got[0], got[1], times)
+
+
+def _aggregate(func: str, column, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values, not NULL) of ``func`` over rows [start, end) of each match, or None."""
+    got = _numbers(column)
     if got is None:
         return None
-    data, valid = got
+    data, valid, times = got
     if func == "COUNT":
         return _count(valid, starts, ends), np.ones(len(starts), dtype=np.bool_)
     if func == "DELTA":
@@ -368,3 +475,46 @@ def _fold(data, valid, starts, ends, code):
         out[i] = acc
         has[i] = seen
     return out, has, True
+
+
+@njit
+def _prefix(data, valid, inset, offs, code, wraps):
+    """Each matched row's running fold over its match's rows in ``inset`` up to it, as
+    _fold folds them: code 0 SUM, 1 AVG's sum, 2 MIN, 3 MAX, 4 COUNT (counts only), 5
+    DELTA (the latest row's value minus the first's, NULL if either is). (values, not
+    NULL, non-NULL rows so far, ok: False when an int64 (``wraps``) sum or difference
+    leaves BIGINT)."""
+    n = len(data)
+    out = np.zeros(n, dtype=data.dtype)
+    has = np.zeros(n, dtype=np.bool_)
+    counts = np.zeros(n, dtype=np.int64)
+    zero = np.zeros(1, dtype=data.dtype)[0]
+    for i in range(len(offs) - 1):
+        acc, first, seen, any_row, first_ok, c = zero, zero, False, False, False, 0
+        for r in range(offs[i], offs[i + 1]):
+            if inset[r]:
+                v = data[r]
+                if code == 5:
+                    if not any_row:
+                        first, first_ok, any_row = v, valid[r], True
+                    diff = v - first
+                    seen = first_ok and valid[r]
+                    if wraps and seen and (v >= 0) != (first >= 0) and (diff >= 0) != (v >= 0):
+                        return out, has, counts, False
+                    acc = diff
+                elif valid[r]:
+                    c += 1
+                    if code == 2 or code == 3:
+                        lo, hi = (acc, v) if code == 3 else (v, acc)
+                        if not seen or sql_less_number(lo, hi):
+                            acc = v
+                    elif code <= 1:
+                        total = v if not seen and code == 0 else acc + v
+                        if (acc >= 0) == (v >= 0) and (total >= 0) != (acc >= 0):
+                            return out, has, counts, False
+                        acc = total
+                    seen = True
+            out[r] = acc
+            has[r] = seen
+            counts[r] = c
+    return out, has, counts, True

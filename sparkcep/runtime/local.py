@@ -177,12 +177,15 @@ def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], 
     if got is None:  # an aggregate needs the per-match path (see runtime.columnar)
         return [partition(x[0]) if x is not None else chunk for x, chunk in pieces]
     rows, arrays = got
-    out, at = [], 0
+    # Output rows come partition after partition (ALL ROWS PER MATCH: many a match).
+    firsts = np.array([x[0][0] for x, _ in pieces if x is not None], dtype=np.int64)
+    counts = np.bincount(np.searchsorted(firsts, rows, side="right") - 1, minlength=len(firsts))
+    out, at, i = [], 0, 0
     for x, chunk in pieces:
         if x is not None:
-            k = len(x[1].starts)
+            k = int(counts[i])
             chunk = (order_np[rows[at:at + k]], [a.slice(at, k) for a in arrays])
-            at += k
+            at, i = at + k, i + 1
         out.append(chunk)
     return out
 
