@@ -85,6 +85,26 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark, **opti
 
 
 @guarded(query=False)
+def register_table_function(spark, name: str = "match_recognize") -> None:
+    """Register MATCH_RECOGNIZE as the SQL table function ``name`` of the session ``spark``
+    (classic or Connect), for ``spark.sql`` and every SQL client of that session:
+    ``SELECT * FROM match_recognize(TABLE(trades), 'PARTITION BY symbol ORDER BY ts MEASURES ...
+    PATTERN (...) DEFINE ...')`` (see sparkcep.spark.table_function)."""
+    import re
+
+    from sparkcep.errors import OptionError
+    from sparkcep.spark.table_function import register_table_function as _register
+    from sparkcep.spark.worker_python import check_workers
+
+    if not callable(getattr(spark, "sql", None)) or getattr(spark, "udtf", None) is None:
+        raise OptionError(f"register_table_function takes a SparkSession, not {type(spark).__name__}")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise OptionError(f"the function's name must be a SQL identifier (letters, digits, _), not {name!r}")
+    check_workers(spark)  # (the function runs in the session's Python workers)
+    _register(spark, name)
+
+
+@guarded(query=False)
 def plot(data, matches, *, x: str, y: str | None, start: str, end: str, **options):
     """Draw ``matches`` over the series ``data`` they were found in, each match shaded and
     chosen points marked, one panel per PARTITION BY value asked for (``y=None``: a timeline,
@@ -133,6 +153,7 @@ __all__ = [
     "plot",
     "register_aggregate",
     "register_function",
+    "register_table_function",
     "run_to_end",
     "sase",
     "snoop",

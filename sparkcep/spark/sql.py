@@ -11,6 +11,7 @@ import re
 
 from sparkcep.errors import QueryError, Span
 from sparkcep.options import check_options
+from sparkcep.spark.session import is_connect
 
 _counter = itertools.count(1)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -155,6 +156,9 @@ def shift_error(e: QueryError, text: str, offset: int) -> QueryError:
     return e.at(Span(*moved(e.span.line, e.span.column), *end), text)
 
 
+_CONNECT_VIEW = "sparkcep_match"
+
+
 def sql(spark, statement: str, **options):
     """Run a SELECT statement whose FROM clause holds one MATCH_RECOGNIZE."""
     from sparkcep.spark.batch import match_recognize_spark
@@ -186,15 +190,21 @@ def sql(spark, statement: str, **options):
         result = match_recognize_spark(src, clause, **options)
     except QueryError as e:
         raise shift_error(e, statement, offset) from None
-    view = f"sparkcep_match_{next(_counter)}"
-    result.createOrReplaceTempView(view)
+    connect = is_connect(spark)
+    view = _CONNECT_VIEW if connect else f"sparkcep_match_{next(_counter)}"
     outer = head.copy()
     outer.add("SELECT ", None)
     outer.add(select_list)
-    outer.add(f" FROM {view}" + (f" AS {alias}" if alias else ""), None)
+    # (on a line of its own: a Connect view's longer name moves no position Spark reports after it)
+    outer.add(f"\nFROM {view}" + (f" AS {alias}" if alias else "") + "\n", None)
     if rest:
-        outer.add(" ", None)
         outer.add(rest, statement.rfind(rest))
+    if connect:
+        # A Connect DataFrame is analysed again at each action: the result travels with the
+        # statement as a named relation (pyspark's {name} arguments), not as a view to drop.
+        text = outer.text.replace("{", "{{").replace("}", "}}").replace(_CONNECT_VIEW, "{" + _CONNECT_VIEW + "}")
+        return _on_spark(lambda: spark.sql(text, **{_CONNECT_VIEW: result}), outer, select_list)
+    result.createOrReplaceTempView(view)
     try:
         # Spark analyses the statement here, inlining the view's plan: the view can go.
         return _on_spark(lambda: spark.sql(outer.text), outer, select_list)

@@ -1,6 +1,6 @@
 """A Spark Connect session (a local Connect server, as hosted and serverless Spark offer
-only Connect): match_recognize on every strategy and explain give the classic session's
-answer. In a fresh process, so that its Connect server and the tests' classic session do
+only Connect): match_recognize on every strategy, explain, sparkcep.sql and the SQL table
+function give the classic session's answer. In a fresh process, so that its Connect server and the tests' classic session do
 not share a JVM."""
 
 from __future__ import annotations
@@ -35,6 +35,13 @@ SCRIPT = textwrap.dedent("""
             out[strategy] = got.sort_values("top", kind="stable").to_dict("records")
         except Exception as e:
             out[strategy] = f"{type(e).__name__}: {e}"
+    # SQL: sparkcep.sql, and the table function from spark.sql
+    df.createOrReplaceTempView("events")
+    got = sparkcep.sql(spark, "SELECT top, n FROM events MATCH_RECOGNIZE (" + query + ") AS m WHERE n > 2")
+    out["sql"] = got.toPandas().sort_values("top", kind="stable").to_dict("records")
+    sparkcep.register_table_function(spark)
+    got = spark.sql("SELECT * FROM match_recognize(TABLE(events), '" + query + "')")
+    out["table function"] = got.toPandas().sort_values("top", kind="stable").to_dict("records")
     print("RESULT " + json.dumps(out, default=str))
     spark.stop()
 """)
@@ -49,6 +56,7 @@ def test_a_connect_session_gives_the_classic_answers():
     want = sparkcep.match_recognize(pd.DataFrame(DATA), QUERY).sort_values("top", kind="stable")
     want = json.loads(json.dumps(want.to_dict("records"), default=str))
     assert want, "the query should find matches"
-    for strategy in ("sequential", "partition", "auto", "runs"):
+    for strategy in ("sequential", "partition", "auto", "runs", "table function"):
         assert got[strategy] == want, (strategy, got[strategy])
+    assert got["sql"] == [{"top": r["top"], "n": r["n"]} for r in want if r["n"] > 2]
     assert got["explain"] == sparkcep.explain(pd.DataFrame(DATA), QUERY).splitlines()[0]
