@@ -129,6 +129,8 @@ def run(
     format: Format = typer.Option(Format.parquet, "--format", "-f", help="output format"),
     input_format: Format | None = typer.Option(None, "--input-format", help="input format (default: from the path)"),
     master: str | None = typer.Option(None, "--master", help="Spark master URL (default local[*])"),
+    remote: str | None = typer.Option(None, "--remote", help="a Spark Connect server, sc://host:port, instead of "
+                                      "--master (paths are read and written where the server runs)"),
     strategy: Strategy = typer.Option(Strategy.auto, "--strategy"),
     batch: int | None = typer.Option(None, "--batch", help="rows per batch (runs, rr)"),
     shared: int | None = typer.Option(None, "--shared", help="rows a batch reads past its end (runs)"),
@@ -160,18 +162,21 @@ def run(
     except SparkCepError as e:
         _fail(str(e))
         return
+    if master and remote:
+        _fail("give --master or --remote, not both")
     in_format = _format_of(input, input_format)
-    local_rows = _small_local_input(input, in_format, format.value, master, strategy.value, batch, shared, text)
+    local_rows = _small_local_input(input, in_format, format.value, master or remote, strategy.value, batch, shared,
+                                    text)
     if local_rows is not None:
         _run_in_process(text, input, output, mode, show, order_by, type_column, local_rows)
         return
     from sparkcep.cli.progress import spark_progress
     from sparkcep.spark.batch import SparkRun, collect_errors
-    from sparkcep.spark.session import get_session
+    from sparkcep.spark.session import get_session, runs_on
 
     try:
         t0 = time.perf_counter()
-        spark = get_session(master)
+        spark = get_session(master, remote=remote)
         df = read_input(spark, input, in_format)
         run_info = SparkRun(strategy.value, "requested")
         with spark_progress(spark, console, "matching"), collect_errors():
@@ -203,7 +208,7 @@ def run(
         console.print(_table(head, f"first {len(head)} of {matches:,} output rows"))
     summary = Table(title="sparkcep run", show_header=False)
     for k, v in [("input", f"{input} ({rows_in:,} rows)"), ("output", f"{output} ({format.value}, {matches:,} rows)"),
-                 ("strategy", run_info.describe().removeprefix("strategy: ")), ("master", spark.sparkContext.master),
+                 ("strategy", run_info.describe().removeprefix("strategy: ")), ("master", runs_on(spark)),
                  ("time", f"{elapsed:.1f} s ({rows_in / max(elapsed, 1e-9):,.0f} rows/s end to end)")]:
         summary.add_row(Text(k), Text(v))
     console.print(summary)

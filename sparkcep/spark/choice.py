@@ -10,6 +10,7 @@ from sparkcep.errors import OptionError, SparkCepError
 from sparkcep.options import SPARK_STRATEGIES
 from sparkcep.parallel.run_batches import default_shared
 from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, max_task_rows, plan_for
+from sparkcep.spark.session import parallelism
 
 STRATEGIES = SPARK_STRATEGIES
 DEFAULT_BATCH = 100_000
@@ -100,7 +101,7 @@ def choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
         return
     n = base.count()
     run.rows = n
-    parallelism = base.sparkSession.sparkContext.defaultParallelism
+    slots_ = parallelism(base.sparkSession)
     if n <= batch:
         run.strategy, run.reason = "sequential", f"{n} rows fit in one batch of {batch}"
         return
@@ -108,7 +109,7 @@ def choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
     stats = sizes.agg(F.count("*").alias("keys"), F.max("count").alias("largest")).collect()[0]
     keys, largest = stats["keys"], stats["largest"]
     run.partitions = keys
-    if largest > batch and largest * parallelism > n:
+    if largest > batch and largest * slots_ > n:
         run.strategy = "runs"
         run.reason = (
             f"{keys} keys, the largest holds {largest} of {n} rows: batches inside partitions"

@@ -13,6 +13,7 @@ from sparkcep.data.ingest import referenced_columns
 from sparkcep.data.output import output_schema
 from sparkcep.errors import QueryError
 from sparkcep.query import compile_query
+from sparkcep.spark.session import parallelism
 
 # Input position: monotonically_increasing_id() of the user's DataFrame, the tie-break of
 # ORDER BY (the order toPandas() gives).
@@ -137,7 +138,7 @@ def max_task_rows(spark) -> int:
 def slots(df, tasks: int | None = None) -> int:
     """Shuffle partitions for ``tasks`` tasks (None: many): one per task up to a few per
     core (an explicit count, so adaptive execution does not merge them into one task)."""
-    most = 4 * df.sparkSession.sparkContext.defaultParallelism
+    most = 4 * parallelism(df.sparkSession)
     return max(1, most if tasks is None else min(tasks, most))
 
 

@@ -85,8 +85,17 @@ def _local_cores(master: str) -> int | None:
     return (os.cpu_count() or 1) if m.group(1) == "*" else int(m.group(1))
 
 
-def get_session(master: str | None = None, app_name: str = "sparkcep", config: dict[str, str] | None = None):
-    """The active SparkSession, or a new one on ``master`` (default ``local[*]``)."""
+def get_session(master: str | None = None, app_name: str = "sparkcep", config: dict[str, str] | None = None,
+                remote: str | None = None):
+    """The active SparkSession, or a new one on ``master`` (default ``local[*]``); with
+    ``remote`` (``sc://host:port``), a Spark Connect session to that server."""
+    if remote is not None:
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder.remote(remote)
+        for key, value in (config or {}).items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
     if java_version() is None:
         raise SparkCepError(
             "Spark needs a Java runtime (Java 17 or newer) and none was found: install one "
@@ -128,3 +137,28 @@ def get_session(master: str | None = None, app_name: str = "sparkcep", config: d
 def is_connect(frame_or_session) -> bool:
     """Whether a DataFrame or session is Spark Connect's (no JVM behind it on this side)."""
     return type(frame_or_session).__module__.startswith("pyspark.sql.connect")
+
+
+_parallelism: dict[int, tuple[object, int]] = {}
+
+
+def parallelism(spark) -> int:
+    """Spark's default parallelism (the task slots a stage fills). A Connect client cannot
+    ask the SparkContext: it counts the partitions of a range Spark cuts at that width,
+    once per session (a job of the JVM alone, ~0.1 s)."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    got = _parallelism.get(id(spark))
+    if got is None or got[0] is not spark:
+        from pyspark.sql import functions as F
+
+        n = spark.range(0, 1 << 20).select(F.spark_partition_id().alias("p")).agg(F.countDistinct("p")).first()[0]
+        got = _parallelism[id(spark)] = (spark, max(1, int(n)))
+    return got[1]
+
+
+def runs_on(spark) -> str:
+    """What the session runs on, for a summary: its master, or its Connect server."""
+    if not is_connect(spark):
+        return spark.sparkContext.master
+    return f"{spark.conf.get('spark.master', 'a Spark Connect server')} (Spark Connect)"

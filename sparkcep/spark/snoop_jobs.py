@@ -25,6 +25,7 @@ from sparkcep.data.ingest import table_from_ipc, table_to_ipc
 from sparkcep.data.output import output_schema
 from sparkcep.errors import DataError, OptionError, SparkCepError
 from sparkcep.spark.frames import arrow_of, check_typed_measures, slots
+from sparkcep.spark.session import is_connect, parallelism
 from sparkcep.spark.wire import collect_errors, errors_to_driver
 from sparkcep.tasks.engine import TaskOptions, TaskStats, run_tasks, sorted_data
 from sparkcep.tasks.evaluate import Evaluator
@@ -64,8 +65,11 @@ class SparkTaskPool:
     submitted while slots are free are evaluated together as one Spark job."""
 
     def __init__(self, spark, payload: bytes, slots_: int):
-        self.sc = spark.sparkContext
-        self.payload = self.sc.broadcast(payload)
+        self.spark = spark
+        # The query and its table reach each worker once: a broadcast where the session has
+        # a SparkContext; on Spark Connect (none) inside each job's function.
+        self.connect = is_connect(spark)
+        self.payload = payload if self.connect else spark.sparkContext.broadcast(payload)
         self.workers = [_Slot() for _ in range(slots_)]
         self.restarts = 0  # Spark retries failed tasks itself
         self.jobs = 0
@@ -83,30 +87,54 @@ class SparkTaskPool:
     def results(self) -> list[tuple[list, list[bool]]]:
         busy = [w for w in self.workers if w.chunk is not None]
         items = [(i, w.wire) for i, w in enumerate(busy)]
-        payload = self.payload
-
-        def evaluate(rows):
-            with errors_to_driver():
-                ev, order_np = _evaluator(payload.value)
-                for i, wire in rows:
-                    try:
-                        yield i, ev.tasks(wire)
-                    except EvaluationError as e:
-                        # A distributed DataFrame has no row positions: name the row by its keys.
-                        key = _key_at(ev, e.position) if e.position is not None else None
-                        raise DataError(e.message, e.column, key=key) from None
-
         self.jobs += 1
         with collect_errors():
-            got = dict(self.sc.parallelize(items, len(items)).mapPartitions(evaluate).collect())
+            got = self._on_connect(items) if self.connect else self._on_rdd(items)
         out = []
         for i, w in enumerate(busy):
             out.append((w.chunk, got[i]))
             w.chunk = w.wire = None
         return out
 
+    def _on_rdd(self, items: list) -> dict:
+        payload = self.payload
+
+        def evaluate(rows):
+            yield from _evaluate(payload.value, rows)
+
+        return dict(self.spark.sparkContext.parallelize(items, len(items)).mapPartitions(evaluate).collect())
+
+    def _on_connect(self, items: list) -> dict:
+        """One task per chunk, from DataFrame operations alone (Connect has no RDD)."""
+        payload = self.payload
+
+        def evaluate(batches):
+            rows = ((i, cloudpickle.loads(w)) for b in batches
+                    for i, w in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True))
+            for i, result in _evaluate(payload, rows):
+                yield pa.RecordBatch.from_pydict({"i": pa.array([i], pa.int32()),
+                                                  "out": pa.array([cloudpickle.dumps(result)], pa.binary())})
+
+        df = self.spark.createDataFrame([(i, cloudpickle.dumps(w)) for i, w in items], "i int, wire binary")
+        rows = df.repartitionByRange(len(items), "i").mapInArrow(evaluate, "i int, out binary").collect()
+        return {r["i"]: cloudpickle.loads(r["out"]) for r in rows}
+
     def close(self) -> None:
-        self.payload.unpersist()
+        if not self.connect:
+            self.payload.unpersist()
+
+
+def _evaluate(payload: bytes, rows):
+    """(chunk number, its tasks' results) for each chunk, in a Spark task."""
+    with errors_to_driver():
+        ev, _ = _evaluator(payload)
+        for i, wire in rows:
+            try:
+                yield i, ev.tasks(wire)
+            except EvaluationError as e:
+                # A distributed DataFrame has no row positions: name the row by its keys.
+                key = _key_at(ev, e.position) if e.position is not None else None
+                raise DataError(e.message, e.column, key=key) from None
 
 
 def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str, ...],
@@ -161,7 +189,7 @@ def snoop_spark(df, query: str, *, order_by: str | None, partition_by: tuple[str
     with collect_errors():
         table = df.toArrow()
     opts = TaskOptions(**{k: v for k, v in options.items() if k in ("pm", "queue", "block", "window", "chunk")})
-    slots_ = max(2, spark.sparkContext.defaultParallelism)
+    slots_ = max(2, parallelism(spark))
     opts.workers = slots_
     opts.check()
     payload = cloudpickle.dumps((uuid.uuid4().hex, query, compile_opts, table_to_ipc(table),

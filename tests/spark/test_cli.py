@@ -42,6 +42,24 @@ def test_run_writes_parquet_and_prints_summary(workdir):
     assert expected.num_rows > 0 and rows(got) == rows(expected)  # every row, every column
 
 
+@pytest.mark.slow  # the fast tier keeps a Connect session in test_connect
+def test_run_on_a_spark_connect_server(workdir):
+    """--remote: the job on a Spark Connect session (a local server here), its progress from
+    the server's, the summary naming it."""
+    env = dict(os.environ, COLUMNS="200", PYSPARK_PYTHON=sys.executable)
+    env.pop("SPARKCEP_MASTER", None)
+    r = subprocess.run([*CLI, "run", "-q", "q7.sql", "-i", "stock.parquet", "-o", "out_remote", "--strategy",
+                        "partition", "--remote", "local[2]"], cwd=workdir, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(Spark Connect)" in r.stdout
+    expected = sparkcep.match_recognize(pq.read_table(workdir / "stock.parquet"), rip.query("Q7"))
+    assert expected.num_rows > 0 and rows(pq.read_table(workdir / "out_remote")) == rows(expected)
+    both = run_cli("run", "-q", "q7.sql", "-i", "stock.parquet", "-o", "x", "--master", "local[1]", "--remote",
+                   "local[2]", cwd=workdir)
+    assert both.returncode != 0 and "not both" in both.stdout + both.stderr
+
+
 @pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
 def test_run_csv_in_json_out(workdir):
     r = run_cli("run", "-q", "q7.sql", "-i", "stock.csv", "-o", "out_json", "--format", "json", cwd=workdir)

@@ -1,6 +1,6 @@
 """A Spark Connect session (a local Connect server, as hosted and serverless Spark offer
 only Connect): match_recognize on every strategy, explain, sparkcep.sql and the SQL table
-function give the classic session's answer. In a fresh process, so that its Connect server and the tests' classic session do
+function, and Extended SNOOP's tasks on Spark give the classic session's answer. In a fresh process, so that its Connect server and the tests' classic session do
 not share a JVM."""
 
 from __future__ import annotations
@@ -35,6 +35,9 @@ SCRIPT = textwrap.dedent("""
             out[strategy] = got.sort_values("top", kind="stable").to_dict("records")
         except Exception as e:
             out[strategy] = f"{type(e).__name__}: {e}"
+    # keyed: the partition strategy's shuffle width comes from the session's parallelism
+    keyed = sparkcep.match_recognize(df.withColumn("k", df.ts % 3), "PARTITION BY k " + query, strategy="partition")
+    out["keyed"] = keyed.toPandas().sort_values(["k", "top"], kind="stable").to_dict("records")
     # SQL: sparkcep.sql, and the table function from spark.sql
     df.createOrReplaceTempView("events")
     got = sparkcep.sql(spark, "SELECT top, n FROM events MATCH_RECOGNIZE (" + query + ") AS m WHERE n > 2")
@@ -42,6 +45,16 @@ SCRIPT = textwrap.dedent("""
     sparkcep.register_table_function(spark)
     got = spark.sql("SELECT * FROM match_recognize(TABLE(events), '" + query + "')")
     out["table function"] = got.toPandas().sort_values("top", kind="stable").to_dict("records")
+    # Extended SNOOP, its tasks evaluated by Spark tasks
+    events = pd.DataFrame({"ts": range(60), "type": [("A", "B", "C")[(i * 7) % 3] for i in range(60)],
+                           "x": [(i * 5) % 6 for i in range(60)]})
+    snoop = ("SELECT * FROM SEQ(A; B; C) WHERE C.x > A.x RETURN A.ts AS a, B.ts AS b, C.ts AS c "
+             "CONSUMING A, B, C")
+    got = sparkcep.snoop(spark.createDataFrame(events), snoop, order_by="ts", type_column="type", window=10,
+                         strategy="tasks", block=16)
+    out["snoop"] = [got.toPandas().to_dict("records"),
+                    sparkcep.snoop(events, snoop, order_by="ts", type_column="type", window=10,
+                                   strategy="sequential").to_dict("records")]
     print("RESULT " + json.dumps(out, default=str))
     spark.stop()
 """)
@@ -59,4 +72,8 @@ def test_a_connect_session_gives_the_classic_answers():
     for strategy in ("sequential", "partition", "auto", "runs", "table function"):
         assert got[strategy] == want, (strategy, got[strategy])
     assert got["sql"] == [{"top": r["top"], "n": r["n"]} for r in want if r["n"] > 2]
+    assert got["snoop"][0] == got["snoop"][1] and len(got["snoop"][1]) > 3
+    frame = pd.DataFrame(DATA).assign(k=lambda d: d.ts % 3)
+    keyed = sparkcep.match_recognize(frame, "PARTITION BY k " + QUERY).sort_values(["k", "top"], kind="stable")
+    assert got["keyed"] == json.loads(json.dumps(keyed.to_dict("records"), default=str))
     assert got["explain"] == sparkcep.explain(pd.DataFrame(DATA), QUERY).splitlines()[0]
