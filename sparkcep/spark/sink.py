@@ -72,6 +72,17 @@ class FolderSink:
         write_parquet(table, self.path / name)
         self.totals["matches"] += table.num_rows
 
+    def count_written(self, batch_ids: range) -> None:
+        """The totals of micro-batches another process wrote (Spark Connect runs foreachBatch
+        on its server): read back from their files."""
+        for i in batch_ids:
+            name = f"batch-{i:010d}.parquet"
+            if (self.path / name).exists():
+                self.totals["matches"] += pq.ParquetFile(self.path / name).metadata.num_rows
+                self.batches += 1
+            if (self.path / TIMEOUTS_FOLDER / name).exists():
+                self.totals["timeouts"] += pq.ParquetFile(self.path / TIMEOUTS_FOLDER / name).metadata.num_rows
+
     def batch(self, df, batch_id: int) -> None:
         """For ``foreachBatch``: one file per micro-batch, replaced when Spark replays it."""
         self.write(df.toArrow(), f"batch-{batch_id:010d}.parquet")
@@ -98,6 +109,7 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | 
     retried. ``follow(query, sink)``, if given, runs while the query does (a progress
     display). Returns the counts written: matches, timeouts, those of them the
     end of input added, and the micro-batches this run wrote."""
+    from sparkcep.spark.session import is_connect
     from sparkcep.spark.stream import flush, mark_flushed, refuse_flushed, stream
     from sparkcep.spark.wire import collect_errors
 
@@ -111,15 +123,26 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | 
     matches = stream(df, clause, watermark=watermark, mode=mode, end_of_input=True, late=late, timeouts=timeouts,
                      metrics=metrics, max_state_rows=max_state_rows, buckets=buckets, checkpoint=checkpoint)
     sink = FolderSink(path, timeouts)
+    elsewhere = is_connect(df.sparkSession)  # foreachBatch runs on the Connect server, not in this sink
+    first = _committed(checkpoint) + 1
     q = (matches.writeStream.foreachBatch(sink.batch).option("checkpointLocation", checkpoint)
          .trigger(availableNow=True).start())
     with collect_errors():  # a worker's DataError comes back as it was
         if follow is not None:
             follow(q, sink)
         q.awaitTermination()
+        if elsewhere:
+            sink.count_written(range(first, _committed(checkpoint) + 1))
         before = dict(sink.totals)
         rest = flush(df.sparkSession, clause, checkpoint, mode=mode, timeouts=timeouts, mark=False)
         sink.write(rest.toArrow(), END_OF_INPUT)
         mark_flushed(checkpoint)  # only once the end of input is written: a failed write can be retried
     return {**sink.totals, "end_of_input_matches": sink.totals["matches"] - before["matches"],
             "end_of_input_timeouts": sink.totals["timeouts"] - before["timeouts"], "micro_batches": sink.batches}
+
+
+def _committed(checkpoint: str) -> int:
+    """The last micro-batch the checkpoint committed (-1: none)."""
+    commits = pathlib.Path(checkpoint) / "commits"
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
+    return max(ids, default=-1)

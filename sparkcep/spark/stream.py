@@ -53,6 +53,12 @@ class StreamMetrics:
     def create(spark) -> StreamMetrics:
         import uuid
 
+        from sparkcep.spark.session import is_connect
+
+        if is_connect(spark):
+            raise OptionError("StreamMetrics count with Spark accumulators, which a Spark Connect session does not "
+                              "have: on Connect, read the query's lastProgress (rows in and out of each "
+                              "micro-batch, and the state's rows and bytes) instead")
         sc = spark.sparkContext
         return StreamMetrics(*(sc.accumulator(0) for _ in range(7)), run=uuid.uuid4().hex)
 
@@ -163,7 +169,10 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     # its values run a century ahead of event time (epoch milliseconds read as seconds, far
     # past that).
     carried = F.lit(None).cast("timestamp").alias(_EVENT_TIME, metadata=data.schema[_EVENT_TIME].metadata)
-    data, wire = _exact_for_pandas(data.withColumn(_EVENT_TIME, carried), arrow_schema)
+    # (a select, not withColumn: Spark Connect's withColumn drops an alias's metadata)
+    data = data.select(*[carried if c == _EVENT_TIME else F.col("`" + c.replace("`", "``") + "`")
+                         for c in data.columns])
+    data, wire = _exact_for_pandas(data, arrow_schema)
     if timeouts:
         spark_schema = _with_timeouts(spark_schema, incremental)
     if not isinstance(max_state_rows, int) or max_state_rows < 1:

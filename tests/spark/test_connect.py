@@ -1,6 +1,7 @@
 """A Spark Connect session (a local Connect server, as hosted and serverless Spark offer
 only Connect): match_recognize on every strategy, explain, sparkcep.sql and the SQL table
-function, and Extended SNOOP's tasks on Spark give the classic session's answer. In a fresh process, so that its Connect server and the tests' classic session do
+function, Extended SNOOP's tasks on Spark and a stream ended by run_to_end give the classic
+session's answer. In a fresh process, so that its Connect server and the tests' classic session do
 not share a JVM."""
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ SCRIPT = textwrap.dedent("""
     from pyspark.sql import SparkSession
     import sparkcep
 
-    spark = SparkSession.builder.remote("local[2]").config("spark.sql.session.timeZone", "UTC").getOrCreate()
+    spark = (SparkSession.builder.remote("local[2]").config("spark.sql.session.timeZone", "UTC")
+             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     query, data = json.loads(sys.argv[1])
     df = spark.createDataFrame(pd.DataFrame(data))
     out = {"explain": sparkcep.explain(df, query).splitlines()[0]}
@@ -55,6 +57,29 @@ SCRIPT = textwrap.dedent("""
     out["snoop"] = [got.toPandas().to_dict("records"),
                     sparkcep.snoop(events, snoop, order_by="ts", type_column="type", window=10,
                                    strategy="sequential").to_dict("records")]
+    # A stream over JSON files, ended: run_to_end
+    import tempfile
+    d = tempfile.mkdtemp()
+    os.mkdir(os.path.join(d, "in"))
+    rows = [{"ts": f"2024-01-01T00:{i // 60:02d}:{i % 60:02d}", "k": "ab"[i % 2], "p": (i * 7) % 11 + (i % 3)}
+            for i in range(90)]
+    for f in range(3):
+        path = os.path.join(d, "in", f"part{f}.json")
+        with open(path, "w") as fh:
+            fh.write("\\n".join(json.dumps(r) for r in rows[f * 30:(f + 1) * 30]))
+        os.utime(path, (1_700_000_000 + f, 1_700_000_000 + f))  # the stream reads files oldest first
+    events = (spark.readStream.format("json").schema("ts timestamp, k string, p long")
+              .option("maxFilesPerTrigger", 1).load(os.path.join(d, "in")))
+    stream_query = "PARTITION BY k " + query
+    done = sparkcep.run_to_end(events, stream_query, os.path.join(d, "out"), os.path.join(d, "ck"),
+                               watermark="3 seconds")
+    got = spark.read.parquet(os.path.join(d, "out")).toPandas()
+    out["stream"] = [done["matches"], got.sort_values(["k", "top", "gain", "n"]).to_dict("records"), rows,
+                     stream_query]
+    try:
+        sparkcep.StreamMetrics.create(spark)
+    except sparkcep.SparkCepError as e:
+        out["metrics"] = str(e)
     print("RESULT " + json.dumps(out, default=str))
     spark.stop()
 """)
@@ -76,4 +101,10 @@ def test_a_connect_session_gives_the_classic_answers():
     frame = pd.DataFrame(DATA).assign(k=lambda d: d.ts % 3)
     keyed = sparkcep.match_recognize(frame, "PARTITION BY k " + QUERY).sort_values(["k", "top"], kind="stable")
     assert got["keyed"] == json.loads(json.dumps(keyed.to_dict("records"), default=str))
+    matches, streamed, rows, stream_query = got["stream"]
+    frame = pd.DataFrame(rows).assign(ts=lambda d: pd.to_datetime(d.ts))
+    batch = sparkcep.match_recognize(frame, stream_query).sort_values(["k", "top", "gain", "n"])
+    assert matches == len(batch) > 3
+    assert streamed == json.loads(json.dumps(batch.to_dict("records"), default=str))
+    assert "lastProgress" in got["metrics"]  # accumulators: refused with what to read instead
     assert got["explain"] == sparkcep.explain(pd.DataFrame(DATA), QUERY).splitlines()[0]
