@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sparkcep.compile import program as P
+from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.pattern import (
     Alt,
     Concat,
@@ -59,7 +60,11 @@ class ReferenceMatcher:
             label = node.id
             new = assign + ((label, excluded),)
             cond = self.plan.conditions[label]
-            if cond is None or cond(ConditionContext(self.plan, part, start, new)) is True:
+            try:
+                ok = cond is None or cond(ConditionContext(self.plan, part, start, new)) is True
+            except EvaluationError as e:  # named as the engine names it (runtime.vm)
+                raise e.at(pos, f"in the condition of {self.plan.labels[label]}") from None
+            if ok:
                 yield pos + 1, new
         elif isinstance(node, (Empty, Negate)):  # contiguous rows: nothing lies between
             yield pos, assign

@@ -74,6 +74,11 @@ def kernel_conditions(draw, var: str, names: list[str]):
         f"price % 3 {op} {k - 1}",  # division by a nonzero literal: a mask
         f"price / -2 {op} PREV(price)",
         f"x % -1.5 {op} 0.5",
+        # casts between numbers: masks too (conditions that cannot fail: which rows' conditions
+        # an engine evaluates is not fixed, and a failing one is an error only where evaluated)
+        f"TRY_CAST(x * 100 AS TINYINT) {op} {k}",
+        "TRY_CAST(price * 1e9 AS INTEGER) IS NULL",
+        f"CAST(price AS BOOLEAN) AND CAST(price AS DOUBLE) / 2 {op} PREV(x)",
         # LAST(X.col, k) and PREVIOUS aggregates: registers lagging one row of their variables
         f"price {op} LAST({other}.price, 1)",
         f"LAST(U.x, 2) {op} x",
@@ -138,6 +143,8 @@ def kernel_queries(draw, pattern_of=None):
                 f"MIN({other}.price) BETWEEN 2 AND 5 AS mid", f"LAST({var}.price) IN (1, 3, NULL) AS picked",
                 f"CLASSIFIER() = '{var}' AS is_v", f"ABS(FIRST({var}.x) - LAST({other}.x)) AS dx",
                 f"NOT ({var}.price IS NULL) OR COUNT(*) < 3 AS either", "-MATCH_NUMBER() * LAST(price) AS neg",
+                f"CAST(SUM({var}.price) AS SMALLINT) AS cs", f"TRY_CAST(AVG({other}.x) * 1e10 AS INTEGER) AS tc",
+                f"CAST(COUNT(*) > {k} AS DOUBLE) AS cb", f"CAST(FIRST({var}.x) AS TINYINT) + 1 AS ct",
                 f"SUM({var}.price) / 0 AS by_zero",  # not vectorized: per match, where the error is reported
                 f"CASE WHEN COUNT({var}.*) > {k} THEN LAST({other}.price) WHEN FIRST({var}.x) IS NULL THEN NULL "
                 "ELSE -1 END AS cw",

@@ -17,6 +17,8 @@ overflow on the rows it evaluates, naming the row, as it reports a zero divisor.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -125,6 +127,9 @@ def _check(e: BExpr, label: int) -> None:
         _check(e.operand, label)
         return
     if isinstance(e, BCall) and e.name == "ABS" and len(e.args) == 1 and e.type in (Type.BIGINT, Type.DOUBLE):
+        _check(e.args[0], label)
+        return
+    if isinstance(e, BCall) and _cast_of(e) is not None:
         _check(e.args[0], label)
         return
     if isinstance(e, BCase) and e.type in (Type.BIGINT, Type.DOUBLE, Type.BOOLEAN, Type.VARCHAR):
@@ -247,6 +252,8 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
         return (v if e.negated else ~v), np.ones(n, dtype=bool)
     if isinstance(e, BCase):
         return _case(e, cols)
+    if isinstance(e, BCall) and _cast_of(e) is not None:
+        return _cast(e, cols)
     if isinstance(e, BCall):  # ABS (see _check)
         d, v = evaluate(e.args[0], cols)
         _no_int_min(d, v)  # abs(-2^63) leaves 64 bits
@@ -255,6 +262,49 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
 
 
 _CMP = {"=", "<>", "<", "<=", ">", ">="}
+
+# CAST and TRY_CAST between numbers and booleans, as functions.casts converts one value;
+# to and from text, decimals and times they stay per row (formats and rounding of their own).
+_CAST = re.compile(r"(TRY_)?CAST AS (DOUBLE|REAL|FLOAT|BIGINT|INTEGER|INT|SMALLINT|TINYINT|BOOLEAN)")
+_INT_BITS = {"BIGINT": 63, "INTEGER": 31, "INT": 31, "SMALLINT": 15, "TINYINT": 7}
+
+
+def _cast_of(e: BCall) -> tuple[bool, str] | None:
+    """(TRY_CAST, target) of a cast computed here, else None."""
+    m = _CAST.fullmatch(e.name)
+    if m is None or len(e.args) != 1 or e.args[0].type not in (Type.BIGINT, Type.DOUBLE, Type.BOOLEAN):
+        return None
+    return m.group(1) is not None, m.group(2)
+
+
+def _cast(e: BCall, cols: ColumnArrays) -> Values:
+    """A cast over every row. A value CAST cannot convert (an integer out of its type's
+    range, a non-finite double to an integer, NaN to BOOLEAN) is NULL under TRY_CAST; under
+    CAST the row evaluator reports it at its row."""
+    try_, target = _cast_of(e)
+    d, v = evaluate(e.args[0], cols)
+    d = np.asarray(d)
+    if target in ("DOUBLE", "REAL", "FLOAT"):
+        return d.astype(np.float64), v
+    if target == "BOOLEAN":
+        bad = np.isnan(d) if d.dtype.kind == "f" else np.zeros(d.shape, dtype=bool)
+        out = d.astype(bool) if d.dtype.kind == "b" else d != 0
+    else:
+        bits = _INT_BITS[target]
+        if d.dtype.kind == "f":
+            with np.errstate(all="ignore"):
+                r = np.floor(np.abs(d) + 0.5) * np.where(d >= 0, 1.0, -1.0)  # half away from zero
+                bad = ~np.isfinite(r) | (r < -(2.0**bits)) | (r >= 2.0**bits)
+            out = np.where(bad, 0.0, r).astype(np.int64)
+        else:
+            out = d.astype(np.int64)
+            bad = (out < -(2**bits)) | (out > 2**bits - 1)
+    bad = bad & v
+    if np.any(bad):
+        if not try_:
+            raise _NotVectorizable
+        v = v & ~bad
+    return out, v
 
 _ARITH: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "+": np.add,

@@ -102,7 +102,8 @@ def supported(plan: Plan) -> bool:
 def per_match(plan: Plan) -> tuple[str, ...]:
     """The measures that run match by match in Python (explain names them): all of them
     under event selection, and under ALL ROWS PER MATCH with exclusions or unmatched rows;
-    else those this module does not compute (casts, other aggregates, user functions)."""
+    else those this module does not compute (casts to text, decimals and times, other
+    aggregates, user functions)."""
     q = plan.query
     if q.gapped or (q.rows_per_match == "ALL" and (q.has_exclusions or q.with_unmatched)):
         return tuple(m.name for m in q.measures)
