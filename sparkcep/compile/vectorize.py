@@ -18,7 +18,6 @@ overflow on the rows it evaluates, naming the row, as it reports a zero divisor.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
