@@ -298,8 +298,11 @@ def _position(p: Pointer, spans: Spans, out: _Output) -> tuple[np.ndarray, np.nd
     else:
         s = _labelled(spans, p.labels)
         first = out.per(s.first)
-        # (rows of earlier matches lie before lo: at most lo - 1)
-        count = np.searchsorted(s.at, upto, side="right") - first
+        if p.running and p.last and not out.final:
+            # the rows up to the output row (those of earlier matches lie before lo)
+            count = np.searchsorted(s.at, upto, side="right") - first
+        else:
+            count = out.per(s.count)
         valid = k < count
         i = first + (count - 1 - k if p.last else k)
         at = s.at[np.where(valid, i, 0)] if len(s.at) else np.zeros(len(i), dtype=np.int64)
