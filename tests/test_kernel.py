@@ -867,3 +867,14 @@ def test_explain_names_the_measures_that_run_per_match():
         "measures: per match in Python: a, lo, c, n"
     assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH WITH UNMATCHED ROWS" + tail) == \
         "measures: per match in Python: a, lo, c, n"
+
+
+def test_a_cast_to_a_large_integer_is_compared_exactly():
+    """CAST(double AS BIGINT) past 2^31 compared with a double: exact, as the row evaluator
+    compares a Python int with a float (numpy would compare both as doubles)."""
+    df = pd.DataFrame({"t": [0, 1], "y": [2.0**53, 1.0]})
+    got = sparkcep.match_recognize(df, "ORDER BY t MEASURES CAST(A.y AS BIGINT) + 1 > A.y AS gt "
+                                       "PATTERN (A) DEFINE A AS TRUE")
+    assert got["gt"].tolist() == [True, True]
+    rows = sparkcep.match_recognize(df, "ORDER BY t MEASURES t AS row_t PATTERN (A) DEFINE A AS CAST(y AS BIGINT) + 1 > y")
+    assert rows["row_t"].tolist() == [0, 1]

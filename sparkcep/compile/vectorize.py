@@ -303,6 +303,10 @@ def _cast(e: BCall, cols: ColumnArrays) -> Values:
         if not try_:
             raise _NotVectorizable
         v = v & ~bad
+    if out.dtype.kind == "i" and max_magnitude(np.where(v, out, 0)) >= SMALL_INT:
+        # (integers past 2^31 leave the rule that keeps int64 arithmetic and its comparisons
+        # with doubles exact, as an integer column's would: the row evaluator takes them)
+        raise _NotVectorizable
     return out, v
 
 _ARITH: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
