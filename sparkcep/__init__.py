@@ -89,7 +89,8 @@ def register_table_function(spark, name: str = "match_recognize") -> None:
     """Register MATCH_RECOGNIZE as the SQL table function ``name`` of the session ``spark``
     (classic or Connect), for ``spark.sql`` and every SQL client of that session:
     ``SELECT * FROM match_recognize(TABLE(trades), 'PARTITION BY symbol ORDER BY ts MEASURES ...
-    PATTERN (...) DEFINE ...')`` (see sparkcep.spark.table_function)."""
+    PATTERN (...) DEFINE ...')`` (see sparkcep.spark.table_function). The functions
+    registered with register_function by then go with it to Spark's workers."""
     import re
 
     from sparkcep.errors import OptionError

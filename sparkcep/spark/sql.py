@@ -196,13 +196,19 @@ def sql(spark, statement: str, **options):
     outer.add("SELECT ", None)
     outer.add(select_list)
     # (on a line of its own: a Connect view's longer name moves no position Spark reports after it)
-    outer.add(f"\nFROM {view}" + (f" AS {alias}" if alias else "") + "\n", None)
+    at_from = len(outer.text)
+    from_piece = f"\nFROM {view}" + (f" AS {alias}" if alias else "") + "\n"
+    outer.add(from_piece, None)
     if rest:
         outer.add(rest, statement.rfind(rest))
     if connect:
         # A Connect DataFrame is analysed again at each action: the result travels with the
         # statement as a named relation (pyspark's {name} arguments), not as a view to drop.
-        text = outer.text.replace("{", "{{").replace("}", "}}").replace(_CONNECT_VIEW, "{" + _CONNECT_VIEW + "}")
+        # Only our FROM names it; the user's text (which may hold the same word) is escaped.
+        def escaped(s: str) -> str:
+            return s.replace("{", "{{").replace("}", "}}")
+        text = (escaped(outer.text[:at_from]) + from_piece.replace(view, "{" + view + "}", 1)
+                + escaped(outer.text[at_from + len(from_piece):]))
         return _on_spark(lambda: spark.sql(text, **{_CONNECT_VIEW: result}), outer, select_list)
     result.createOrReplaceTempView(view)
     try:

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.udtf import AnalyzeResult, PartitioningColumn, SelectedColumn
 
+from sparkcep import functions
 from sparkcep.errors import DataError, QueryError, SparkCepError
 from sparkcep.spark.frames import TZ, check_typed_measures
 
@@ -130,4 +131,22 @@ def register_table_function(spark, name: str = "match_recognize") -> None:
 
     # Rows pickled, not Arrow: PySpark's Arrow hand-off of a row UDTF converts each value
     # again, 2.5x slower here (RIP Q7, 200 000 events: 3.7 s against 9.4 s).
-    spark.udtf.register(name, udtf(MatchRecognizeFunction, useArrow=False))
+    spark.udtf.register(name, udtf(_with_user_functions(functions.user_functions()), useArrow=False))
+
+
+def _with_user_functions(registered: dict) -> type:
+    """The table function carrying the functions registered when it is: Spark's Python
+    workers (analyze's and each partition's) are other processes. A class made here is
+    pickled by value, with them."""
+
+    class WithUserFunctions(MatchRecognizeFunction):
+        @staticmethod
+        def analyze(*args, **kwargs) -> Analyzed:
+            functions.install_user_functions(registered)
+            return MatchRecognizeFunction.analyze(*args, **kwargs)
+
+        def __init__(self, analyze_result: Analyzed):
+            functions.install_user_functions(registered)
+            super().__init__(analyze_result)
+
+    return WithUserFunctions if registered else MatchRecognizeFunction

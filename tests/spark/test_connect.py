@@ -42,7 +42,9 @@ SCRIPT = textwrap.dedent("""
     out["keyed"] = keyed.toPandas().sort_values(["k", "top"], kind="stable").to_dict("records")
     # SQL: sparkcep.sql, and the table function from spark.sql
     df.createOrReplaceTempView("events")
-    got = sparkcep.sql(spark, "SELECT top, n FROM events MATCH_RECOGNIZE (" + query + ") AS m WHERE n > 2")
+    # (the word sparkcep names its result by, and braces, in the user's text stay as written)
+    got = sparkcep.sql(spark, "SELECT top, n, '{sparkcep_match}' AS tag FROM events MATCH_RECOGNIZE (" + query
+                       + ") AS m WHERE n > 2")
     out["sql"] = got.toPandas().sort_values("top", kind="stable").to_dict("records")
     sparkcep.register_table_function(spark)
     got = spark.sql("SELECT * FROM match_recognize(TABLE(events), '" + query + "')")
@@ -96,7 +98,7 @@ def test_a_connect_session_gives_the_classic_answers():
     assert want, "the query should find matches"
     for strategy in ("sequential", "partition", "auto", "runs", "table function"):
         assert got[strategy] == want, (strategy, got[strategy])
-    assert got["sql"] == [{"top": r["top"], "n": r["n"]} for r in want if r["n"] > 2]
+    assert got["sql"] == [{"top": r["top"], "n": r["n"], "tag": "{sparkcep_match}"} for r in want if r["n"] > 2]
     assert got["snoop"][0] == got["snoop"][1] and len(got["snoop"][1]) > 3
     frame = pd.DataFrame(DATA).assign(k=lambda d: d.ts % 3)
     keyed = sparkcep.match_recognize(frame, "PARTITION BY k " + QUERY).sort_values(["k", "top"], kind="stable")

@@ -89,6 +89,20 @@ def test_what_it_does_not_take_is_refused_with_what_to_use(spark, trades, call, 
     assert says in str(e.value)
 
 
+def test_registered_functions_go_with_it_to_the_workers(spark, trades):
+    sparkcep.register_function("cheap", lambda p: p < 99.0, returns="boolean")
+    try:
+        sparkcep.register_table_function(spark, "match_cheap")
+        clause = ("PARTITION BY symbol ORDER BY ts MEASURES FIRST(A.ts) AS t0, COUNT(*) AS n "
+                  "PATTERN (A B+) DEFINE A AS cheap(price), B AS cheap(price)")
+        got = spark.sql(f"SELECT * FROM match_cheap(TABLE(trades), '{clause}')").toPandas()
+        want = sparkcep.match_recognize(trades, clause)
+    finally:
+        sparkcep.unregister_function("cheap")
+    assert len(want) > 5
+    _same(got, want, ["symbol", "t0"])
+
+
 def test_registration_checks_its_arguments(spark):
     with pytest.raises(OptionError, match="SparkSession"):
         sparkcep.register_table_function(5)
