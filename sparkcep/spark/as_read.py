@@ -92,12 +92,15 @@ def digest(table: pa.Table) -> str:
 
 
 def reads_alike(df) -> bool:
-    """Whether reading ``df`` twice gives the same partitions: no shuffle (a shuffle's
+    """Whether reading ``df`` twice should give the same partitions: no shuffle (a shuffle's
     output order, and a range partitioning's sampled bounds, may change between reads)
-    and no nondeterministic expression but the input position sparkcep adds). A Spark Connect
-    session has no plan to inspect: not known, so the caller sorts or caches instead."""
+    and no nondeterministic expression but the input position sparkcep adds. A Spark
+    Connect client sees the plan only as text: there a shuffle is told from it and a
+    nondeterministic expression is not. Either way a second read is checked against the
+    first by each partition's digest, so a wrong guess costs time (the cached path after
+    the first pass), never rows."""
     if is_connect(df):
-        return False
+        return "Exchange" not in df._explain_string(mode="simple")
     qe = (df.drop(ROW) if ROW in df.columns else df)._jdf.queryExecution()
     return bool(qe.optimizedPlan().deterministic()) and "Exchange" not in qe.executedPlan().toString()
 

@@ -59,8 +59,26 @@ SCRIPT = textwrap.dedent("""
     out["snoop"] = [got.toPandas().to_dict("records"),
                     sparkcep.snoop(events, snoop, order_by="ts", type_column="type", window=10,
                                    strategy="sequential").to_dict("records")]
-    # A stream over JSON files, ended: run_to_end
+    # The run strategy over ordered Parquet: read once, bodies that read match numbers run
+    # again (a second read, checked by digest); a shuffled input is not read as it lies.
     import tempfile
+    import pyarrow as pa, pyarrow.parquet as pq
+    from sparkcep.spark import as_read
+    from sparkcep.spark.batch import SparkRun, match_recognize_spark
+    trades = pd.DataFrame({"ts": range(3000), "v": [(i * 7) % 101 for i in range(3000)]})
+    path = os.path.join(tempfile.mkdtemp(), "t.parquet")
+    pq.write_table(pa.Table.from_pandas(trades, preserve_index=False), path, row_group_size=300)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1k")
+    clause = ("ORDER BY ts MEASURES FIRST(ts) AS s, MATCH_NUMBER() * 2 AS m, LAST(v) AS lv "
+              "PATTERN (A B{1,5}) DEFINE A AS v > 60, B AS v < PREV(v) AND v < NEXT(v)")
+    run = SparkRun("runs", "requested")
+    got = match_recognize_spark(spark.read.parquet(path), clause, strategy="runs", shared=10, run=run).toPandas()
+    shuffled = spark.read.parquet(path).repartition(3)
+    out["as read"] = [got.sort_values("s").to_dict("records"), run.reason, run.stats.get("again", 0),
+                      as_read.reads_alike(spark.read.parquet(path)), as_read.reads_alike(shuffled), clause,
+                      trades.to_dict("list")]
+    spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    # A stream over JSON files, ended: run_to_end
     d = tempfile.mkdtemp()
     os.mkdir(os.path.join(d, "in"))
     rows = [{"ts": f"2024-01-01T00:{i // 60:02d}:{i % 60:02d}", "k": "ab"[i % 2], "p": (i * 7) % 11 + (i % 3)}
@@ -108,5 +126,9 @@ def test_a_connect_session_gives_the_classic_answers():
     batch = sparkcep.match_recognize(frame, stream_query).sort_values(["k", "top", "gain", "n"])
     assert matches == len(batch) > 3
     assert streamed == json.loads(json.dumps(batch.to_dict("records"), default=str))
+    rows_got, reason, again, alike, shuffled_alike, clause, trades = got["as read"]
+    want = sparkcep.match_recognize(pd.DataFrame(trades), clause).sort_values("s")
+    assert rows_got == json.loads(json.dumps(want.to_dict("records"), default=str)) and len(rows_got) > 100
+    assert "read once" in reason and again > 0 and alike and not shuffled_alike, (reason, again)
     assert "lastProgress" in got["metrics"]  # accumulators: refused with what to read instead
     assert got["explain"] == sparkcep.explain(pd.DataFrame(DATA), QUERY).splitlines()[0]
