@@ -9,6 +9,12 @@ ordered file, ``partition`` on trades of 50 symbols (PARTITION BY symbol; its ow
 engine time), and ``runs`` on those keyed trades too (what ``auto`` picks for a hot key:
 batches cut at range-sorted partitions and at key boundaries). Each Spark master runs in its own process; timings are warm (one untimed run
 first), each the median of three calls. Summary line, JSON and PNG in out/bench/ (the figure also in docs/figures/).
+
+Each strategy is also set against Spark's *floor*: a job that reads the same file and hands
+every row to Python once, returning nothing (``mapInArrow``; for the keyed file, after a
+shuffle by key, ``groupBy().applyInArrow``). The same cases and floors run on a Spark
+Connect session (a local Connect server over local[2], as hosted and serverless Spark offer
+only Connect), where every sparkcep call is DataFrame operations.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ CASES = (  # (name, strategy, file kind)
     ("runs, PARTITION BY", "runs", "keyed"),
 )
 GOALS = {"runs": 3.0, "partition": 2.0, "rr": 4.0}
+FLOOR_GOAL = 1.3  # runs over its floor
+CONNECT = "connect local[2]"  # a local Connect server: the master name the worker knows it by
+CONNECT_CASES = ("runs", "runs, PARTITION BY", "partition")
 REPEATS = 3
 CORES = (1, 2, 16, 64, 256)
 
@@ -89,7 +98,19 @@ def worker(master: str, spec: str) -> list[dict]:
     from sparkcep.spark.session import get_session
 
     job = json.loads(spec)
-    spark = get_session(master)
+    if master == CONNECT:
+        import os
+        import sys
+
+        from pyspark.sql import SparkSession
+
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the server's workers: this Python
+        spark = (SparkSession.builder.remote("local[2]").config("spark.sql.session.timeZone", "UTC")
+                 .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+        cases = [c for c in CASES if c[0] in CONNECT_CASES]
+    else:
+        spark = get_session(master)
+        cases = list(CASES)
     tmp = pathlib.Path(job["tmp"])
     tag = "".join(ch for ch in master if ch.isalnum())  # Hadoop paths read [] as a glob
     results = []
@@ -101,12 +122,20 @@ def worker(master: str, spec: str) -> list[dict]:
 
     # Warm up the JVM and the Python workers, untimed.
     small = job["sizes"][0]
-    for _name, strategy, kind in CASES:
+    for _name, strategy, kind in cases:
         warm = spark.read.parquet(small[kind]).limit(50_000)
         match_recognize_spark(warm, _query(kind == "keyed"), strategy=strategy, batch=10_000).count()
     for files in job["sizes"]:
         # With stages_only (local[1]): only the run strategy over ordered input, for the model.
-        for name, strategy, kind in CASES[:1] if job["stages_only"] else CASES:
+        if not job["stages_only"]:
+            for kind in ("ordered", "keyed"):
+                calls = sorted(timed(lambda kind=kind, files=files: _floor(spark, files[kind], kind == "keyed"))
+                               for _ in range(REPEATS))
+                results.append({"kind": "floor", "master": master, "file": kind, "rows": files["rows"],
+                                "seconds": calls[len(calls) // 2], "calls": calls})
+                print(f"  {master:9} {files['rows']:>11,} {'floor, ' + kind:>22}: {calls[len(calls) // 2]:7.1f} s",
+                      flush=True)
+        for name, strategy, kind in cases[:1] if job["stages_only"] else cases:
                 run = SparkRun(strategy, "bench")
                 target = str(tmp / f"out_{tag}_{strategy}_{kind}")
 
@@ -126,9 +155,26 @@ def worker(master: str, spec: str) -> list[dict]:
                                 "seconds": seconds, "calls": calls, "matches": matches, "detail": run.describe()})
                 print(f"  {master:9} {files['rows']:>11,} {name:>22}: {seconds:7.1f} s  {matches:8,d} matches  "
                       f"{files['rows'] / seconds:12,.0f} events/s", flush=True)
-    results += _stages(spark, master, small, tmp / tag)
+    if master != CONNECT:
+        results += _stages(spark, master, small, tmp / tag)
     spark.stop()
     return results
+
+
+def _handoff(batches):  # Arrow batches into a Python worker and nothing back
+    for b in batches:
+        yield b.slice(0, 0)
+
+
+def _floor(spark, path: str, keyed: bool) -> None:
+    """Spark's floor for a strategy: read the file and hand every row to Python once
+    (keyed: after a shuffle by key, one Python call per key), writing nothing."""
+    df = spark.read.parquet(path)
+    if keyed:
+        handed = df.groupBy("symbol").applyInArrow(lambda t: t.slice(0, 0), df.schema)
+    else:
+        handed = df.mapInArrow(_handoff, df.schema)
+    handed.write.format("noop").mode("overwrite").save()
 
 
 def _stages(spark, master: str, files: dict, tmp: pathlib.Path) -> list[dict]:
@@ -143,13 +189,9 @@ def _stages(spark, master: str, files: dict, tmp: pathlib.Path) -> list[dict]:
         df.write.format("noop").mode("overwrite").save()
         return time.perf_counter() - t0
 
-    def handoff(batches):  # Arrow batches into a Python worker and nothing back
-        for b in batches:
-            yield b.slice(0, 0)
-
     read = noop(spark.read.parquet(files["ordered"]).select(*used))
     python = noop(spark.read.parquet(files["ordered"]).select(*used).mapInArrow(
-        handoff, spark.read.parquet(files["ordered"]).select(*used).schema)) - read
+        _handoff, spark.read.parquet(files["ordered"]).select(*used).schema)) - read
     df = spark.read.parquet(files["shuffled"]).withColumn("__row", F.monotonically_increasing_id())
     k = max(1, rows // 500_000)
     sort = noop(df.repartitionByRange(k, "timestamp", "__row").sortWithinPartitions("timestamp", "__row")) - noop(df)
@@ -231,7 +273,7 @@ def main() -> None:
         engine[rows] = local_engine(files, tmp)
         print(f"  engine    {rows:>11,} {'local engine':>22}: {engine[rows]['ordered']:7.1f} s plain "
               f"({engine[rows]['match']:.1f} s matching), {engine[rows]['keyed']:.1f} s keyed", flush=True)
-    results = run_workers("benchmarks.spark_scale", ("local[2]",), json.dumps(
+    results = run_workers("benchmarks.spark_scale", ("local[2]", CONNECT), json.dumps(
         {"sizes": sizes, "batch": args.batch, "tmp": str(tmp), "stages_only": False}))
     results += run_workers("benchmarks.spark_scale", ("local[1]",), json.dumps(
         {"sizes": sizes[:1], "batch": args.batch, "tmp": str(tmp), "stages_only": True}))
@@ -244,6 +286,15 @@ def main() -> None:
             base = engine[r["rows"]]["keyed" if keyed else "ordered"]
             r["ratio_to_engine"] = r["seconds"] / base
             ratios[f"{r['case']} @ {r['rows']:,}"] = r["ratio_to_engine"]
+    floors = {(r["master"], r["file"], r["rows"]): r["seconds"] for r in results if r["kind"] == "floor"}
+    to_floor = {}
+    for r in results:
+        if r["kind"] == "case" and r["master"] in ("local[2]", CONNECT):
+            kind = next(kind for name, _, kind in CASES if name == r["case"])
+            r["ratio_to_floor"] = r["seconds"] / floors[(r["master"], "keyed" if kind == "keyed" else "ordered",
+                                                         r["rows"])]
+            where = "" if r["master"] == "local[2]" else " on Connect"
+            to_floor[f"{r['case']}{where} @ {r['rows']:,}"] = r["ratio_to_floor"]
     stages = {r["master"]: r["seconds"] for r in results if r["kind"] == "stages"}
     small = sizes[0]["rows"]
     def runs_seconds(master: str) -> float:
@@ -258,7 +309,7 @@ def main() -> None:
                       "events_per_second_unsorted": 100_000_000 / m["predict"](c, 100_000_000, True)}
                   for c in CORES}
     summary = {"rows": args.rows, "batch": args.batch, "engine_seconds": engine, "results": results,
-               "ratio_to_engine": ratios, "goals": GOALS,
+               "ratio_to_engine": ratios, "ratio_to_floor": to_floor, "goals": GOALS, "floor_goal": FLOOR_GOAL,
                "model": {"per_million_rows_one_core": m["per_million_rows_one_core"],
                          "fixed_seconds": m["fixed_seconds"], "bytes_per_event": m["bytes_per_event"],
                          "cores_per_node": CORES_PER_NODE, "node_bytes_per_second": NODE_BYTES_PER_SECOND,
@@ -272,6 +323,8 @@ def main() -> None:
     big = max(args.rows)
     print("spark_scale: time over the local engine, end to end (Parquet in and out), local[2]: "
           + ", ".join(f"{k} {v:.1f}x" for k, v in ratios.items() if k.endswith(f"{big:,}") or k.endswith(f"{small:,}"))
+          + "; over Spark's floor (read, hand to Python once): "
+          + ", ".join(f"{k} {v:.2f}x" for k, v in to_floor.items())
           + f"; model predicts local[2] {validation['predicted_local2_seconds']:.1f} s for runs over {small:,} rows, "
           f"measured {runs2:.1f} s; 256 cores: {projection[256]['events_per_second'] / 1e6:.0f} M events/s "
           f"(ordered input); JSON and PNG in {out}/")
@@ -283,7 +336,7 @@ def _plot(results, engine, m, projection, path: pathlib.Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, (a, d, b, c) = plt.subplots(1, 4, figsize=(20, 4.2))
     cases = [r for r in results if r["kind"] == "case" and r["master"] == "local[2]"]
     sizes = sorted({r["rows"] for r in cases})
     names = [n for n, _, _ in CASES]
@@ -299,6 +352,18 @@ def _plot(results, engine, m, projection, path: pathlib.Path) -> None:
     a.set_ylabel("Spark local[2] time / local engine time")
     a.set_title("End to end, Parquet in and out (red: goal)")
     a.legend()
+    floored = [r for r in results if r["kind"] == "case" and "ratio_to_floor" in r]
+    labels = sorted({(r["case"], r["master"], r["rows"]) for r in floored},
+                    key=lambda x: (names.index(x[0]), x[1] != "local[2]", x[2]))
+    d.barh(range(len(labels)), [next(r["ratio_to_floor"] for r in floored if (r["case"], r["master"], r["rows"]) == x)
+                                for x in labels],
+           color=["tab:blue" if x[1] == "local[2]" else "tab:orange" for x in labels])
+    d.set_yticks(range(len(labels)), [f"{n}, {'classic' if ms == 'local[2]' else 'Connect'}, {rows / 1e6:g} M"
+                                      for n, ms, rows in labels], fontsize=7)
+    d.axvline(FLOOR_GOAL, color="red", linestyle="dashed")
+    d.invert_yaxis()
+    d.set_xlabel("time / Spark's floor (read, hand to Python once)")
+    d.set_title("Over Spark's floor (red: runs goal)")
     per = m["per_million_rows_one_core"]
     b.bar(list(per), list(per.values()), color="tab:blue")
     b.set_ylabel("seconds per million rows, one core")
