@@ -134,6 +134,18 @@ def _by_key_ranks(table: pa.Table, keys: tuple[SortKey, ...]) -> np.ndarray:
     return np.lexsort(ranks[::-1]).astype(np.int64)
 
 
+def key_runs(table: pa.Table, keys: tuple[SortKey, ...]) -> list[tuple[int, int]]:
+    """[lo, hi) of each run of equal PARTITION BY keys in ``table`` as its rows lie (sorted
+    by key: each key's rows are one run), grouped as sort_and_partition groups them."""
+    n = table.num_rows
+    if not n:
+        return []
+    if not keys:
+        return [(0, n)]
+    starts = (np.flatnonzero(_key_changes(table, keys, _identity(n))) + 1).tolist()
+    return list(zip([0, *starts], [*starts, n], strict=True))
+
+
 def _key_changes(table: pa.Table, keys: tuple[SortKey, ...], order: np.ndarray) -> np.ndarray:
     """Per pair of neighbouring sorted rows, whether their PARTITION BY keys differ, as
     GROUP BY groups: NULL with NULL, NaN with NaN; values as stored, so that keys a

@@ -150,17 +150,26 @@ def _rows_of(batches, names: list[str]) -> tuple[int, pa.Table] | None:
 
 
 def _first_task(payload, batches):
-    from sparkcep.spark.runs import UNORDERED
-
     p, names, margins, schema = payload
     got = _rows_of(batches, names)
     if got is None:
         return
-    pid, table = got
+    yield from first_pass(p, *got, margins, schema)
+
+
+def first_pass(p: Plan, pid: int, table: pa.Table, margins: Margins, schema: pa.Schema, extra: dict | None = None,
+               sorted_here: bool = False):
+    """A first-pass task's rows for the piece ``table`` named ``pid`` (a partition, or one
+    key's rows of one): its body's output rows as if it began free, then one row with its
+    summary (its count, ``extra`` and its digest) and its edge rows. ``sorted_here``: rows
+    sparkcep sorted, whose order needs no check and which are never read again (no digest)."""
+    from sparkcep.spark.runs import UNORDERED
+
+    names = table.column_names
     m = table.num_rows
-    info = {"count": m, "digest": digest(table)}
+    info = {"count": m, "digest": None if sorted_here else digest(table), **(extra or {})}
     outputs = pa.schema(list(schema)[:-4])
-    if not already_ordered(table, p.query.order_by):
+    if not sorted_here and not already_ordered(table, p.query.order_by):
         info["summary"] = UNORDERED
     elif margins.body(m) is not None:
         t = margins.task(m)
@@ -210,11 +219,15 @@ class AsReadBackend:
     """Batch tasks of the as-read path (run_batches.Backend): seams run on the driver over
     the edge rows, bodies come from the first pass or run again in Spark."""
 
-    def __init__(self, plan: Plan, base, first, names: list[str], margins: Margins, spark_schema, meta: pa.Table):
+    def __init__(self, plan: Plan, base, first, names: list[str], margins: Margins, spark_schema, meta: pa.Table,
+                 sorted_here: bool = False):
         from sparkcep.spark.runs import UNORDERED, Unordered
 
         self.plan, self.base, self.first, self.names = plan, base, first, names
         self.margins, self.spark_schema = margins, spark_schema
+        # Rows sparkcep sorted (``base`` a range sort): their order needs no check, and a
+        # second read may not give the first read's pieces (the bounds are sampled again).
+        self.sorted_here = sorted_here
         self.held: list = []
         self.kept = 0  # bodies that keep their first-pass rows
         self.again = 0  # bodies run again in Spark (summaries and rows)
@@ -234,7 +247,7 @@ class AsReadBackend:
         seam = 0  # where the current seam's own rows begin
         for pid, info, edges in infos:
             m = info["count"]
-            if self.pieces and not already_ordered(
+            if self.pieces and not sorted_here and not already_ordered(
                     pa.concat_tables([self.pieces[-1][1].slice(self.pieces[-1][1].num_rows - 1),
                                       edges.slice(0, 1).cast(self.pieces[-1][1].schema)]), plan.query.order_by):
                 raise Unordered
@@ -316,35 +329,26 @@ class AsReadBackend:
         return out
 
     def outputs(self, tasks: list[tuple[Task, Selection]]):
+        seams, kept, again = self.output_parts(tasks)
+        return output_frame(self.plan, self.first, self.spark_schema, seams, kept,
+                            [self._again(again, arrow_of(self.spark_schema))[1]] if again else [])
+
+    def output_parts(self, tasks: list[tuple[Task, Selection]]) -> tuple[list[pa.Table], list, list]:
+        """The output rows of ``tasks`` as three parts: the seams' rows (made here), the
+        first-pass rows kept (kept_rows' triples: piece, first row kept in its own rows,
+        match-number offset) and the bodies to run again."""
         out_arrow = arrow_of(self.spark_schema)
-        seams, again, kept = [], [], {}
+        seams, again, kept = [], [], []
         for t, e in tasks:
             if t.batch not in self.body_of:
                 seams.append(self._seam(t, e, out_arrow)[1])
             elif t.batch in self.speculated and (at := speculation_from(self.plan, self.firsts[t.batch], t, e)):
-                kept[t.batch] = at
+                part = self.body_of[t.batch]
+                kept.append((part.pid, at[0] - part.start, at[1]))
             else:
                 again.append((t, e))
         self.kept = len(kept)
-        spark = self.base.sparkSession
-        frames = []
-        if seams:
-            # One chunk per column: PySpark 4.3 loses every row of an Arrow table whose
-            # first two chunks are empty (as seams without matches give).
-            frames.append(spark.createDataFrame(pa.concat_tables(seams).combine_chunks(), self.spark_schema))
-        if kept:
-            frames.append(self._kept(kept))
-        if again:
-            frames.append(self._again(again, out_arrow)[1])
-        if not frames:
-            return spark.createDataFrame([], self.spark_schema)
-        return functools.reduce(lambda a, b: a.unionByName(b), frames)
-
-    def _kept(self, kept: dict[int, tuple[int, int]]):
-        """The first pass's rows of the bodies that keep them (batch -> (row, match-number
-        offset)), in each partition's own rows."""
-        return kept_rows(self.plan, self.first, [(self.body_of[b].pid, at - self.body_of[b].start, offset)
-                                                 for b, (at, offset) in kept.items()], self.spark_schema)
+        return seams, kept, again
 
     def _again(self, tasks: list[tuple[Task, Selection | None]], out_arrow: pa.Schema | None):
         """Bodies run again in Spark from their entries over the input read again, at once
@@ -355,6 +359,8 @@ class AsReadBackend:
         from pyspark.sql import functions as F
         from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+        if self.sorted_here:
+            raise Widen
         self.again += len(tasks)
         by_pid: dict[int, tuple[str, list]] = {}
         for t, e in tasks:
@@ -388,6 +394,23 @@ class AsReadBackend:
         if out_arrow is None:
             return texts, None
         return None, rows.where(F.col(SUMMARY).isNull()).select(*self.spark_schema.names)
+
+
+def output_frame(plan: Plan, first, spark_schema, seams: list[pa.Table], kept: list, more: list):
+    """One DataFrame of output rows: the seams' (one local relation), the kept first-pass
+    rows of ``first`` (one join) and the DataFrames ``more``."""
+    spark = first.sparkSession
+    frames = []
+    if seams:
+        # One chunk per column: PySpark 4.3 loses every row of an Arrow table whose
+        # first two chunks are empty (as seams without matches give).
+        frames.append(spark.createDataFrame(pa.concat_tables(seams).combine_chunks(), spark_schema))
+    if kept:
+        frames.append(kept_rows(plan, first, kept, spark_schema))
+    frames += more
+    if not frames:
+        return spark.createDataFrame([], spark_schema)
+    return functools.reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def _again_task(payload, batches):

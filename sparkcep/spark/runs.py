@@ -1,7 +1,9 @@
 """The run strategy on sorted Spark partitions (RIP's RB+ and RB): batches are Spark
 partitions of the rows in PARTITION BY, ORDER BY order (cut further where a key begins).
 Input already in that order (without PARTITION BY) is matched where it lies; other input
-takes one range sort, which also cuts a hot key's rows into batches. Small JVM jobs collect
+takes one range sort, which also cuts a hot key's rows into batches, and is first matched
+in one pass over the sorted rows (``spark.sorted_once``); what follows here is the cached
+path, for runs that one pass cannot settle. Small JVM jobs collect
 each partition's row count, first rows and last rows (and each key's rows); a partition's
 task reads its rows with the last rows of the one before (what PREV looks back at) and the
 first rows of the ones after (the shared part), so no row is copied to other tasks and rows
@@ -37,6 +39,9 @@ from sparkcep.spark.wire import collect_arrow, errors_to_driver
 from sparkcep.tasks.calls import calls_once
 
 SPECULATED = "__sparkcep_speculated__"
+# Input that must be sorted is matched in one pass over the sorted rows (spark.sorted_once)
+# before it is sorted and cached here; tests turn it off to reach the cached path.
+SORT_ONCE = True
 
 
 def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
@@ -84,6 +89,17 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
     if n is None:  # the sort's width: from the edges above, from auto's count, or counted
         n = run.rows if run.rows is not None else base.count()
     k = max(1, -(-n // run.batch))
+    if SORT_ONCE and not plan.measure_match_number:  # (else every body but the first would need its rows again)
+        from sparkcep.spark.as_read import Widen
+        from sparkcep.spark.sorted_once import sorted_once_runs
+
+        try:
+            result = sorted_once_runs(plan, base, arrow_schema, spark_schema, run, k)
+        except Widen:
+            pass  # a batch needs rows only a second sort would give: sorted and cached below
+        else:
+            run.reason += "; sorted, read once"
+            return result
     ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
                .withColumn(POS, F.monotonically_increasing_id()).persist())
     backend = _backend(plan, ordered, arrow_schema, spark_schema, run)

@@ -42,7 +42,7 @@ def drive(plan: Plan, backend, sizes: list[int], run, cached, bounds: dict | Non
         result = run_partitions(plan, sizes, backend, run.batch, run.shared, stats, bounds=bounds)
         run.stats.update(batches=stats.batches, passes=stats.passes, follow_up_tasks=stats.follow_up_starts,
                          matches=stats.matches)
-        for name in ("ranged", "kept", "again"):
+        for name in ("ranged", "kept", "again", "inner_rows"):
             if hasattr(backend, name):
                 run.stats[name] = getattr(backend, name)
     except BaseException:

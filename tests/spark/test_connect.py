@@ -40,6 +40,10 @@ SCRIPT = textwrap.dedent("""
     # keyed: the partition strategy's shuffle width comes from the session's parallelism
     keyed = sparkcep.match_recognize(df.withColumn("k", df.ts % 3), "PARTITION BY k " + query, strategy="partition")
     out["keyed"] = keyed.toPandas().sort_values(["k", "top"], kind="stable").to_dict("records")
+    # and the run strategy over keys: sorted once, keys cut at partitions of 8 rows
+    keyed = sparkcep.match_recognize(df.withColumn("k", df.ts % 3), "PARTITION BY k " + query, strategy="runs",
+                                     batch=8)
+    out["keyed runs"] = keyed.toPandas().sort_values(["k", "top"], kind="stable").to_dict("records")
     # SQL: sparkcep.sql, and the table function from spark.sql
     df.createOrReplaceTempView("events")
     # (the word sparkcep names its result by, and braces, in the user's text stay as written)
@@ -120,7 +124,7 @@ def test_a_connect_session_gives_the_classic_answers():
     assert got["snoop"][0] == got["snoop"][1] and len(got["snoop"][1]) > 3
     frame = pd.DataFrame(DATA).assign(k=lambda d: d.ts % 3)
     keyed = sparkcep.match_recognize(frame, "PARTITION BY k " + QUERY).sort_values(["k", "top"], kind="stable")
-    assert got["keyed"] == json.loads(json.dumps(keyed.to_dict("records"), default=str))
+    assert got["keyed"] == got["keyed runs"] == json.loads(json.dumps(keyed.to_dict("records"), default=str))
     matches, streamed, rows, stream_query = got["stream"]
     frame = pd.DataFrame(rows).assign(ts=lambda d: pd.to_datetime(d.ts))
     batch = sparkcep.match_recognize(frame, stream_query).sort_values(["k", "top", "gain", "n"])

@@ -1,0 +1,170 @@
+"""The run strategy over input it must sort (rows out of ORDER BY order, or PARTITION BY,
+where a hot key's rows are cut into batches), in one range sort, one pass and no cache of
+the rows.
+
+The range sort by (PARTITION BY, ORDER BY, input position) makes Spark partitions that
+follow each other in the whole order; one pass hands each to Python once. In a partition,
+the keys between its first and its last are whole there: its task matches them as the
+``partition`` strategy does, and their rows are final. Its first and last keys' rows may go
+on in the neighbours: each is a *piece*, which the as-read path (``spark.as_read``) treats
+as it treats a partition of ordered input — a body matched as if it began free, edge rows
+to the driver — and the driver stitches each such key's pieces as one run partition.
+
+A body that cannot keep its first pass would need the sorted rows again, and a second sort
+may sample other bounds: such a run (rare: MATCH_NUMBER() inside an expression, a match
+longer than the edges) takes the cached path instead (``Widen``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pyarrow as pa
+from pyspark import cloudpickle
+
+from sparkcep.compile.plan import Plan
+from sparkcep.data.ingest import table_from_ipc
+from sparkcep.data.partitions import key_runs, named_by_key
+from sparkcep.errors import DataError
+from sparkcep.parallel.run_batches import Summary, Task
+from sparkcep.runtime.selection import Selection
+from sparkcep.spark.as_read import EDGES, AsReadBackend, Margins, Widen, first_pass, output_frame
+from sparkcep.spark.frames import WIN, arrow_of, sort_columns, unpersist
+from sparkcep.spark.seams import AT, SUMMARY, drive
+from sparkcep.spark.wire import collect_arrow, errors_to_driver
+
+PID = "__sparkcep_pid__"  # a row's Spark partition after the range sort
+INNER = -1  # the WIN of a partition's inner keys' rows, final in the first pass
+PIECE_BITS = 32  # a piece's name: its partition << PIECE_BITS | its key's place there
+
+
+def sorted_once_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run, k: int):
+    """The run strategy over ``base`` range-sorted into ``k`` partitions (see the module's
+    text); raises Widen where the caller must take the cached path."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+    from sparkcep.parallel.run_batches import default_shared
+
+    names = [f.name for f in arrow_schema]
+    margins = Margins.of(plan, max(default_shared(plan, run.batch) if run.shared is None else run.shared, 1))
+    schema = StructType([StructField(f.name, f.dataType, True) for f in spark_schema.fields]
+                        + [StructField(AT, LongType()), StructField(WIN, LongType()),
+                           StructField(SUMMARY, StringType()), StructField(EDGES, BinaryType())])
+    cols = sort_columns(plan)
+    ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
+               .withColumn(PID, F.spark_partition_id()))
+    payload = cloudpickle.dumps((plan, names, margins, arrow_of(schema)))
+
+    def task(batches):
+        with errors_to_driver():
+            yield from _first_task(cloudpickle.loads(payload), batches)
+
+    first = ordered.mapInArrow(task, schema).persist()
+    try:
+        meta = collect_arrow(first.where(F.col(SUMMARY).isNotNull()).select(WIN, SUMMARY, EDGES))
+        backend = PiecesBackend(plan, ordered, first, names, margins, spark_schema, meta)
+    except BaseException:
+        unpersist(first)
+        raise
+    run.rows, run.partitions = backend.rows, backend.keys
+    return drive(plan, backend, backend.sizes, run, first, backend.layout)
+
+
+def _first_task(payload, batches):
+    p, names, margins, schema = payload
+    batches = [b for b in batches if b.num_rows]
+    if not batches:
+        return
+    table = pa.Table.from_batches(batches)
+    part = table.column(PID)[0].as_py()
+    table = table.select(names)
+    runs = key_runs(table, p.query.partition_by)
+    inner = _inner(p, table.slice(runs[1][0], runs[-2][1] - runs[1][0]), schema) if len(runs) > 2 else None
+    if inner is not None:
+        yield from inner.to_batches()
+    for i in sorted({0, len(runs) - 1}):
+        lo, hi = runs[i]
+        extra = {"partition_rows": table.num_rows, "partition_keys": len(runs),
+                 "inner_rows": 0 if inner is None else inner.num_rows} if i == 0 else None
+        yield from first_pass(p, part << PIECE_BITS | i, table.slice(lo, hi - lo), margins, schema, extra,
+                              sorted_here=True)
+
+
+def _inner(p: Plan, table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The final rows of keys whole in this partition, as the partition strategy makes them."""
+    from sparkcep.spark.partition import run_in_task
+
+    try:
+        out = run_in_task(p, table)
+    except DataError as e:
+        raise named_by_key(e, p.query, table, e.row) from None
+    k = out.num_rows
+    out = out.cast(pa.schema(list(schema)[:-4]))
+    return (out.append_column(AT, pa.nulls(k, pa.int64())).append_column(WIN, pa.array([INNER] * k, pa.int64()))
+            .append_column(SUMMARY, pa.nulls(k, pa.string())).append_column(EDGES, pa.nulls(k, pa.binary()))
+            .cast(schema))
+
+
+class PiecesBackend:
+    """Batch tasks over the pieces (run_batches.Backend): each key whose rows touch a
+    partition's edge is a run partition of its pieces, stitched by an AsReadBackend of its
+    own (which knows itself as partition 0)."""
+
+    def __init__(self, plan: Plan, ordered, first, names: list[str], margins: Margins, spark_schema, meta: pa.Table):
+        self.plan, self.first, self.spark_schema = plan, first, spark_schema
+        meta = meta.sort_by(WIN)
+        groups: list[list[int]] = []  # rows of meta, per key
+        self.rows = self.keys = 0
+        self.inner_rows = 0  # output rows of the keys whole in one partition (made in the first pass)
+        last = None
+        for j, (text, edges) in enumerate(zip(meta.column(SUMMARY).to_pylist(), meta.column(EDGES).to_pylist(),
+                                              strict=True)):
+            info = json.loads(text)
+            self.rows += info.get("partition_rows", 0)
+            self.keys += info.get("partition_keys", 0)
+            self.inner_rows += info.get("inner_rows", 0)
+            head = table_from_ipc(edges).slice(0, 1)
+            if last is not None and len(key_runs(pa.concat_tables([last, head.cast(last.schema)]),
+                                                 plan.query.partition_by)) == 1:
+                groups[-1].append(j)  # the key goes on from the partition before
+                self.keys -= 1
+            else:
+                groups.append([j])
+            last = head
+        self.subs = [AsReadBackend(plan, ordered, first, names, margins, spark_schema, meta.take(g),
+                                   sorted_here=True)
+                     for g in groups]
+        self.sizes = [b.n for b in self.subs]
+        self.layout = {i: b.layout for i, b in enumerate(self.subs)}
+        self.held: list = []
+
+    @property
+    def kept(self) -> int:
+        return sum(b.kept for b in self.subs)
+
+    def summaries(self, tasks: list[Task]) -> list[Summary]:
+        by_part: dict[int, list[Task]] = {}
+        for t in tasks:
+            by_part.setdefault(t.part, []).append(dataclasses.replace(t, part=0))
+        out = []
+        for part, own in by_part.items():
+            out += [dataclasses.replace(s, task=dataclasses.replace(s.task, part=part))
+                    for s in self.subs[part].summaries(own)]
+        return out
+
+    def outputs(self, tasks: list[tuple[Task, Selection]]):
+        from pyspark.sql import functions as F
+
+        by_part: dict[int, list[tuple[Task, Selection]]] = {}
+        for t, e in tasks:
+            by_part.setdefault(t.part, []).append((dataclasses.replace(t, part=0), e))
+        seams, kept = [], []
+        for part, own in by_part.items():
+            s, k, again = self.subs[part].output_parts(own)
+            if again:
+                raise Widen  # its rows again would take a second sort
+            seams += s
+            kept += k
+        inner = self.first.where(F.col(WIN) == INNER).select(*self.spark_schema.names)
+        return output_frame(self.plan, self.first, self.spark_schema, seams, kept, [inner])

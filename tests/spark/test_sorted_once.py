@@ -1,0 +1,106 @@
+"""The run strategy over input it sorts, in one pass over the sorted rows: keys whole in a
+Spark partition are matched there, keys crossing a partition's edge are stitched from their
+pieces, and a run whose bodies need their rows again takes the cached path (real local
+Spark). Every case is also run on the cached path, forced."""
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import sparkcep
+from sparkcep import DataError
+from sparkcep.api import compile_query
+from sparkcep.spark import runs
+from sparkcep.spark.batch import SparkRun, collect_errors, match_recognize_spark
+from tests.spark.helpers import rows
+from tests.test_properties import queries, tables
+from tests.tiers import FULL
+
+
+def _keyed(n: int, keys: int, seed: int) -> pa.Table:
+    """``n`` rows of ``keys`` keys (one hot), shuffled."""
+    rng = np.random.default_rng(seed)
+    k = np.where(rng.random(n) < 0.5, 0, rng.integers(1, keys, n))
+    t = pa.table({"k": k, "ts": np.arange(n), "v": (np.arange(n) * 7919) % 13})
+    return t.take(rng.permutation(n))
+
+
+CLAUSE = """PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n, FIRST(ts) AS t0, MATCH_NUMBER() AS m
+    PATTERN (A B+) DEFINE A AS v < 4, B AS v > PREV(v)"""
+
+
+@pytest.mark.parametrize("once", [True, False])
+def test_keys_whole_and_crossing_partitions(spark, monkeypatch, once):
+    monkeypatch.setattr(runs, "SORT_ONCE", once)
+    table = _keyed(4000, 40, 1)
+    want = rows(sparkcep.match_recognize(table, CLAUSE))
+    run = SparkRun("runs", "requested")
+    with collect_errors():
+        got = rows(match_recognize_spark(spark.createDataFrame(table), CLAUSE, strategy="runs", batch=300, shared=20,
+                                         run=run))
+    assert got == want and len(want) > 300
+    assert run.partitions == 40, run.describe()
+    assert ("sorted, read once" in run.reason) == once, run.describe()
+    if once:
+        # the hot key crosses many partitions; the small keys mostly lie whole in one
+        assert run.stats["inner_rows"] > 0 and run.stats["batches"] > 14, run.describe()
+
+
+@pytest.mark.parametrize("once", [True, False])
+def test_unordered_input_without_keys(spark, monkeypatch, once):
+    monkeypatch.setattr(runs, "SORT_ONCE", once)
+    table = _keyed(3000, 2, 2).drop_columns(["k"])
+    clause = CLAUSE.replace("PARTITION BY k ", "")
+    run = SparkRun("runs", "requested")
+    with collect_errors():
+        got = rows(match_recognize_spark(spark.createDataFrame(table), clause, strategy="runs", batch=400, shared=20,
+                                         run=run))
+    assert got == rows(sparkcep.match_recognize(table, clause))
+    assert ("sorted, read once" in run.reason) == once, run.describe()
+
+
+@pytest.mark.parametrize(("clause", "shared"), [
+    # MATCH_NUMBER() inside an expression: bodies after a key's first run again from their
+    # true entries, which only the cached rows give (a second sort may cut otherwise).
+    (CLAUSE.replace("MATCH_NUMBER() AS m", "MATCH_NUMBER() * 2 AS m"), 20),
+    # matches longer than the shared rows: a body's search stalls and needs more rows
+    (CLAUSE, 2),
+])
+def test_bodies_needing_their_rows_again_take_the_cached_path(spark, clause, shared):
+    table = _keyed(3000, 5, 3)
+    run = SparkRun("runs", "requested")
+    with collect_errors():
+        got = rows(match_recognize_spark(spark.createDataFrame(table), clause, strategy="runs", batch=300,
+                                         shared=shared, run=run))
+    assert got == rows(sparkcep.match_recognize(table, clause))
+    assert "sorted, read once" not in run.reason, run.describe()
+
+
+@settings(max_examples=int(os.environ.get("SPARKCEP_SPARK_EXAMPLES", "12" if FULL else "4")), deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(queries(), st.lists(tables(), min_size=1, max_size=6), st.integers(2, 40), st.booleans())
+def test_random_keyed_queries_sorted_once(spark, query, pieces, batch, once):
+    text, mode = query
+    table = pa.concat_tables([p.cast(pieces[0].schema) for p in pieces])
+    plan = compile_query(text, table, mode)
+    if plan.define_match_number:
+        return  # the run strategies refuse it
+    before = runs.SORT_ONCE
+    runs.SORT_ONCE = once
+    try:
+        df = spark.createDataFrame(table)
+        try:
+            want = rows(sparkcep.match_recognize(table, text, mode=mode))
+        except DataError as local:
+            with pytest.raises(DataError) as remote, collect_errors():
+                match_recognize_spark(df, text, mode=mode, strategy="runs", batch=batch).collect()
+            assert remote.value.message == local.message
+            return
+        with collect_errors():
+            assert rows(match_recognize_spark(df, text, mode=mode, strategy="runs", batch=batch)) == want
+    finally:
+        runs.SORT_ONCE = before
