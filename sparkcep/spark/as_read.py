@@ -125,6 +125,21 @@ def reads_alike(df) -> bool:
 def as_read_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
     """The run strategy over ``base`` as it lies (see the module's text); raises
     runs.Unordered or Widen where the caller must sort or cache instead."""
+    first, backend = first_pass_job(plan, base, arrow_schema, spark_schema, run, _first_task,
+                                    lambda names, margins, first, meta: AsReadBackend(
+                                        plan, base, first, names, margins, spark_schema, meta))
+    run.rows, run.partitions = backend.n, 1 if backend.n else 0
+    if not backend.n:
+        unpersist(first)
+        return base.sparkSession.createDataFrame([], spark_schema)
+    return drive(plan, backend, [backend.n], run, first, {0: backend.layout})
+
+
+def first_pass_job(plan: Plan, df, arrow_schema: pa.Schema, spark_schema, run, task_of, backend_of):
+    """The first pass over ``df``'s partitions, ``task_of(payload, batches)`` in each (the
+    payload: plan, input names, Margins, output schema), cached: (that DataFrame, the
+    backend ``backend_of(names, margins, first, meta)`` built from the tasks' summary rows).
+    The cache is released if this fails."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
@@ -139,20 +154,15 @@ def as_read_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
 
     def task(batches):
         with errors_to_driver():
-            yield from _first_task(cloudpickle.loads(payload), batches)
+            yield from task_of(cloudpickle.loads(payload), batches)
 
-    first = base.mapInArrow(task, schema).persist()
+    first = df.mapInArrow(task, schema).persist()
     try:
         meta = collect_arrow(first.where(F.col(SUMMARY).isNotNull()).select(WIN, SUMMARY, EDGES))
-        backend = AsReadBackend(plan, base, first, names, margins, spark_schema, meta)
+        return first, backend_of(names, margins, first, meta)
     except BaseException:
         unpersist(first)
         raise
-    run.rows, run.partitions = backend.n, 1 if backend.n else 0
-    if not backend.n:
-        unpersist(first)
-        return base.sparkSession.createDataFrame([], spark_schema)
-    return drive(plan, backend, [backend.n], run, first, {0: backend.layout})
 
 
 def _rows_of(batches, names: list[str]) -> tuple[int, pa.Table] | None:

@@ -20,7 +20,6 @@ import dataclasses
 import json
 
 import pyarrow as pa
-from pyspark import cloudpickle
 
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import table_from_ipc
@@ -28,10 +27,17 @@ from sparkcep.data.partitions import key_runs, named_by_key
 from sparkcep.errors import DataError
 from sparkcep.parallel.run_batches import Summary, Task
 from sparkcep.runtime.selection import Selection
-from sparkcep.spark.as_read import EDGES, AsReadBackend, Margins, Widen, first_pass, output_frame
-from sparkcep.spark.frames import WIN, arrow_of, sort_columns, unpersist
+from sparkcep.spark.as_read import (
+    EDGES,
+    AsReadBackend,
+    Margins,
+    Widen,
+    first_pass,
+    first_pass_job,
+    output_frame,
+)
+from sparkcep.spark.frames import WIN, sort_columns
 from sparkcep.spark.seams import AT, SUMMARY, drive
-from sparkcep.spark.wire import collect_arrow, errors_to_driver
 
 PID = "__sparkcep_pid__"  # a row's Spark partition after the range sort
 INNER = -1  # the WIN of a partition's inner keys' rows, final in the first pass
@@ -42,31 +48,13 @@ def sorted_once_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, ru
     """The run strategy over ``base`` range-sorted into ``k`` partitions (see the module's
     text); raises Widen where the caller must take the cached path."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-    from sparkcep.parallel.run_batches import default_shared
-
-    names = [f.name for f in arrow_schema]
-    margins = Margins.of(plan, max(default_shared(plan, run.batch) if run.shared is None else run.shared, 1))
-    schema = StructType([StructField(f.name, f.dataType, True) for f in spark_schema.fields]
-                        + [StructField(AT, LongType()), StructField(WIN, LongType()),
-                           StructField(SUMMARY, StringType()), StructField(EDGES, BinaryType())])
     cols = sort_columns(plan)
     ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
                .withColumn(PID, F.spark_partition_id()))
-    payload = cloudpickle.dumps((plan, names, margins, arrow_of(schema)))
-
-    def task(batches):
-        with errors_to_driver():
-            yield from _first_task(cloudpickle.loads(payload), batches)
-
-    first = ordered.mapInArrow(task, schema).persist()
-    try:
-        meta = collect_arrow(first.where(F.col(SUMMARY).isNotNull()).select(WIN, SUMMARY, EDGES))
-        backend = PiecesBackend(plan, ordered, first, names, margins, spark_schema, meta)
-    except BaseException:
-        unpersist(first)
-        raise
+    first, backend = first_pass_job(plan, ordered, arrow_schema, spark_schema, run, _first_task,
+                                    lambda names, margins, first, meta: PiecesBackend(
+                                        plan, ordered, first, names, margins, spark_schema, meta))
     run.rows, run.partitions = backend.rows, backend.keys
     return drive(plan, backend, backend.sizes, run, first, backend.layout)
 
