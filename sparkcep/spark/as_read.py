@@ -194,7 +194,8 @@ def _first_task(payload, batches):
 
 def _in_order(p: Plan, batches):
     """The task's record batches while they stand in ORDER BY order; at the first that
-    does not, a table with no columns (read as "out of order") instead of the rest."""
+    does not, a one-row batch of the input position alone (_rows_of reads it as "out of
+    order") instead of the rest."""
     last = None
     for b in batches:
         if not b.num_rows:
@@ -211,17 +212,14 @@ def first_pass(p: Plan, pid: int, table: pa.Table, margins: Margins, schema: pa.
                sorted_here: bool = False):
     """A first-pass task's rows for the piece ``table`` named ``pid`` (a partition, or one
     key's rows of one): its body's output rows as if it began free, then one row with its
-    summary (its count, ``extra`` and its digest) and its edge rows. ``sorted_here``: rows
-    sparkcep sorted, whose order needs no check and which are never read again (no digest)."""
-    from sparkcep.spark.runs import UNORDERED
-
+    summary (its count, ``extra`` and its digest) and its edge rows. The rows stand in
+    ORDER BY order (checked as read, or sorted); ``sorted_here``: rows sparkcep sorted,
+    never read again (no digest)."""
     names = table.column_names
     m = table.num_rows
     info = {"count": m, "digest": None if sorted_here else digest(table), **(extra or {})}
     outputs = pa.schema(list(schema)[:-4])
-    if not sorted_here and not already_ordered(table, p.query.order_by):
-        info["summary"] = UNORDERED
-    elif margins.body(m) is not None:
+    if margins.body(m) is not None:
         t = margins.task(m)
         w = t.window(p)
         with calls_once(p):

@@ -11,8 +11,9 @@ as it treats a partition of ordered input — a body matched as if it began free
 to the driver — and the driver stitches each such key's pieces as one run partition.
 
 A body that cannot keep its first pass would need the sorted rows again, and a second sort
-may sample other bounds: such a run (rare: MATCH_NUMBER() inside an expression, a match
-longer than the edges) takes the cached path instead (``Widen``)."""
+may sample other bounds: such a run takes the cached path instead — a query reading
+MATCH_NUMBER() inside an expression from the start (runs.by_sorted_runs), a search that
+runs past the shared rows once found (``Widen``)."""
 
 from __future__ import annotations
 
