@@ -172,40 +172,38 @@ def _rows_of(batches, names: list[str]) -> tuple[int, pa.Table] | None:
     batches = [b for b in batches if b.num_rows]
     if not batches:
         return None
-    if batches[-1].num_columns == 1:  # _in_order's mark: (the name, None)
-        return pa.Table.from_batches(batches[:1]).column(ROW)[0].as_py(), None
     table = pa.Table.from_batches(batches)
     return table.column(ROW)[0].as_py(), table.select(names)
 
 
 def _first_task(payload, batches):
     p, names, margins, schema = payload
-    got = _rows_of(_in_order(p, batches), names)
-    if got is None:
+    read, ordered = _read_in_order(p, batches)
+    if not read:
         return
-    if got[1] is None:  # out of order: the run sorts instead, so stop reading here
+    if not ordered:  # the run sorts instead: this task stopped reading at the first batch out of order
         from sparkcep.spark.runs import UNORDERED
 
-        yield from side_row(schema, {WIN: pa.array([got[0]], pa.int64()), SUMMARY: pa.array([json.dumps(
-            {"count": 0, "summary": UNORDERED})]), EDGES: pa.array([table_to_ipc(pa.table({}))], pa.binary())})
+        yield from side_row(schema, {WIN: pa.array([read[0].column(ROW)[0].as_py()], pa.int64()),
+                                     SUMMARY: pa.array([json.dumps({"count": 0, "summary": UNORDERED})]),
+                                     EDGES: pa.array([table_to_ipc(pa.table({}))], pa.binary())})
         return
-    yield from first_pass(p, *got, margins, schema)
+    yield from first_pass(p, *_rows_of(read, names), margins, schema)
 
 
-def _in_order(p: Plan, batches):
-    """The task's record batches while they stand in ORDER BY order; at the first that
-    does not, a one-row batch of the input position alone (_rows_of reads it as "out of
-    order") instead of the rest."""
-    last = None
+def _read_in_order(p: Plan, batches) -> tuple[list[pa.RecordBatch], bool]:
+    """The task's non-empty record batches while they stand in ORDER BY order, and whether
+    all did (reading stops at the first that does not)."""
+    read: list[pa.RecordBatch] = []
     for b in batches:
         if not b.num_rows:
             continue
         t = pa.Table.from_batches([b])
-        if not already_ordered(t if last is None else pa.concat_tables([last, t]), p.query.order_by):
-            yield b.slice(0, 1).select([ROW])  # its name, and no rows to match
-            return
-        last = t.slice(t.num_rows - 1)
-        yield b
+        if not already_ordered(t if not read else pa.concat_tables([pa.Table.from_batches([read[-1]]).slice(
+                read[-1].num_rows - 1), t]), p.query.order_by):
+            return read + [b], False
+        read.append(b)
+    return read, True
 
 
 def first_pass(p: Plan, pid: int, table: pa.Table, margins: Margins, schema: pa.Schema, extra: dict | None = None,
