@@ -57,7 +57,7 @@ def static_queries(draw) -> str:
     skip = draw(st.sampled_from(["AFTER MATCH SKIP PAST LAST ROW", "AFTER MATCH SKIP TO NEXT ROW", ""]))
     partition = "PARTITION BY g " if draw(st.booleans()) else ""
     # Measures read from the span alone (the automaton's matches go straight to columns), or
-    # from the labels (the thread-list kernel reads them for the chosen matches only).
+    # from the labels (the automaton follows them back through its states).
     measures = draw(st.sampled_from([
         "MATCH_NUMBER() AS m, COUNT(*) AS c, FIRST(ts) AS f, LAST(v) AS l",
         f"CLASSIFIER() AS k, COUNT({used[0]}.*) AS n, SUM(v) AS s, LAST({used[-1]}.ts) AS t",
@@ -89,7 +89,7 @@ def _rows(run):
 def test_automaton_equals_kernel_python_and_oracle(text, table):
     plan = compile_query(text, table)
     ran = []
-    window, labels_at = automaton.Automaton.window, fast.kernel.labels_at
+    window, labels = automaton.Automaton.window, automaton.Automaton.labels
     partitions = automaton.Automaton.partitions
 
     def spy(self, *args):
@@ -108,19 +108,23 @@ def test_automaton_equals_kernel_python_and_oracle(text, table):
 
     spied: list = []
     found: set = set()  # (start, end) of the matches over many partitions
+    followed: list = []  # matches whose labels the automaton followed back
 
-    def same_ends(starts, *args):
-        # The thread-list kernel, asked for the automaton's matches, ends each where it did
-        # (over many partitions: one partition's, its rows copied out, so shifted alike).
-        got = labels_at(starts, *args)
-        pairs = list(zip(starts.tolist(), got[0].tolist(), strict=True))
-        shifted = not pairs or any(all((s + d, e + d) in found for s, e in pairs)
-                                   for d in {a - pairs[0][0] for a, _ in found})
-        assert any(s is starts and (got[0] == e).all() for s, e, *_ in spied) or shifted, text
-        return got
+    def labels_of(self, classes, starts, ends):
+        # Only the automaton's own matches are followed back (their labels are compared
+        # with the thread-list kernel's below, through CLASSIFIER() and labelled measures).
+        pairs = set(zip(starts.tolist(), ends.tolist(), strict=True))
+        assert pairs <= found | {p for s, e, *_ in spied for p in zip(s.tolist(), e.tolist(), strict=True)}, text
+        followed.extend(pairs)
+        return labels(self, classes, starts, ends)
 
-    with mock.patch.object(automaton.Automaton, "window", spy), mock.patch.object(fast.kernel, "labels_at", same_ends), \
-            mock.patch.object(automaton.Automaton, "partitions", spy_all):
+    def no_kernel_labels(*args):
+        raise AssertionError(f"the thread-list kernel read labels the automaton follows back\n{text}")
+
+    with mock.patch.object(automaton.Automaton, "window", spy), mock.patch.object(fast.kernel, "labels_at",
+                                                                                     no_kernel_labels), \
+            mock.patch.object(automaton.Automaton, "partitions", spy_all), \
+            mock.patch.object(automaton.Automaton, "labels", labels_of):
         got = _rows(lambda: run_local(table, text))
     # A plain sequence of variables runs as a column scan instead (KernelMatcher._fixed_starts);
     # a loop whose body may match nothing carries a counter, which a state cannot hold.
@@ -156,7 +160,7 @@ def test_exploding_determinisation_falls_back_to_the_thread_list_kernel():
     import numpy as np
 
     masks = np.array([[v == 1 for v in values], [v == 0 for v in values]])
-    assert machine.window(masks, 400, 400, True, 0, -1, -1, False, np.zeros(1), 0.0) is None and machine.exploded
+    assert machine.classes(masks, 400) is None and machine.exploded
     want = _rows(lambda: run_plan(plan, table, Matcher, use_kernel=False))
     assert want != [] and _rows(lambda: run_local(table, text)) == want
 

@@ -44,7 +44,7 @@ def test_the_first_compile_of_a_sparkcep_kernel_says_so_once(monkeypatch, capsys
 
 def test_a_kernel_read_from_the_cache_raises_no_notice():
     code = ("import numpy as np; from sparkcep.runtime import automaton; "
-            "automaton._row_codes(np.zeros((1, 3), dtype=bool), 3)")
+            "automaton._row_codes(np.zeros((1, 3), dtype=bool), 3, 2)")
 
     def run():
         return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -172,7 +172,7 @@ def test_kernels_are_built_on_first_call_and_pickled_by_name():
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr
     f = automaton._row_codes
     assert pickle.loads(pickle.dumps(f)) is automaton._row_codes
-    f(np.zeros((1, 3), dtype=bool), 3)  # through the wrapper: the module now holds dispatchers
+    f(np.zeros((1, 3), dtype=bool), 3, 2)  # through the wrapper: the module now holds dispatchers
     assert not isinstance(automaton._row_codes, jit.Kernel) and jit.active()
     assert f.py_func is automaton._row_codes.py_func and f.signatures
 
@@ -194,7 +194,7 @@ def test_the_stamp_lists_numba_index_files_and_a_cleared_cache_unstamps(tmp_path
     monkeypatch.setenv("SPARKCEP_CACHE_DIR", str(tmp_path))
     from sparkcep.runtime import automaton
 
-    automaton._row_codes(np.zeros((1, 3), dtype=bool), 3)
+    automaton._row_codes(np.zeros((1, 3), dtype=bool), 3, 2)
     assert not jit.compiled()
     path = jit.write_stamp()
     indexes = json.loads(open(path).read())["indexes"]

@@ -45,6 +45,7 @@ from sparkcep.analysis.bound import (
 )
 from sparkcep.compile.plan import Plan
 from sparkcep.compile.vectorize import SMALL_INT, ColumnArrays, is_row_local, values_of
+from sparkcep.errors import InternalError
 from sparkcep.jit import njit
 from sparkcep.runtime.matches import Spans
 from sparkcep.types import Type
@@ -70,14 +71,25 @@ def _labelled(spans: Spans, labels: frozenset[int]) -> _Labelled:
     return got
 
 
+def _in_labels(labels: np.ndarray, wanted: frozenset[int]) -> np.ndarray:
+    """Whether each label is one of ``wanted`` (a table lookup: labels are small integers)."""
+    if not len(labels):
+        return np.zeros(0, dtype=np.bool_)
+    if labels.min() < 0:
+        raise InternalError("a matched row without a variable")
+    member = np.zeros(max(int(labels.max()), max(wanted, default=0)) + 1, dtype=np.bool_)
+    member[list(wanted)] = True
+    return member[labels]
+
+
 class _Labelled:
     """The rows of every match labelled with one of a set of variables, in row order:
     rows[first[i]:first[i] + count[i]] are match i's."""
 
     def __init__(self, spans: Spans, labels: frozenset[int]):
         match, row = spans.rows()
-        hit = np.isin(spans.labels, np.fromiter(labels, dtype=np.int64, count=len(labels)))
-        self.at = np.flatnonzero(hit)  # positions in spans.labels
+        self.hit = _in_labels(spans.labels, labels)
+        self.at = np.flatnonzero(self.hit)  # positions in spans.labels
         self.rows = row[self.at]
         self.count = np.bincount(match[self.at], minlength=len(spans.starts)).astype(np.int64)
         self.first = np.cumsum(self.count) - self.count
@@ -359,8 +371,7 @@ def _running_aggregate(spec: AggregateSpec, part, spans: Spans, out: _Output, t)
     """The aggregate over each output row's match up to that row (its fold's prefix there;
     an empty match's row gets the fold of no rows)."""
     rows = spans.rows()[1]
-    inset = (np.ones(len(rows), dtype=np.bool_) if spec.labels is None
-             else np.isin(spans.labels, np.fromiter(spec.labels, dtype=np.int64, count=len(spec.labels))))
+    inset = np.ones(len(rows), dtype=np.bool_) if spec.labels is None else _labelled(spans, spec.labels).hit
     if spec.arg is None:
         data, valid, times = np.zeros(len(rows), dtype=np.int64), np.ones(len(rows), dtype=np.bool_), False
     else:

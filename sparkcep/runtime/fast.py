@@ -266,14 +266,14 @@ class KernelMatcher:
         return starts, ends, offs, labels, excl, unmatched, error
 
     def _automaton_select(self, part: PartitionData, masks, cols, valid, order0, within):
-        """select's arrays from the automaton: it picks the matches, the thread-list kernel
-        reads the labels of those matches only; None where the automaton does not run."""
+        """select's arrays from the automaton: it picks the matches and their labels (see
+        _labels); None where the automaton does not run."""
         got = self._automaton_window(part, masks, order0, within, whole=True)
         if got is None:
             return None
         q = self.plan.query
         starts, ends = got[0], got[1]
-        offs, labels, excl = self._labels(part, starts, (masks, cols, valid, order0, within))
+        offs, labels, excl = self._labels(part, starts, ends, (masks, cols, valid, order0, within))
         unmatched = np.zeros(0, dtype=np.bool_)
         if q.with_unmatched:
             # A row is unmatched when no match starts there and no match covers it.
@@ -292,15 +292,27 @@ class KernelMatcher:
         automaton = self.automaton()
         if automaton is None or (whole and not (part.complete and part.limit >= part.n)):
             return None
-        got = automaton.window(masks, part.n, part.limit, part.complete, pos, covered, self.maxlength,
-                               self.plan.query.within is not None, order0, within)
-        if got is not None:
-            self.determinised = True
-        return got
+        classes = self._classes(automaton, part, masks)
+        if classes is None:
+            return None
+        self.determinised = True
+        return automaton.window(classes, part.limit, part.complete, pos, covered, self.maxlength,
+                                self.plan.query.within is not None, order0, within)
 
-    def _labels(self, part: PartitionData, starts, arr):
-        """Label offsets, labels and exclusions of the automaton's matches, read by the
-        thread-list kernel from their starts only."""
+    @staticmethod
+    def _classes(automaton: Automaton, part: PartitionData, masks) -> np.ndarray | None:
+        """The rows' classes (Automaton.classes), once per partition data."""
+        if "classes" not in part.cache:
+            part.cache["classes"] = automaton.classes(masks, part.n)
+        return part.cache["classes"]
+
+    def _labels(self, part: PartitionData, starts, ends, arr):
+        """Label offsets, labels and exclusions of the automaton's matches: followed back
+        through its states, or (exclusions) read by the thread-list kernel from their starts."""
+        classes = part.cache.get("classes")
+        if classes is not None and not self.plan.query.has_exclusions:
+            offs, labels = self.automaton().labels(classes, starts, ends)
+            return offs, labels, np.zeros(len(labels), dtype=np.int64)
         _, offs, labels, excl = kernel.labels_at(starts, part.limit, self.program(part, arr), self.stats)
         return offs, labels, excl
 
@@ -346,7 +358,7 @@ class KernelMatcher:
             if labels and self.layout is not None:
                 offs, lab = Spans.layout_labels(starts, ends, self.layout)
             elif labels:
-                offs, lab, _ = self._labels(part, starts, arr)
+                offs, lab, _ = self._labels(part, starts, ends, arr)
         else:
             got = self._thread_select(part, arr, input_row)
             if got[-1] is not None:
@@ -432,7 +444,7 @@ class KernelMatcher:
             got = self._automaton_window(part, masks, order0, within, pos, covered)
             if got is not None:
                 starts, ends, pos, covered = got
-                return (starts, ends, *self._labels(part, starts, arr), pos, covered)
+                return (starts, ends, *self._labels(part, starts, ends, arr), pos, covered)
         got = self._window_inputs(part)
         if got is None:
             return None
@@ -472,17 +484,17 @@ class KernelMatcher:
                 starts = self._fixed_starts(part, masks, order0, within, input_row, segments)
                 return starts, starts + len(self.plan.fixed), segments[starts], \
                     self._fixed_labels(starts) if labels else None
-            got = self.automaton().partitions(masks, part.n, lo, hi, self.maxlength, q.within is not None, order0,
-                                              within)
-            if got is None:
+            classes = self._classes(self.automaton(), part, masks)
+            if classes is None:
                 return None
             self.determinised = True
-            starts, ends, parts = got
+            starts, ends, parts = self.automaton().partitions(classes, lo, hi, self.maxlength, q.within is not None,
+                                                              order0, within)
             if not labels:
                 return starts, ends, parts, None
             if self.layout is not None:
                 return starts, ends, parts, Spans.layout_labels(starts, ends, self.layout)
-            return starts, ends, parts, self._labels_by_partition(arr, starts, parts, lo, hi)
+            return starts, ends, parts, self.automaton().labels(classes, starts, ends)
         if self.skip.mode == "ALL_MATCHES" or q.mode == "matchregex":
             return None
         none = np.zeros(len(lo), dtype=np.int64)
@@ -490,29 +502,6 @@ class KernelMatcher:
         if got is None:
             return None
         return got[0], got[1], got[2], got[5][:2] if labels else None
-
-    def _labels_by_partition(self, arr, starts, parts, lo, hi) -> tuple[np.ndarray, np.ndarray]:
-        """The labels of the automaton's matches over many partitions, read by the
-        thread-list kernel from each partition alone (its rows copied out, so that no search
-        sees the next partition's rows, as select_windows does)."""
-        masks, cols, valid, order0, within = arr
-        timed = self.plan.query.within is not None
-        offsets, out = [np.zeros(1, dtype=np.int64)], []
-        cut = np.flatnonzero(np.diff(parts)) + 1
-        for first, last in zip(np.concatenate(([0], cut)), np.concatenate((cut, [len(starts)])), strict=True):
-            if first == last:
-                continue
-            k = parts[first]
-            a, b = lo[k], hi[k]
-            own = program(self.code, self.conditions,
-                          (masks[:, a:b].copy(), cols[:, a:b].copy(), valid[:, a:b].copy(),
-                           order0[a:b].copy() if timed else order0, within if timed else None),
-                          b - a, maxlength=self.maxlength)
-            _, offs, lab, _ = kernel.labels_at(starts[first:last] - a, b - a, own, self.stats)
-            used = offs[last - first]
-            offsets.append(offs[1:last - first + 1] + offsets[-1][-1])
-            out.append(lab[:used])
-        return np.concatenate(offsets), np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     def select_windows(self, part: PartitionData, los: np.ndarray, ns: np.ndarray, limits: np.ndarray,
                        bases: np.ndarray, poss: np.ndarray, covereds: np.ndarray, complete: bool,
