@@ -862,11 +862,11 @@ def test_explain_names_the_measures_that_run_per_match():
         "measures: per match in Python: b, ps"
     assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH" + tail) == \
         "measures: whole columns from the compiled matchers' matches"
-    # (rows a match leaves out, and unmatched rows, are output per match)
+    # (rows a match leaves out, and unmatched rows, are columns too)
     assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH PATTERN (A {- B -} B+) DEFINE B AS p > PREV(p)") == \
-        "measures: per match in Python: a, lo, c, n"
+        "measures: whole columns from the compiled matchers' matches"
     assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH WITH UNMATCHED ROWS" + tail) == \
-        "measures: per match in Python: a, lo, c, n"
+        "measures: whole columns from the compiled matchers' matches"
 
 
 def test_a_cast_to_a_large_integer_is_compared_exactly():

@@ -39,6 +39,9 @@ BULK = [_HEAD + q for q in [
     # ... in MEASURES too, of a variable's row: measure columns over the matchers' labels.
     "MEASURES PREV(A.t) AS before, LAST(B.t) AS e, NEXT(B.v) AS after PATTERN (A B+) "
     "DEFINE A AS v < 5, B AS v >= PREV(v)",
+    # ALL ROWS PER MATCH leaving excluded rows out: the matches' exclusion flags come along.
+    "MEASURES CLASSIFIER() AS c, RUNNING COUNT(*) AS n, RUNNING SUM(B.v) AS sb ALL ROWS PER MATCH "
+    "PATTERN (A {- B+ -} C) DEFINE A AS v > 5, B AS v < 5, C AS v >= 5",
 ]]
 # Measures that read rows of their match only: one kernel call, then measured match by match.
 MATCHWISE = [_HEAD + q for q in [

@@ -302,7 +302,7 @@ class KernelSelection:
         if columnar_measures.supported(plan) and hasattr(part.cols, "arrow"):
             numbers = np.arange(number + 1, number + 1 + k, dtype=np.int64)
             got = columnar_measures.measure_columns(plan, part, Spans.of_kernel(self.starts, self.ends, numbers,
-                                                                                self.offs, self.labels),
+                                                                                self.offs, self.labels, self.excl),
                                                     [None] * len(plan.query.measures))
         if got is not None:
             rows, arrays = got

@@ -10,7 +10,9 @@ ONE ROW PER MATCH gives a row per match, where RUNNING and FINAL both see the wh
 ALL ROWS PER MATCH gives a row per matched row (and one per empty match where SHOW EMPTY
 MATCHES asks), where RUNNING sees the match up to that row: a RUNNING LAST counts its
 variables' rows up to it and a RUNNING aggregate is the fold's prefix at it
-(``_Output``, ``_prefix``); patterns with exclusions and WITH UNMATCHED ROWS run per match.
+(``_Output``, ``_prefix``); rows a pattern excludes ({- -}) are counted there but give no
+output row, and WITH UNMATCHED ROWS adds the rows in no match, all their measures NULL,
+before the first match that starts after them (as the per-match path orders them).
 
 Matches come as ``Spans``: each match's first row and end, its number and, where a measure
 names variables, the label of each of its rows. The rows of a set of variables are found
@@ -96,8 +98,11 @@ class _Labelled:
 
 
 def needs_labels(plan: Plan) -> bool:
-    """Whether some measure reads variables' rows (the matchers must then give labels)."""
+    """Whether some measure reads variables' rows, or ALL ROWS PER MATCH leaves excluded
+    rows out (the matchers must then give labels, and exclusion flags with them)."""
     q = plan.query
+    if _flags(q):
+        return True
     for m in q.measures:
         for e in nodes(m.expr):
             if isinstance(e, BClassifier) or (isinstance(e, BNav) and e.pointer.labels is not None):
@@ -107,17 +112,21 @@ def needs_labels(plan: Plan) -> bool:
     return False
 
 
+def _flags(q) -> bool:
+    """Whether output rows depend on the matches' exclusion flags."""
+    return q.rows_per_match == "ALL" and q.has_exclusions
+
+
 def supported(plan: Plan) -> bool:
     return not per_match(plan)
 
 
 def per_match(plan: Plan) -> tuple[str, ...]:
     """The measures that run match by match in Python (explain names them): all of them
-    under event selection, and under ALL ROWS PER MATCH with exclusions or unmatched rows;
-    else those this module does not compute (casts to text, decimals and times, other
-    aggregates, user functions)."""
+    under event selection; else those this module does not compute (casts to text,
+    decimals and times, other aggregates, user functions)."""
     q = plan.query
-    if q.gapped or (q.rows_per_match == "ALL" and (q.has_exclusions or q.with_unmatched)):
+    if q.gapped:
         return tuple(m.name for m in q.measures)
     return tuple(m.name for m in q.measures if not _column(q, m.expr))
 
@@ -181,9 +190,14 @@ def measure_columns(plan: Plan, part, spans: Spans, types: list, bounds: tuple[n
                     ) -> tuple[np.ndarray, list[pa.Array]] | None:
     """(partition row of each output row, one Arrow array per measure) for the matches
     ``spans``; None where an aggregate needs the per-match path (see the module's
-    docstring). ``bounds``: each match's partition as rows [lo, hi) of ``part`` when it
-    holds many partitions (PREV and NEXT stay inside them)."""
-    out = _Output.of(plan.query, spans)
+    docstring), or where the spans lack the exclusion flags or unmatched rows the query's
+    output rows need (the matcher that found them does not give them: the per-match path
+    runs). ``bounds``: each match's partition as rows [lo, hi) of ``part`` when it holds
+    many partitions (PREV and NEXT stay inside them)."""
+    q = plan.query
+    if (_flags(q) and spans.excluded is None) or (q.with_unmatched and spans.unmatched is None):
+        return None
+    out = _Output.of(q, spans)
     columns = []
     for m, shape, t in zip(plan.query.measures, _shapes(plan), types, strict=True):
         if shape is None:
@@ -193,7 +207,22 @@ def measure_columns(plan: Plan, part, spans: Spans, types: list, bounds: tuple[n
         if got is None:
             return None
         columns.append(got)
+    if q.with_unmatched and len(spans.unmatched):
+        return _with_unmatched(spans, out, columns)
     return out.rows, columns
+
+
+def _with_unmatched(spans: Spans, out: _Output, columns: list[pa.Array]) -> tuple[np.ndarray, list[pa.Array]]:
+    """The output rows with the unmatched rows among them, each before the first match
+    starting after it, their measures NULL."""
+    u = spans.unmatched
+    # A match's rows sort at 2 * start + 1, an unmatched row r at 2 * r (no match starts at r).
+    keys = np.concatenate((2 * spans.starts[out.match] + 1, 2 * u))
+    order = np.argsort(keys, kind="stable")
+    rows = np.concatenate((out.rows, u))[order]
+    which = np.concatenate((np.arange(len(out.rows), dtype=np.int64), np.full(len(u), -1, dtype=np.int64)))[order]
+    take = pa.array(which, mask=which < 0)
+    return rows, [c.take(take) for c in columns]
 
 
 @dataclasses.dataclass
@@ -212,12 +241,15 @@ class _Output:
         lengths = spans.ends - spans.starts
         if q.rows_per_match == "ONE":
             return _Output(None, lengths - 1, spans.starts, True)
-        # ALL ROWS PER MATCH: each matched row, match after match; an empty match's row
-        # where SHOW EMPTY MATCHES asks for it.
-        counts = np.where(lengths > 0, lengths, 1 if q.empty_matches == "SHOW" else 0)
+        # ALL ROWS PER MATCH: each matched row not excluded, match after match; an empty
+        # match's row unless OMIT EMPTY MATCHES (WITH UNMATCHED ROWS shows them too).
+        counts = np.where(lengths > 0, lengths, 0 if q.empty_matches == "OMIT" else 1)
         match = np.repeat(np.arange(len(lengths), dtype=np.int64), counts)
         place = np.arange(len(match), dtype=np.int64) - (np.cumsum(counts) - counts)[match]
         place[lengths[match] == 0] = -1
+        if spans.excluded is not None and len(spans.excluded):
+            kept = (place < 0) | ~spans.excluded[np.maximum(spans.offsets[:-1][match] + place, 0)]
+            match, place = match[kept], place[kept]
         return _Output(match, place, spans.starts[match] + np.maximum(place, 0), False)
 
     def per(self, values):

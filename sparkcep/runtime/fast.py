@@ -340,33 +340,38 @@ class KernelMatcher:
         return int(self.stats[4])
 
     def select_spans(self, part: PartitionData, input_row=lambda r: r, labels: bool = False) -> Spans | None:
-        """The selected matches as arrays for ONE ROW PER MATCH measure columns (no
-        unmatched rows), with each matched row's label where ``labels``; None if the data
-        do not fit the kernel."""
+        """The selected matches as arrays for measure columns, with each matched row's label
+        where ``labels`` (and its exclusion flag where the pattern excludes rows), and the
+        unmatched rows where the query asks for them; None if the data do not fit the kernel."""
         arr = self.arrays(part)
         if arr is None:
             return None
         masks, cols, valid, order0, within = arr
-        offs = lab = None
-        if self.plan.fixed is not None and self.spec.dyn_int.shape[0] == 0:
+        q = self.plan.query
+        offs = lab = excl = None
+        if self.plan.fixed is not None and self.spec.dyn_int.shape[0] == 0:  # (never excludes)
             starts = self._fixed_starts(part, masks, order0, within, input_row)
             ends = starts + len(self.plan.fixed)
             if labels:
                 offs, lab = self._fixed_labels(starts)
         elif (got := self._automaton_window(part, masks, order0, within, whole=True)) is not None:
             starts, ends = got[0], got[1]
-            if labels and self.layout is not None:
+            if labels and self.layout is not None and not q.has_exclusions:
                 offs, lab = Spans.layout_labels(starts, ends, self.layout)
             elif labels:
-                offs, lab, _ = self._labels(part, starts, ends, arr)
+                offs, lab, excl = self._labels(part, starts, ends, arr)
         else:
             got = self._thread_select(part, arr, input_row)
             if got[-1] is not None:
                 raise got[-1]  # runtime.local then measures the matches before it per match, in order
             starts, ends = got[:2]
             if labels:
-                offs, lab = got[2], got[3]
-        return Spans.of_kernel(starts, ends, np.arange(1, len(starts) + 1, dtype=np.int64), offs, lab)
+                offs, lab, excl = got[2], got[3], got[4]
+        spans = Spans.of_kernel(starts, ends, np.arange(1, len(starts) + 1, dtype=np.int64), offs, lab,
+                                excl if q.has_exclusions else None)
+        if q.with_unmatched:
+            spans.unmatched = Spans.unmatched_rows(starts, ends, part.n)
+        return spans
 
     def _fixed_labels(self, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Label offsets and labels of a fixed-length pattern's matches (its variables in turn)."""

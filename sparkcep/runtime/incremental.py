@@ -204,7 +204,7 @@ class IncrementalMatcher:
         if items is None:  # the kernel's matches, measures as whole columns (as in batch)
             starts, ends = window[0], window[1]
             numbers = np.arange(before + 1, before + 1 + len(starts), dtype=np.int64)
-            got = columnar_measures.measure_columns(plan, part, Spans.of_kernel(starts, ends, numbers, *window[2:4]),
+            got = columnar_measures.measure_columns(plan, part, Spans.of_kernel(starts, ends, numbers, *window[2:5]),
                                                     self.types)
             if got is None:
                 items = KernelMatcher.match_items(*window[:5], before)

@@ -336,7 +336,7 @@ class KeyedMatcher:
         measured = None
         if single.columnar:
             measured = columnar_measures.measure_columns(plan, part, Spans.of_kernel(starts, ends, numbers,
-                                                                                     *label_arrays[:2]),
+                                                                                     *label_arrays[:3]),
                                                          single.types, bounds=(w_lo, w_lo + sealed[keys]))
         if measured is None and _measures_inside_match(plan):
             return self._per_match(table, part, starts, ends, label_arrays, numbers)

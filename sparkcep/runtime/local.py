@@ -150,7 +150,7 @@ def _columnar(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]], 
         found = [x[0] for x in pieces if x[0] is not None]
         if not found:
             return None, found
-        spans = Spans.join([Spans(sp.starts + b[0], sp.ends + b[0], sp.numbers, sp.labels) for b, sp in found])
+        spans = Spans.join([sp.shifted(b[0]) for b, sp in found])
         counts = [len(sp.starts) for _, sp in found]
         lo = np.repeat(np.array([b[0] for b, _ in found], dtype=np.int64), counts)
         hi = np.repeat(np.array([b[1] for b, _ in found], dtype=np.int64), counts)
@@ -204,6 +204,10 @@ def _all_at_once(plan: Plan, kernel: KernelMatcher, bounds: list[tuple[int, int]
     lo = np.array([b[0] for b in bounds], dtype=np.int64)
     hi = np.array([b[1] for b in bounds], dtype=np.int64)
     spans = Spans.of_kernel(starts, ends, numbered_within(parts, len(bounds)), *(found or (None, None)))
+    if plan.query.with_unmatched:
+        rows = Spans.unmatched_rows(starts, ends, whole.n)
+        k = np.searchsorted(lo, rows, side="right") - 1
+        spans.unmatched = rows[(k >= 0) & (rows < hi[np.maximum(k, 0)])]  # (rows of the partitions only)
     measured = columnar_measures.measure_columns(plan, whole, spans, types, bounds=(lo[parts], hi[parts]))
     if kernel.window_error is not None:
         err, k, row = kernel.window_error

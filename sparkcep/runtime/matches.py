@@ -149,12 +149,16 @@ ALL_MATCHES_ADVICE = ("matches and partial matches from one start row are held a
 class Spans:
     """Selected matches as arrays: rows [starts[i], ends[i]) of the partition data, numbered
     ``numbers``; ``labels``, where measures need them, each matched row's variable, match
-    after match (row starts[i] + j is labels[offsets[i] + j])."""
+    after match (row starts[i] + j is labels[offsets[i] + j]); ``excluded``, where ALL ROWS
+    PER MATCH leaves rows out ({- -}), each matched row's flag, laid out as the labels;
+    ``unmatched``, where WITH UNMATCHED ROWS asks for them, the rows in no match, in order."""
 
     starts: np.ndarray
     ends: np.ndarray
     numbers: np.ndarray
     labels: np.ndarray | None = None
+    excluded: np.ndarray | None = None
+    unmatched: np.ndarray | None = None
     # What measures derive from the spans once (offsets, rows, the rows of a set of variables).
     cache: dict = field(default_factory=dict, repr=False)
 
@@ -177,14 +181,31 @@ class Spans:
 
     @staticmethod
     def of_kernel(starts: np.ndarray, ends: np.ndarray, numbers: np.ndarray, offs: np.ndarray | None,
-                  labels: np.ndarray | None) -> Spans:
+                  labels: np.ndarray | None, excluded: np.ndarray | None = None) -> Spans:
         """Spans of contiguous matches as the kernel gives them: label offsets and labels
-        (its buffers run past the last one), or None for no labels."""
+        (its buffers run past the last one), or None for no labels; exclusion flags laid
+        out as the labels where they are wanted."""
         if offs is None:
             return Spans(starts, ends, numbers)
         if not np.array_equal(np.diff(offs[:len(starts) + 1]), ends - starts):
             raise InternalError("the kernel's labels do not cover its matches' rows")
-        return Spans(starts, ends, numbers, labels[:offs[len(starts)]])
+        used = offs[len(starts)]
+        return Spans(starts, ends, numbers, labels[:used], None if excluded is None else excluded[:used] != 0)
+
+    @staticmethod
+    def unmatched_rows(starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
+        """The rows of [0, n) in no match: none covers them and none (empty) starts there."""
+        cover = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(cover, starts, 1)
+        np.add.at(cover, ends, -1)
+        unmatched = np.cumsum(cover[:n]) == 0
+        unmatched[starts[starts < n]] = False
+        return np.flatnonzero(unmatched)
+
+    def shifted(self, by: int) -> Spans:
+        """These spans with every row ``by`` further on (a partition's, in a larger table)."""
+        return Spans(self.starts + by, self.ends + by, self.numbers, self.labels, self.excluded,
+                     None if self.unmatched is None else self.unmatched + by)
 
     @staticmethod
     def layout_labels(starts: np.ndarray, ends: np.ndarray, layout: LabelLayout) -> tuple[np.ndarray, np.ndarray]:
@@ -208,6 +229,9 @@ class Spans:
     @staticmethod
     def join(pieces: list[Spans]) -> Spans:
         """Spans of several partitions' matches, one after another (rows already shifted)."""
-        labels = None if any(p.labels is None for p in pieces) else np.concatenate([p.labels for p in pieces])
-        return Spans(np.concatenate([p.starts for p in pieces]), np.concatenate([p.ends for p in pieces]),
-                     np.concatenate([p.numbers for p in pieces]), labels)
+        def joined(field: str):
+            arrays = [getattr(p, field) for p in pieces]
+            return None if any(a is None for a in arrays) else np.concatenate(arrays)
+
+        return Spans(joined("starts"), joined("ends"), joined("numbers"), joined("labels"), joined("excluded"),
+                     joined("unmatched"))
