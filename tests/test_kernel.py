@@ -79,6 +79,7 @@ def kernel_conditions(draw, var: str, names: list[str]):
         f"TRY_CAST(x * 100 AS TINYINT) {op} {k}",
         "TRY_CAST(price * 1e9 AS INTEGER) IS NULL",
         f"CAST(price AS BOOLEAN) AND CAST(price AS DOUBLE) / 2 {op} PREV(x)",
+        f"CAST(price AS VARCHAR) {op} '{k}' OR CAST(x AS VARCHAR) = '0.0'",  # to text: masks too
         # LAST(X.col, k) and PREVIOUS aggregates: registers lagging one row of their variables
         f"price {op} LAST({other}.price, 1)",
         f"LAST(U.x, 2) {op} x",
@@ -145,6 +146,8 @@ def kernel_queries(draw, pattern_of=None):
                 f"NOT ({var}.price IS NULL) OR COUNT(*) < 3 AS either", "-MATCH_NUMBER() * LAST(price) AS neg",
                 f"CAST(SUM({var}.price) AS SMALLINT) AS cs", f"TRY_CAST(AVG({other}.x) * 1e10 AS INTEGER) AS tc",
                 f"CAST(COUNT(*) > {k} AS DOUBLE) AS cb", f"CAST(FIRST({var}.x) AS TINYINT) + 1 AS ct",
+                f"CAST(LAST({var}.x) AS VARCHAR) AS tx", f"CAST(COUNT({other}.*) > {k} AS varchar) AS tb",
+                f"CAST(MAX({var}.price) AS VARCHAR) < '{k}' AS tp", "CAST(LAST(price) AS VARCHAR(1)) AS t1",
                 f"SUM({var}.price) / 0 AS by_zero",  # not vectorized: per match, where the error is reported
                 f"CASE WHEN COUNT({var}.*) > {k} THEN LAST({other}.price) WHEN FIRST({var}.x) IS NULL THEN NULL "
                 "ELSE -1 END AS cw",
@@ -858,8 +861,10 @@ def test_explain_names_the_measures_that_run_per_match():
         "measures: whole columns from the compiled matchers' matches"
     assert measures_line(head + "MIN(B.p) + 1 > COUNT(*) AS b, CASE WHEN CLASSIFIER() = 'A' THEN 1 END AS w" + tail) == \
         "measures: whole columns from the compiled matchers' matches"
-    assert measures_line(head + "CAST(MIN(B.p) AS varchar) AS b, array_agg(p) AS ps" + tail) == \
+    assert measures_line(head + "CAST(MIN(B.p) AS varchar(2)) AS b, array_agg(p) AS ps" + tail) == \
         "measures: per match in Python: b, ps"
+    assert measures_line(head + "CAST(MIN(B.p) AS varchar) AS b, CAST(AVG(B.p) AS VARCHAR) = '2.0' AS t" + tail) == \
+        "measures: whole columns from the compiled matchers' matches"
     assert measures_line(head + "COUNT(B.*) AS n ALL ROWS PER MATCH" + tail) == \
         "measures: whole columns from the compiled matchers' matches"
     # (rows a match leaves out, and unmatched rows, are columns too)

@@ -55,7 +55,7 @@ MATCHWISE = [_HEAD + q for q in [
 EACH = [_HEAD + q for q in [
     "MEASURES MATCH_NUMBER() AS m, CLASSIFIER() AS c ALL ROWS PER MATCH WITH UNMATCHED ROWS "
     "PATTERN (A+ B) DEFINE A AS v > 3, B AS v <= 3",
-    "MEASURES PREV(A.t) AS before, CAST(LAST(B.t) AS varchar) AS e PATTERN (A B+) "
+    "MEASURES PREV(A.t) AS before, CAST(LAST(B.t) AS varchar(3)) AS e PATTERN (A B+) "
     "DEFINE A AS v < 5, B AS v >= PREV(v)",
     "MEASURES FIRST(t) AS s, LAST(t) AS e, SUM(v) AS total PATTERN (A{2,} B) WITHIN 6 "
     "DEFINE A AS v <= NEXT(v), B AS v > 4",

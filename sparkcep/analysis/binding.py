@@ -191,7 +191,8 @@ class ExpressionBinder:
                 raise self.error("NOT_SUPPORTED", "VARCHAR(n) needs n of at least 1", span)
         if x.type not in (Type.NULL, Type.ANY) and not casts.castable(x.type, target):
             raise self.error("TYPE_MISMATCH", f"cannot cast {x.type.value} to {target.value}", e)
-        what = ("TRY_CAST" if e.try_ else "CAST") + f" AS {e.type_name}"
+        sizes = f"({', '.join(map(str, e.sizes))})" if e.sizes else ""
+        what = ("TRY_CAST" if e.try_ else "CAST") + f" AS {e.type_name}{sizes}"
         return BCall(what, (x,), casts.cast_function(e.type_name, e.sizes, e.try_), True, target)
 
     def bind_literal(self, e: ast.Literal) -> BLiteral:

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sparkcep.analysis.bound import (
     BBetween,
@@ -37,6 +39,7 @@ from sparkcep.analysis.bound import (
     BUnary,
     Type,
 )
+from sparkcep.functions.casts import format_double
 from sparkcep.values import (
     BIGINT_MIN,
     FunctionError,
@@ -262,9 +265,10 @@ def evaluate(e: BExpr, cols: ColumnArrays) -> Values:
 
 _CMP = {"=", "<>", "<", "<=", ">", ">="}
 
-# CAST and TRY_CAST between numbers and booleans, as functions.casts converts one value;
-# to and from text, decimals and times they stay per row (formats and rounding of their own).
-_CAST = re.compile(r"(TRY_)?CAST AS (DOUBLE|REAL|FLOAT|BIGINT|INTEGER|INT|SMALLINT|TINYINT|BOOLEAN)")
+# CAST and TRY_CAST between numbers and booleans, and from them to VARCHAR, as
+# functions.casts converts one value; to VARCHAR(n) (which may cut or fail), from text, and
+# to and from decimals and times they stay per row (formats and rounding of their own).
+_CAST = re.compile(r"(TRY_)?CAST AS (DOUBLE|REAL|FLOAT|BIGINT|INTEGER|INT|SMALLINT|TINYINT|BOOLEAN|VARCHAR)")
 _INT_BITS = {"BIGINT": 63, "INTEGER": 31, "INT": 31, "SMALLINT": 15, "TINYINT": 7}
 
 
@@ -283,6 +287,8 @@ def _cast(e: BCall, cols: ColumnArrays) -> Values:
     try_, target = _cast_of(e)
     d, v = evaluate(e.args[0], cols)
     d = np.asarray(d)
+    if target == "VARCHAR":
+        return _to_text(d), v
     if target in ("DOUBLE", "REAL", "FLOAT"):
         return d.astype(np.float64), v
     if target == "BOOLEAN":
@@ -308,6 +314,18 @@ def _cast(e: BCall, cols: ColumnArrays) -> Values:
         # with doubles exact, as an integer column's would: the row evaluator takes them)
         raise _NotVectorizable
     return out, v
+
+def _to_text(d: np.ndarray) -> np.ndarray:
+    """Numbers and booleans as CAST(... AS VARCHAR) writes them (functions.casts.to_text):
+    integers and booleans by Arrow, doubles in Java's style one by one."""
+    if d.dtype.kind == "b":
+        return np.where(d, "true", "false").astype(object)
+    if d.dtype.kind in "iu":
+        return pc.cast(pa.array(d, type=pa.int64()), pa.string()).to_numpy(zero_copy_only=False)
+    if d.dtype.kind == "f":
+        return np.array([format_double(x) for x in d.tolist()], dtype=object)
+    raise _NotVectorizable
+
 
 _ARITH: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "+": np.add,

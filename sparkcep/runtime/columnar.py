@@ -123,8 +123,8 @@ def supported(plan: Plan) -> bool:
 
 def per_match(plan: Plan) -> tuple[str, ...]:
     """The measures that run match by match in Python (explain names them): all of them
-    under event selection; else those this module does not compute (casts to text,
-    decimals and times, other aggregates, user functions)."""
+    under event selection; else those this module does not compute (casts to VARCHAR(n),
+    from text, to and from decimals and times, other aggregates, user functions)."""
     q = plan.query
     if q.gapped:
         return tuple(m.name for m in q.measures)
