@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
+import pyarrow as pa
 
 from sparkcep.compile.expressions import EvaluationError
 from sparkcep.compile.plan import Plan
@@ -104,6 +105,28 @@ def find_candidates(plan: Plan, part: PartitionData, w: Window) -> list[tuple[in
         elif r is not None:
             out.append((s, shift(r, w.start)))
     return out
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """A batch's output rows: their global rows and each measure's values, an Arrow array
+    where the measures were columns (runtime.columnar), else a list."""
+
+    rows: np.ndarray
+    measures: list
+
+    @staticmethod
+    def of_pairs(pairs: list[tuple[int, list[Any]]], k: int) -> Emitted:
+        """From (global row, measure values) pairs, ``k`` measures."""
+        return Emitted(np.array([g for g, _ in pairs], dtype=np.int64),
+                       [list(col) for col in zip(*[v for _, v in pairs], strict=True)] if pairs else [[] for _ in range(k)])
+
+    def pairs(self) -> list[tuple[int, list[Any]]]:
+        """(global row, measure values) per output row."""
+        values = [m.to_pylist() if isinstance(m, pa.Array) else m for m in self.measures]
+        if not values:
+            return [(r, []) for r in self.rows.tolist()]
+        return list(zip(self.rows.tolist(), (list(v) for v in zip(*values, strict=True)), strict=True))
 
 
 def measure_window(plan: Plan, part: PartitionData, w: Window, items: list[tuple],
@@ -240,7 +263,7 @@ def _at_input_row(e: DataError, w: Window, input_row: Callable[[int], int]) -> D
 
 def emit(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selection,
          input_row: Callable[[int], int] = lambda r: r, candidate: Callable[[int], Any] | None = None
-         ) -> list[tuple[int, list[Any]]]:
+         ) -> Emitted:
     """The last pass of a batch task: its output rows (global row, measure values) from
     the true ``entry`` state — matches numbered on from it, unmatched rows included."""
     q = plan.query
@@ -263,7 +286,7 @@ def emit(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selectio
         raise _at_input_row(e, w, input_row) from None
     if state.pos < task.hi and state.pos < w.match_end:  # pragma: no cover - the driver's summaries said otherwise
         raise SparkCepError(f"internal: batch {task.batch} stalled at row {state.pos} in its last pass")
-    return measure_window(plan, part, w, items, input_row)
+    return Emitted.of_pairs(measure_window(plan, part, w, items, input_row), len(q.measures))
 
 
 @dataclass(frozen=True)
@@ -294,9 +317,9 @@ class KernelSelection:
         return Summary(task, chain, len(self.starts) - zone, int(lasts.max(initial=-1)), self.exit, self.stall)
 
     def output(self, plan: Plan, part: PartitionData, w: Window, number: int,
-               input_row: Callable[[int], int]) -> list[tuple[int, list[Any]]]:
-        """(partition row, measure values) of the output rows, matches numbered on from
-        ``number``; ONE ROW PER MATCH measures as whole columns where they allow it."""
+               input_row: Callable[[int], int]) -> Emitted:
+        """The output rows, matches numbered on from ``number``; measures as whole columns
+        where they allow it (runtime.columnar)."""
         k = len(self.starts)
         got = None
         if columnar_measures.supported(plan) and hasattr(part.cols, "arrow"):
@@ -305,13 +328,10 @@ class KernelSelection:
                                                                                 self.offs, self.labels, self.excl),
                                                     [None] * len(plan.query.measures))
         if got is not None:
-            rows, arrays = got
-            values = [a.to_pylist() for a in arrays]
-            return list(zip((rows + w.start).tolist(), (list(v) for v in zip(*values, strict=True)), strict=True)) \
-                if values else [(r, []) for r in (rows + w.start).tolist()]
+            return Emitted(got[0] + w.start, got[1])
         items = KernelMatcher.match_items(self.starts, self.ends, self.offs, self.labels, self.excl, number)
         rows = measure_rows(plan, part, items, lambda p: input_row(p + w.start))
-        return [(pos + w.start, values) for pos, values in rows]
+        return Emitted.of_pairs([(pos + w.start, values) for pos, values in rows], len(plan.query.measures))
 
 
 def kernel_selection(plan: Plan, part: PartitionData, w: Window, task: Task, entry: Selection
@@ -550,7 +570,8 @@ class LocalBackend:
                 rows = None
                 if self.speculate and s.error is None and s.stall is None:
                     try:
-                        rows = emit(self.plan, part, w, t, Selection(t.lo, t.lo - 1, 0), self.input_row, candidate)
+                        rows = emit(self.plan, part, w, t, Selection(t.lo, t.lo - 1, 0), self.input_row,
+                                    candidate).pairs()
                     except DataError:
                         rows = None  # the true entry may never reach the row that failed
                 self.first[(t.part, t.batch)] = (s, rows)
@@ -566,7 +587,7 @@ class LocalBackend:
                 out += number_measures(self.plan, [(g, v) for g, v in rows if g >= keep[0]], keep[1])
                 continue
             w = t.window(self.plan)
-            out += emit(self.plan, self._data(w), w, t, entry, self.input_row)
+            out += emit(self.plan, self._data(w), w, t, entry, self.input_row).pairs()
         return out
 
 
@@ -582,7 +603,7 @@ def _summarize_forked(t: Task) -> tuple[Summary, list | None]:
 def _emit_forked(item: tuple[Task, Selection]) -> list[tuple[int, list[Any]]]:
     b, (t, entry) = _FORKED, item
     w = t.window(b.plan)
-    return emit(b.plan, b._data(w), w, t, entry, b.input_row)
+    return emit(b.plan, b._data(w), w, t, entry, b.input_row).pairs()
 
 
 class ProcessBackend(LocalBackend):

@@ -16,6 +16,7 @@ from sparkcep.data.output import output_table
 from sparkcep.data.partitions import LazyColumns, named_by_key
 from sparkcep.errors import DataError
 from sparkcep.parallel.run_batches import (
+    Emitted,
     RunStats,
     Summary,
     Task,
@@ -109,16 +110,15 @@ def run_batch(p: Plan, t: pa.Table, names: list[str], w: Window, task: Task, ent
     if speculate is not None and summary.error is None and summary.stall is None:
         try:
             out = emit(p, part, w, task, Selection(task.lo, task.lo - 1, 0), local, candidate)
-            rows = _output(p, t, names, w, out, speculate).append_column(AT, pa.array([g for g, _ in out], pa.int64()))
+            rows = _output(p, t, names, w, out, speculate).append_column(AT, pa.array(out.rows, pa.int64()))
         except DataError:
             rows = None  # the true entry may never reach the row that failed
     return _summary_to_json(summary, p, t), rows
 
 
-def _output(p: Plan, t: pa.Table, names: list[str], w: Window, out: list, out_arrow: pa.Schema) -> pa.Table:
-    rows = [g - w.start for g, _ in out]
-    measures = [list(col) for col in zip(*[v for _, v in out], strict=True)] if out else [[] for _ in p.measures]
-    return output_table(p, t.select(names), rows, measures).cast(out_arrow)
+def _output(p: Plan, t: pa.Table, names: list[str], w: Window, out: Emitted, out_arrow: pa.Schema) -> pa.Table:
+    """The output rows as a table of ``out_arrow`` (measure columns kept as the batch gave them)."""
+    return output_table(p, t.select(names), out.rows - w.start, out.measures).cast(out_arrow)
 
 
 def _summary_to_json(s: Summary, p: Plan, t: pa.Table) -> str:

@@ -47,7 +47,8 @@ def small_splits(spark):
 def ordered_tables(draw):
     """Up to 160 rows of tests.test_properties.tables, ts rising (ties sometimes)."""
     pieces = draw(st.lists(tables(), min_size=4, max_size=16))
-    t = pa.concat_tables([p.cast(pieces[0].schema) for p in pieces])
+    # (one chunk: see test_sorted_once, PySpark loses the rows after leading empty chunks)
+    t = pa.concat_tables([p.cast(pieces[0].schema) for p in pieces]).combine_chunks()
     step = draw(st.sampled_from([1, 2]))  # 2: about every other row ties with the next
     return t.set_column(0, "ts", pa.array([i // step for i in range(t.num_rows)], pa.int64()))
 

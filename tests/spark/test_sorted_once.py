@@ -85,7 +85,9 @@ def test_bodies_needing_their_rows_again_take_the_cached_path(spark, clause, sha
 @given(queries(), st.lists(tables(), min_size=1, max_size=6), st.integers(2, 40), st.booleans())
 def test_random_keyed_queries_sorted_once(spark, query, pieces, batch, once):
     text, mode = query
-    table = pa.concat_tables([p.cast(pieces[0].schema) for p in pieces])
+    # (one chunk: PySpark's createDataFrame of an Arrow table whose first chunks are empty
+    # loses its rows: two empty chunks before one row give a DataFrame of none)
+    table = pa.concat_tables([p.cast(pieces[0].schema) for p in pieces]).combine_chunks()
     plan = compile_query(text, table, mode)
     if plan.define_match_number:
         return  # the run strategies refuse it
