@@ -131,6 +131,8 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | 
         if follow is not None:
             follow(q, sink)
         q.awaitTermination()
+        if metrics is not None:
+            metrics.absorb(q.recentProgress)  # (Connect: progress events may still be on their way)
         if elsewhere:
             sink.count_written(range(first, _committed(checkpoint) + 1))
         before = dict(sink.totals)

@@ -34,11 +34,19 @@ LATE_POLICIES = ("drop", "error")
 
 @dataclass
 class StreamMetrics:
-    """Live figures of a stream, summed by Spark accumulators from the workers over this
-    run of the query (a restarted query starts them again): rows accepted, late rows,
-    matches and timeouts out, and, summed over the keys this run has touched, rows
-    buffered in state, undecided start rows (partial matches that may still grow) and
-    state bytes. Pass one to ``stream(..., metrics=)`` and read ``snapshot()``."""
+    """Live figures of a stream, summed from the workers over this run of the query (a
+    restarted query starts them again): rows accepted, late rows, matches and timeouts out,
+    and, summed over the keys this run has touched, rows buffered in state, undecided start
+    rows (partial matches that may still grow) and state bytes. Pass one to
+    ``stream(..., metrics=)`` and read ``snapshot()``.
+
+    On a classic session Spark accumulators sum them as the tasks finish (a micro-batch's
+    figures are in before its output reaches a sink). A Spark Connect session has no
+    accumulators: each bucket's call reports its figures in a row the stream observes
+    (``DataFrame.observe``) and drops, and the figures arrive with each micro-batch's
+    progress event (a listener this object registers), so ``snapshot()`` may trail the
+    running micro-batch by one; ``run_to_end`` reads the query's progress once more when it
+    ends, so its figures are whole."""
 
     rows: Any
     late: Any
@@ -48,6 +56,7 @@ class StreamMetrics:
     undecided: Any
     state_bytes: Any
     run: str
+    observed: str | None = None  # the observation's name (Connect)
 
     @staticmethod
     def create(spark) -> StreamMetrics:
@@ -55,16 +64,74 @@ class StreamMetrics:
 
         from sparkcep.spark.session import is_connect
 
+        run = uuid.uuid4().hex
         if is_connect(spark):
-            raise OptionError("StreamMetrics count with Spark accumulators, which a Spark Connect session does not "
-                              "have: on Connect, read the query's lastProgress (rows in and out of each "
-                              "micro-batch, and the state's rows and bytes) instead")
+            m = StreamMetrics(*(_Count() for _ in METRICS), run=run, observed=f"sparkcep_metrics_{run}")
+            spark.streams.addListener(_observer(m))
+            return m
         sc = spark.sparkContext
-        return StreamMetrics(*(sc.accumulator(0) for _ in range(7)), run=uuid.uuid4().hex)
+        return StreamMetrics(*(sc.accumulator(0) for _ in METRICS), run=run)
 
     def snapshot(self) -> dict[str, int]:
-        return {name: getattr(self, name).value for name in
-                ("rows", "late", "matches", "timeouts", "buffered", "undecided", "state_bytes")}
+        return {name: getattr(self, name).value for name in METRICS}
+
+    def absorb(self, progress) -> None:
+        """Add the figures of micro-batches' progress reports (StreamingQueryProgress) not
+        counted yet (Connect; each report counts once, by run and batch)."""
+        if self.observed is None:
+            return
+        seen = self.__dict__.setdefault("_seen", set())
+        for p in progress:
+            got = (p["observedMetrics"] or {}).get(self.observed)
+            key = (p["runId"], p["batchId"])
+            if got is None or key in seen:
+                continue
+            seen.add(key)
+            figures = _figures(got)
+            for name in METRICS:
+                getattr(self, name).add(figures.get(name) or 0)
+
+
+METRICS = ("rows", "late", "matches", "timeouts", "buffered", "undecided", "state_bytes")
+
+
+def _figures(row) -> dict:
+    """An observed row's values by name: a progress report read from JSON (Connect's
+    recentProgress) may hold the row as its values and schema."""
+    d = row.asDict() if hasattr(row, "asDict") else dict(row)
+    if set(d) == {"values", "schema"}:
+        return dict(zip((f["name"] for f in d["schema"]["fields"]), d["values"], strict=True))
+    return d
+
+
+class _Count:
+    """One figure where the session has no accumulator (a worker's call, or Connect's client)."""
+
+    def __init__(self):
+        self.value = 0
+
+    def add(self, n) -> None:
+        self.value += int(n)
+
+
+def _observer(metrics: StreamMetrics):
+    """A StreamingQueryListener that adds each micro-batch's observed figures to ``metrics``."""
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class Observer(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            metrics.absorb([event.progress])
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    return Observer()
 
 
 @guarded
@@ -177,11 +244,31 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
         spark_schema = _with_timeouts(spark_schema, incremental)
     if not isinstance(max_state_rows, int) or max_state_rows < 1:
         raise OptionError("max_state_rows must be a positive number of rows")
+    observed = metrics is not None and metrics.observed is not None
     operator = _BucketOperator(clause, mode, arrow_schema.serialize().to_pybytes(), buckets, late, timeouts,
-                               metrics, max_state_rows, delay_millis, wire)
-    return data.groupBy(_BUCKET).applyInPandasWithState(
-        operator, outputStructType=spark_schema, stateStructType=_state_type(buckets), outputMode="append",
-        timeoutConf=GroupStateTimeout.EventTimeTimeout)
+                               None if observed else metrics, max_state_rows, delay_millis, wire,
+                               (metrics.run, spark_schema.names) if observed else None)
+    out = data.groupBy(_BUCKET).applyInPandasWithState(
+        operator, outputStructType=_with_metrics(spark_schema) if observed else spark_schema,
+        stateStructType=_state_type(buckets), outputMode="append", timeoutConf=GroupStateTimeout.EventTimeTimeout)
+    if not observed:
+        return out
+    # Connect: each call's figures come in a row of their own, summed per micro-batch by
+    # the observation and dropped (see StreamMetrics).
+    return (out.observe(metrics.observed, *[F.sum(F.col(_METRIC.format(n))).alias(n) for n in METRICS])
+            .where(F.col(_METRIC.format("rows")).isNull()).select(*[F.col(f"`{n}`") for n in spark_schema.names]))
+
+
+_METRIC = "__sparkcep_metric_{}"
+
+
+def _with_metrics(spark_schema):
+    """The operator's output with a column per figure (NULL on output rows); every column
+    nullable, as the figures' rows leave the output's empty."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    return StructType([StructField(f.name, f.dataType, True) for f in spark_schema]
+                      + [StructField(_METRIC.format(n), LongType(), True) for n in METRICS])
 
 
 # applyInPandasWithState hands rows over as pandas, where a BIGINT column holding a NULL
@@ -532,9 +619,12 @@ class _BucketOperator:
 
     def __init__(self, clause: str, mode: str, schema: bytes, buckets: int, late: str = "drop",
                  timeouts: bool = False, metrics: StreamMetrics | None = None, max_rows: int = 1_000_000,
-                 delay_ms: int = 0, wire: tuple = ()):
+                 delay_ms: int = 0, wire: tuple = (), observed: tuple[str, list[str]] | None = None):
         self.clause, self.mode, self.schema_bytes, self.buckets = clause, mode, schema, buckets
         self.delay_ms = delay_ms
+        # Connect: (the metrics' run, the output's columns): each call yields its figures
+        # in a row of their own (see StreamMetrics).
+        self.observed = observed
         self.wire = wire  # how columns crossed pandas (_exact_for_pandas)
         self.late_policy, self.timeouts, self.metrics, self.max_rows = late, timeouts, metrics, max_rows
         self.matcher = None
@@ -562,7 +652,17 @@ class _BucketOperator:
         with errors_to_driver():
             if self.matcher is None:
                 self._setup()
-            yield from self._run(pdfs, state)
+            if self.observed is None:
+                yield from self._run(pdfs, state)
+                return
+            run, names = self.observed
+            self.metrics = StreamMetrics(*(_Count() for _ in METRICS), run=run)  # this call's figures
+            for frame in self._run(pdfs, state):
+                yield frame.assign(**{_METRIC.format(n): pd.array([None] * len(frame), dtype="Int64")
+                                      for n in METRICS})
+            figures = {_METRIC.format(n): pd.array([getattr(self.metrics, n).value], dtype="Int64")
+                       for n in METRICS}
+            yield pd.DataFrame({**{n: [None] for n in names}, **figures})
 
     # ------------------------------------------------------------ the bucket's state
     def _load(self, state):
