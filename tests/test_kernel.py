@@ -4,6 +4,8 @@ every example exercises it."""
 
 from __future__ import annotations
 
+import decimal
+
 import contextlib
 import datetime as dt
 import itertools
@@ -147,6 +149,8 @@ def kernel_queries(draw, pattern_of=None):
                 f"CAST(SUM({var}.price) AS SMALLINT) AS cs", f"TRY_CAST(AVG({other}.x) * 1e10 AS INTEGER) AS tc",
                 f"CAST(COUNT(*) > {k} AS DOUBLE) AS cb", f"CAST(FIRST({var}.x) AS TINYINT) + 1 AS ct",
                 f"CAST(LAST({var}.x) AS VARCHAR) AS tx", f"CAST(COUNT({other}.*) > {k} AS varchar) AS tb",
+                # decimals (the column m, see _check_kernel): their measures run per match
+                f"SUM({var}.m) AS sm", f"LAST({other}.m) - FIRST(m) AS dm", f"MAX(m) > {k} AS mm",
                 f"CAST(MAX({var}.price) AS VARCHAR) < '{k}' AS tp", "CAST(LAST(price) AS VARCHAR(1)) AS t1",
                 f"SUM({var}.price) / 0 AS by_zero",  # not vectorized: per match, where the error is reported
                 f"CASE WHEN COUNT({var}.*) > {k} THEN LAST({other}.price) WHEN FIRST({var}.x) IS NULL THEN NULL "
@@ -178,8 +182,11 @@ def test_kernel_equals_reference(query, table, batch):
 
 def _check_kernel(query, table, batch):
     """The kernel's answer is the reference matcher's, over whole partitions and in run
-    batches of ``batch`` rows."""
+    batches of ``batch`` rows (the table gets a decimal column m, a quarter of price)."""
     text, mode = query
+    prices = table.column("price").to_pylist()
+    table = table.append_column("m", pa.array([None if p is None else decimal.Decimal(p) / 4 for p in prices],
+                                              pa.decimal128(38, 2)))
     try:
         plan = compile_query(text, table, mode)
     except QueryError as e:
