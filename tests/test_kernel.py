@@ -4,10 +4,9 @@ every example exercises it."""
 
 from __future__ import annotations
 
-import decimal
-
 import contextlib
 import datetime as dt
+import decimal
 import itertools
 from unittest.mock import patch
 

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 
 from sparkcep.errors import SparkCepError
 
@@ -139,7 +140,8 @@ def is_connect(frame_or_session) -> bool:
     return type(frame_or_session).__module__.startswith("pyspark.sql.connect")
 
 
-_parallelism: dict[int, tuple[object, int]] = {}
+# Per live session (weakly: a stopped session's entry goes with it).
+_parallelism: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def parallelism(spark) -> int:
@@ -148,13 +150,13 @@ def parallelism(spark) -> int:
     once per session (a job of the JVM alone, ~0.1 s)."""
     if not is_connect(spark):
         return spark.sparkContext.defaultParallelism
-    got = _parallelism.get(id(spark))
-    if got is None or got[0] is not spark:
+    got = _parallelism.get(spark)
+    if got is None:
         from pyspark.sql import functions as F
 
         n = spark.range(0, 1 << 20).select(F.spark_partition_id().alias("p")).agg(F.countDistinct("p")).first()[0]
-        got = _parallelism[id(spark)] = (spark, max(1, int(n)))
-    return got[1]
+        got = _parallelism[spark] = max(1, int(n))
+    return got
 
 
 def runs_on(spark) -> str:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import weakref
 
 import pyarrow as pa
 
 from sparkcep.errors import workers_missing
 
-_ready: dict[int, object] = {}  # id(session) -> session whose workers import sparkcep
+_ready: weakref.WeakSet = weakref.WeakSet()  # the live sessions whose workers import sparkcep
 _lock = threading.Lock()
 
 
@@ -23,7 +24,7 @@ def check_workers(spark) -> None:
     """Raise the ExecutionError of errors.workers_missing when this session's Python workers
     cannot import sparkcep or the libraries it runs on; other failures are left to the
     query's own job (and the probe, having told what it can, is not run again)."""
-    if _ready.get(id(spark)) is spark:
+    if spark in _ready:
         return
     try:
         spark.range(1, numPartitions=1).mapInArrow(_probe, "ok int").collect()
@@ -32,7 +33,7 @@ def check_workers(spark) -> None:
         if missing is not None:
             raise missing from None
     with _lock:
-        _ready[id(spark)] = spark
+        _ready.add(spark)
 
 
 def _probe(batches):
