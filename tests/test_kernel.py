@@ -889,3 +889,15 @@ def test_a_cast_to_a_large_integer_is_compared_exactly():
     assert got["gt"].tolist() == [True, True]
     rows = sparkcep.match_recognize(df, "ORDER BY t MEASURES t AS row_t PATTERN (A) DEFINE A AS CAST(y AS BIGINT) + 1 > y")
     assert rows["row_t"].tolist() == [0, 1]
+
+
+def test_a_double_expression_holding_integers_is_written_as_the_row_evaluator_writes_it():
+    """CAST(... AS VARCHAR) of a DOUBLE expression whose rows may hold integers (a CASE with
+    an integer branch): the masks and measure columns write what the row evaluator writes."""
+    table = pa.table({"t": list(range(6)), "v": [4, 1, 4, 3, 0, 4]})
+    text = ("ORDER BY t MEASURES t AS row_t, CAST(CASE WHEN FIRST(A.v) > 2 THEN FIRST(A.v) ELSE 2.5 END AS VARCHAR) "
+            "AS s PATTERN (A) DEFINE A AS CAST(CASE WHEN v > 2 THEN v ELSE 2.5 END AS VARCHAR) = '4'")
+    plan = compile_query(text, table)
+    want = run_plan(plan, table, Matcher, use_kernel=False).to_pylist()
+    assert want == [{"row_t": 0, "s": "4"}, {"row_t": 2, "s": "4"}, {"row_t": 5, "s": "4"}]
+    assert run_plan(plan, table, use_kernel=True).to_pylist() == want

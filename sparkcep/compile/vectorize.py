@@ -277,7 +277,15 @@ def _cast_of(e: BCall) -> tuple[bool, str] | None:
     m = _CAST.fullmatch(e.name)
     if m is None or len(e.args) != 1 or e.args[0].type not in (Type.BIGINT, Type.DOUBLE, Type.BOOLEAN):
         return None
+    if m.group(2) == "VARCHAR" and e.args[0].type == Type.DOUBLE and not _a_column(e.args[0]):
+        # (a DOUBLE expression may hold an integer per row — CASE WHEN ... THEN v ELSE 2.5 —
+        # which the row evaluator writes as one: only a column's values are always doubles)
+        return None
     return m.group(1) is not None, m.group(2)
+
+
+def _a_column(e: BExpr) -> bool:
+    return isinstance(e, BColumn) or (isinstance(e, BNav) and isinstance(e.inner, BColumn))
 
 
 def _cast(e: BCall, cols: ColumnArrays) -> Values:

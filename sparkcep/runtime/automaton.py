@@ -188,15 +188,16 @@ class Automaton:
         shape = self.table.shape
         if self._paths is not None and self._paths[0] == shape:
             return self._paths[1]
-        width = max(1, max(len(pcs) for pcs, _ in self.order))
+        width = max(1, max(len(pcs) for pcs, _ in self.order[:shape[0]]))
         parent = np.full((shape[0], shape[1], width), -1, dtype=np.int32)
         accept_from = np.full(shape, -1, dtype=np.int32)
         for (st, col), (kept, accept) in self.back.items():
-            parent[st, col, :len(kept)] = kept
-            accept_from[st, col] = accept
+            if st < shape[0] and col < shape[1]:  # (a prepare that gave up leaves some past the table)
+                parent[st, col, :len(kept)] = kept
+                accept_from[st, col] = accept
         code = self.plan.program.instructions
         label = np.full((shape[0], width), -1, dtype=np.int64)
-        for st, (pcs, _) in enumerate(self.order):
+        for st, (pcs, _) in enumerate(self.order[:shape[0]]):
             label[st, :len(pcs)] = [code[pc].a for pc in pcs]
         self._paths = (shape, (parent, accept_from, label))
         return self._paths[1]

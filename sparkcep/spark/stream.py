@@ -15,6 +15,7 @@ them, so a key makes progress when the watermark moves without new rows for it.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,13 +41,13 @@ class StreamMetrics:
     rows (partial matches that may still grow) and state bytes. Pass one to
     ``stream(..., metrics=)`` and read ``snapshot()``.
 
-    On a classic session Spark accumulators sum them as the tasks finish (a micro-batch's
-    figures are in before its output reaches a sink). A Spark Connect session has no
-    accumulators: each bucket's call reports its figures in a row the stream observes
-    (``DataFrame.observe``) and drops, and the figures arrive with each micro-batch's
-    progress event (a listener this object registers), so ``snapshot()`` may trail the
-    running micro-batch by one; ``run_to_end`` reads the query's progress once more when it
-    ends, so its figures are whole."""
+    On a classic session Spark accumulators sum them as the tasks finish. A Spark Connect
+    session has no accumulators: each bucket's call reports its figures in a row the stream
+    observes (``DataFrame.observe``) and drops, and the figures arrive with each
+    micro-batch's progress event (a listener this object registers on the session, for the
+    session's life), so ``snapshot()`` may trail the running micro-batch by one;
+    ``run_to_end`` also reads the query's recent progress when it ends (reports still on
+    their way). The stream's columns are then all nullable."""
 
     rows: Any
     late: Any
@@ -80,19 +81,21 @@ class StreamMetrics:
         counted yet (Connect; each report counts once, by run and batch)."""
         if self.observed is None:
             return
-        seen = self.__dict__.setdefault("_seen", set())
-        for p in progress:
-            got = (p["observedMetrics"] or {}).get(self.observed)
-            key = (p["runId"], p["batchId"])
-            if got is None or key in seen:
-                continue
-            seen.add(key)
-            figures = _figures(got)
-            for name in METRICS:
-                getattr(self, name).add(figures.get(name) or 0)
+        with _ABSORBING:  # (the listener's thread and run_to_end's may absorb one report at once)
+            seen = self.__dict__.setdefault("_seen", set())
+            for p in progress:
+                got = (p["observedMetrics"] or {}).get(self.observed)
+                key = (p["runId"], p["batchId"])
+                if got is None or key in seen:
+                    continue
+                seen.add(key)
+                figures = _figures(got)
+                for name in METRICS:
+                    getattr(self, name).add(figures.get(name) or 0)
 
 
 METRICS = ("rows", "late", "matches", "timeouts", "buffered", "undecided", "state_bytes")
+_ABSORBING = threading.Lock()
 
 
 def _figures(row) -> dict:
@@ -256,7 +259,8 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     # Connect: each call's figures come in a row of their own, summed per micro-batch by
     # the observation and dropped (see StreamMetrics).
     return (out.observe(metrics.observed, *[F.sum(F.col(_METRIC.format(n))).alias(n) for n in METRICS])
-            .where(F.col(_METRIC.format("rows")).isNull()).select(*[F.col(f"`{n}`") for n in spark_schema.names]))
+            .where(F.col(_METRIC.format("rows")).isNull())
+            .select(*[F.col("`" + n.replace("`", "``") + "`") for n in spark_schema.names]))
 
 
 _METRIC = "__sparkcep_metric_{}"
