@@ -276,12 +276,8 @@ class KernelMatcher:
         offs, labels, excl = self._labels(part, starts, ends, (masks, cols, valid, order0, within))
         unmatched = np.zeros(0, dtype=np.bool_)
         if q.with_unmatched:
-            # A row is unmatched when no match starts there and no match covers it.
-            cover = np.zeros(part.n + 1, dtype=np.int64)
-            np.add.at(cover, starts, 1)
-            np.add.at(cover, ends, -1)
-            unmatched = np.cumsum(cover[:part.n]) == 0
-            unmatched[starts] = False
+            unmatched = np.zeros(part.n, dtype=np.bool_)
+            unmatched[Spans.unmatched_rows(starts, ends, part.n)] = True
         return starts, ends, offs, labels, excl, unmatched
 
     def _automaton_window(self, part: PartitionData, masks, order0, within, pos: int = 0, covered: int = -1,

@@ -195,14 +195,15 @@ def _read_in_order(p: Plan, batches) -> tuple[list[pa.RecordBatch], bool]:
     """The task's non-empty record batches while they stand in ORDER BY order, and whether
     all did (reading stops at the first that does not)."""
     read: list[pa.RecordBatch] = []
+    last = None  # the last row read, which the next batch's first must not precede
     for b in batches:
         if not b.num_rows:
             continue
         t = pa.Table.from_batches([b])
-        if not already_ordered(t if not read else pa.concat_tables([pa.Table.from_batches([read[-1]]).slice(
-                read[-1].num_rows - 1), t]), p.query.order_by):
+        if not already_ordered(t if last is None else pa.concat_tables([last, t]), p.query.order_by):
             return read + [b], False
         read.append(b)
+        last = t.slice(t.num_rows - 1)
     return read, True
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -58,6 +58,9 @@ class StreamMetrics:
     state_bytes: Any
     run: str
     observed: str | None = None  # the observation's name (Connect)
+    # (run, batch) of the progress reports counted (Connect: the listener and run_to_end
+    # may both see one)
+    seen: set = field(default_factory=set, repr=False, compare=False)
 
     @staticmethod
     def create(spark) -> StreamMetrics:
@@ -82,13 +85,12 @@ class StreamMetrics:
         if self.observed is None:
             return
         with _ABSORBING:  # (the listener's thread and run_to_end's may absorb one report at once)
-            seen = self.__dict__.setdefault("_seen", set())
             for p in progress:
                 got = (p["observedMetrics"] or {}).get(self.observed)
                 key = (p["runId"], p["batchId"])
-                if got is None or key in seen:
+                if got is None or key in self.seen:
                     continue
-                seen.add(key)
+                self.seen.add(key)
                 figures = _figures(got)
                 for name in METRICS:
                     getattr(self, name).add(figures.get(name) or 0)
