@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import fields, is_dataclass
 from typing import Any
 
 from sparkcep.data.ingest import placeholders, to_arrow
@@ -22,7 +21,7 @@ from sparkcep.query import (
 )
 from sparkcep.values import to_pandas
 
-__all__ = ["compile_query", "explain", "match_recognize", "plan_query", "run_local", "run_plan", "sase", "snoop"]
+__all__ = ["compile_query", "explain", "match_recognize", "match_rules", "plan_query", "run_local", "run_plan", "sase", "snoop"]
 
 
 
@@ -149,22 +148,11 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     one without on the sequential engine with its expensive calls made ahead by the workers
     (options ``workers``, ``start``, ``chunk``, ``stats``: a tasks.engine.TaskStats).
     """
-    check_options(options, OPTIONS | TASK_OPTIONS)
-    task_options = {k: options.pop(k) for k in TASK_OPTIONS & set(options)}
-    if task_options:  # checked whether or not the task engine runs the query
-        from sparkcep.tasks.engine import TaskOptions, TaskStats
-
-        TaskOptions(**{k: v for k, v in task_options.items() if k != "stats"}).check()
-        stats = task_options.get("stats")
-        if stats is not None and not isinstance(stats, TaskStats):
-            raise OptionError(f"stats must be a sparkcep.TaskStats (its counts are filled in), not {stats!r}")
+    task_options = _task_options(options, is_spark_dataframe(data))
     strategy = options.get("strategy", "auto")
     if is_spark_dataframe(data):
         from sparkcep.spark.batch import match_recognize_spark
 
-        if task_options or strategy == "tasks":
-            raise OptionError("strategy 'tasks' runs MATCH_RECOGNIZE on pandas and Arrow data (on Spark, "
-                              "sparkcep.snoop runs the task engine)")
         return match_recognize_spark(data, clause, **options)
     table, kind = _ingest(data, clause)
     plan = compile_query(clause, table, options.get("mode", "sql"), options.get("plan"), options.get("sharing", True))
@@ -172,12 +160,53 @@ def match_recognize(data: Any, clause: str, **options: Any) -> Any:
     return to_pandas(result, data, placeholders(table)) if kind == "pandas" else result
 
 
+@guarded(query=False)
+def match_rules(data: Any, rules: Any, **options: Any) -> Any:
+    """Run many MATCH_RECOGNIZE clauses over ``data`` at once: ``rules`` maps each rule's name
+    to its clause, or is a folder of ``.sql`` files (one clause each, named by the file).
+    One table of ``data``'s kind: a ``rule`` column first, then the rules' output columns by
+    name (NULL where a rule has no such column); each rule's rows are what match_recognize
+    gives it alone. Rules with the same PARTITION BY and ORDER BY share one read and sort of
+    the input (on Spark: one shuffle per PARTITION BY) and the conditions they define alike.
+    Options as match_recognize."""
+    from sparkcep.rules.rule_set import load_rules
+
+    task_options = _task_options(options, is_spark_dataframe(data))
+    chosen = load_rules(rules)
+    if is_spark_dataframe(data):
+        from sparkcep.spark.rule_jobs import match_rules_spark
+
+        return match_rules_spark(data, chosen, **options)
+    from sparkcep.rules.one_pass import match_rules_local
+
+    return match_rules_local(data, chosen, **options, task_options=task_options)
+
+
+def _task_options(options: dict, spark: bool) -> dict:
+    """Checks ``options`` and takes the task engine's out of them (checked whether or not
+    the task engine runs the query); they are refused on Spark (``spark``: the data is a
+    Spark DataFrame)."""
+    check_options(options, OPTIONS | TASK_OPTIONS)
+    task_options = {k: options.pop(k) for k in TASK_OPTIONS & set(options)}
+    if task_options:
+        from sparkcep.tasks.engine import TaskOptions, TaskStats
+
+        TaskOptions(**{k: v for k, v in task_options.items() if k != "stats"}).check()
+        stats = task_options.get("stats")
+        if stats is not None and not isinstance(stats, TaskStats):
+            raise OptionError(f"stats must be a sparkcep.TaskStats (its counts are filled in), not {stats!r}")
+    if spark and (task_options or options.get("strategy", "auto") == "tasks"):
+        raise OptionError("strategy 'tasks' runs MATCH_RECOGNIZE on pandas and Arrow data (on Spark, "
+                          "sparkcep.snoop runs the task engine)")
+    return task_options
+
+
 def _ingest(data: Any, clause: Any):
     """The input as Arrow, and its kind; only the text columns the query names are converted
     (the costliest part of the hand-off from pandas), the others pass through ALL ROWS PER
     MATCH untouched (see data.ingest.to_arrow)."""
     query = parse(clause)
-    names = _names_of_text(clause) if isinstance(clause, str) else _names_in(query)
+    names = _names_of_text(clause) if isinstance(clause, str) else ast.identifiers(query)
     return to_arrow(data, names, positions=query.rows_per_match.mode == "ALL")
 
 
@@ -196,21 +225,4 @@ def run_local(data: Any, clause: Any, mode: str = "sql", stats: dict | None = No
 
 @functools.lru_cache(maxsize=256)
 def _names_of_text(text: str) -> frozenset[str]:
-    return frozenset(_names_in(parse(text)))
-
-
-def _names_in(query: ast.Query) -> set[str]:
-    """Every identifier in a syntax tree, upper-cased: a superset of the columns it reads."""
-    out: set[str] = set()
-    stack: list[Any] = [query]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Name):
-            out.add(node.text.upper())
-        elif isinstance(node, (tuple, list)):
-            stack.extend(node)
-        elif is_dataclass(node):
-            stack.extend(getattr(node, f.name) for f in fields(node))
-    return out
-
-
+    return frozenset(ast.identifiers(parse(text)))

@@ -76,10 +76,11 @@ EXECUTORS = ("automaton", "segments", "tasks", "key-groups", "speculative", "sta
 
 
 def run_plan(plan, table: pa.Table, matcher_factory=None, partition_runner=None, use_kernel: bool | None = None,
-             stats: dict | None = None, executor=None) -> pa.Table:
+             stats: dict | None = None, executor=None, sorts=None) -> pa.Table:
     """A plan over a table on the executor of its kind: a segment query on the segment
     executor, an automaton plan on the automaton driver (runtime.local.run_automaton, whose
-    arguments the others are)."""
+    arguments the others are; ``sorts``, a runtime.local.SharedSorts, shares the sorted
+    input between plans run over one table)."""
     if is_segment_plan(plan):
         from sparkcep.segments.run import run_segments
 
@@ -87,7 +88,7 @@ def run_plan(plan, table: pa.Table, matcher_factory=None, partition_runner=None,
     from sparkcep.runtime.local import run_automaton
     from sparkcep.runtime.vm import Matcher
 
-    return run_automaton(plan, table, matcher_factory or Matcher, partition_runner, use_kernel, stats, executor)
+    return run_automaton(plan, table, matcher_factory or Matcher, partition_runner, use_kernel, stats, executor, sorts)
 
 
 def choose_executor(plan, strategy: str = "auto", task_options: dict | None = None,
@@ -204,9 +205,10 @@ def hot_key(plan, table: pa.Table) -> bool:
 
 
 def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | None = None,
-            stats: dict | None = None) -> pa.Table:
+            stats: dict | None = None, sorts=None) -> pa.Table:
     """Run ``plan`` over ``table`` on the executor choose_executor picks (task option
-    ``stats``, a tasks.engine.TaskStats, receives the task engine's counts)."""
+    ``stats``, a tasks.engine.TaskStats, receives the task engine's counts; ``sorts``: see
+    run_plan)."""
     task_options = dict(task_options or {})
     task_stats = task_options.pop("stats", None)
     chosen, tq = _choose(plan, strategy, task_options, table)
@@ -214,7 +216,7 @@ def execute(plan, table: pa.Table, strategy: str = "auto", task_options: dict | 
         from sparkcep.tasks.calls import calls_once
 
         with calls_once(plan):  # one call per distinct arguments, not one per start and variable
-            return run_plan(plan, table, stats=stats)
+            return run_plan(plan, table, stats=stats, sorts=sorts)
     if chosen == "state-based":
         from sparkcep.parallel.state_based import StateBasedMatcher
 

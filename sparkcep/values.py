@@ -719,8 +719,12 @@ def to_pandas(table: pa.Table, source: Any = None, held: frozenset[str] = frozen
     they are (any object, any dtype)."""
     frame = _to_pandas(table, source)
     for name in held & set(table.column_names):
-        at = table.column(name).to_numpy(zero_copy_only=False)
-        frame[name] = source[name].iloc[at].reset_index(drop=True)
+        col = table.column(name)
+        at = col.fill_null(0).to_numpy(zero_copy_only=False) if col.null_count else col.to_numpy(zero_copy_only=False)
+        values = source[name].iloc[at].reset_index(drop=True)
+        if col.null_count:  # rows of another rule (match_rules), which has no such column
+            values = values.where(col.is_valid().to_numpy(zero_copy_only=False))
+        frame[name] = values
     return frame
 
 

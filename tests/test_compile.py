@@ -114,6 +114,7 @@ FLOORS: list[set[str]] = [
     {"tasks"},
     {"parallel"},
     {"query"},
+    {"rules"},
     {"spark"},
     {"api", "charts"},
     {"cli", "__init__"},

@@ -250,6 +250,9 @@ class LazyColumns:
     def __init__(self, arrays: list[pa.Array | pa.ChunkedArray | None]):
         self._arrow = arrays
         self._py: list[list[Any] | None] = [None] * len(arrays)
+        # Row-local condition masks over these rows, by condition: rules run over one sorted
+        # input evaluate a condition they define alike once (runtime.fast).
+        self.masks: dict = {}
 
     def __len__(self) -> int:
         return len(self._arrow)

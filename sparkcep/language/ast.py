@@ -6,7 +6,7 @@ pattern variables, columns looked up case-insensitively by the analyzer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from sparkcep.errors import Span
@@ -283,3 +283,18 @@ class Query(Node):
     subsets: tuple[SubsetDef, ...] = ()
     defines: tuple[Define, ...] = ()
     text: str = field(default="", compare=False, repr=False)
+
+
+def identifiers(tree: Any) -> set[str]:
+    """Every identifier in a syntax tree, upper-cased: a superset of the columns it reads."""
+    out: set[str] = set()
+    stack: list[Any] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Name):
+            out.add(node.text.upper())
+        elif isinstance(node, (tuple, list)):
+            stack.extend(node)
+        elif is_dataclass(node):
+            stack.extend(getattr(node, f.name) for f in fields(node))
+    return out

@@ -120,10 +120,16 @@ class KernelMatcher:
         plan, n = self.plan, part.n
         arrays = arrays_for(part.cols, self.used, n, part.cache.get("segments"))
         masks = np.ones((len(plan.labels), n), dtype=np.bool_)
+        shared = getattr(part.cols, "masks", None)
         for label, parts in enumerate(plan.local_parts):
             if parts:
-                if condition_mask(list(parts), arrays, out=masks[label]) is None:
+                got = _shared_mask(shared, parts)
+                if got is not None:
+                    masks[label] = got
+                elif condition_mask(list(parts), arrays, out=masks[label]) is None:
                     return None
+                elif shared is not None:
+                    _keep_mask(shared, parts, masks[label])
         k = len(self.spec.columns)
         cols = np.zeros((max(k, 1), n), dtype=np.float64)
         valid = np.zeros((max(k, 1), n), dtype=np.bool_)
@@ -552,6 +558,25 @@ class KernelMatcher:
         found = matches_from_arrays(np.arange(first, first + len(ends)), ends, offs, labels, excl)
         return [(m.start, UNRESOLVED if m.end == kernel.UNRESOLVED else None if m.end == kernel.NO_MATCH else m)
                 for m in found]
+
+
+def _shared_mask(shared: dict | None, parts: tuple) -> np.ndarray | None:
+    """A row-local condition's mask another plan computed over the same rows, if any."""
+    if shared is None:
+        return None
+    try:
+        return shared.get(parts)
+    except TypeError:  # a literal that does not hash (an array): not shared
+        return None
+
+
+def _keep_mask(shared: dict, parts: tuple, mask: np.ndarray) -> None:
+    kept = mask.copy()  # (the plan's own matrix may change; the kept one may not)
+    kept.flags.writeable = False
+    try:
+        shared[parts] = kept
+    except TypeError:
+        pass
 
 
 def numbered_within(windows: np.ndarray, count: int) -> np.ndarray:

@@ -5,7 +5,7 @@ strategy's batches, key groups) ends up here or in the same matchers."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +15,7 @@ from sparkcep import jit
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import referenced_columns
 from sparkcep.data.output import measure_array, measure_types, output_table
-from sparkcep.data.partitions import LazyColumns, sort_and_partition
+from sparkcep.data.partitions import LazyColumns, Partitions, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.fast import KernelMatcher, numbered_within
@@ -27,7 +27,8 @@ from sparkcep.values import admit
 
 
 def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partition_runner=None,
-                  use_kernel: bool | None = None, stats: dict | None = None, executor=None) -> pa.Table:
+                  use_kernel: bool | None = None, stats: dict | None = None, executor=None,
+                  sorts: SharedSorts | None = None) -> pa.Table:
     """Run an automaton plan over a table; ``matcher_factory`` builds the matcher (tests pass the
     reference matcher here); ``partition_runner(plan, part, row_ids)`` replaces the
     sequential engine for each partition (tests pass the run strategy here); ``stats``, if
@@ -36,19 +37,15 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     ``executor.map(partition, bounds, partition_data)``, on the Python matchers: elsewhere,
     or here with their calls evaluated ahead (the result keeps partition order;
     ``partition_data(bounds)`` builds the (PartitionData, input rows) ``partition`` takes
-    as its second argument)."""
+    as its second argument); ``sorts`` holds the table sorted for other plans run over it
+    (many rules: one sort per PARTITION BY and ORDER BY)."""
     q = plan.query
-    used = plan.derive("reads", lambda: referenced_columns(q))
     source = table  # the output copies columns as given (an unsigned column read as BIGINT too)
-    table = admit(table, used)
-    parts = sort_and_partition(table, q)
+    ready = (sorts or SharedSorts(table, plan.derive("reads", lambda: referenced_columns(q)))).of(q)
+    table, parts, columns = ready.table, ready.parts, ready.columns
     order_np = parts.order
-    sorted_idx = pa.array(order_np)
-    arrays = [(table.column(i) if parts.identity else table.column(i).take(sorted_idx)) if i in used else None
-              for i in range(table.num_columns)]
     if q.within is not None:
-        _refuse_null_times(q, arrays, order_np)
-    columns = LazyColumns(arrays)
+        _refuse_null_times(q, columns, order_np)
     order_index = q.order_by[0].index if q.order_by else None
 
     if use_kernel is None:
@@ -108,8 +105,43 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     return output_table(plan, source, out_rows, measures, types)
 
 
-def _refuse_null_times(q, arrays: list, order_np: np.ndarray) -> None:
-    nulls = pc.is_null(arrays[q.order_by[0].index]).to_numpy(zero_copy_only=False).nonzero()[0]
+class SortedInput(NamedTuple):
+    table: pa.Table  # the input with the columns read made readable (values.admit)
+    parts: Partitions
+    columns: LazyColumns  # the columns read, in sorted order (others None)
+
+
+class SharedSorts:
+    """The input ``table`` sorted once per PARTITION BY and ORDER BY for every plan run over
+    it (many rules at once), with the columns ``used`` (any of the plans reads) in sorted
+    order; condition masks the plans share are kept with those columns (LazyColumns.masks)."""
+
+    def __init__(self, table: pa.Table, used):
+        self.source = table
+        self.used = frozenset(used)
+        self._admitted: pa.Table | None = None
+        self._sorted: dict = {}
+
+    def of(self, q) -> SortedInput:
+        if not set(referenced_columns(q)) <= self.used:
+            raise ValueError("SharedSorts holds fewer columns than this query reads")
+        key = (tuple(k.index for k in q.partition_by),
+               tuple((k.index, k.descending, k.nulls_first) for k in q.order_by))
+        got = self._sorted.get(key)
+        if got is None:
+            if self._admitted is None:
+                self._admitted = admit(self.source, self.used)
+            table = self._admitted
+            parts = sort_and_partition(table, q)
+            idx = None if parts.identity else pa.array(parts.order)
+            arrays = [(table.column(i) if idx is None else table.column(i).take(idx)) if i in self.used else None
+                      for i in range(table.num_columns)]
+            got = self._sorted[key] = SortedInput(table, parts, LazyColumns(arrays))
+        return got
+
+
+def _refuse_null_times(q, columns: LazyColumns, order_np: np.ndarray) -> None:
+    nulls = pc.is_null(columns.arrow(q.order_by[0].index)).to_numpy(zero_copy_only=False).nonzero()[0]
     if len(nulls):
         raise DataError("WITHIN needs a value in the first ORDER BY column; this row has NULL",
                         column=q.order_by[0].column, row=int(order_np[nulls[0]]))

@@ -47,7 +47,7 @@ def _partition_task(p: Plan, limit: int, batches, spark_schema):
         table = table.take(pa.array(np.argsort(row, kind="stable")))
     t = table.drop_columns([ROW])
     schema = arrow_of(spark_schema)
-    for part in _within_bound(p, t, limit):
+    for part in within_bound(p, t, limit):
         try:
             out = run_in_task(p, part)
         except DataError as e:
@@ -55,7 +55,7 @@ def _partition_task(p: Plan, limit: int, batches, spark_schema):
         yield from out.cast(schema).to_batches()
 
 
-def _within_bound(p: Plan, t: pa.Table, limit: int):
+def within_bound(p: Plan, t: pa.Table, limit: int):
     """``t`` whole, or cut at key boundaries into parts of at most ``limit`` rows; a key
     holding more is an error (a matcher's working memory grows with its partition's rows)."""
     if t.num_rows <= limit:
@@ -88,19 +88,20 @@ def _too_many(where: str, rows: int, limit: int) -> str:
 SPECULATE_ROWS = 1_000
 
 
-def run_in_task(plan, table: pa.Table) -> pa.Table:
+def run_in_task(plan, table: pa.Table, sorts=None) -> pa.Table:
     """A Spark task's run of ``plan`` over its rows (a key group, or all rows). With
     expensive calls, each distinct call is made once; a task given more than one CPU
     (``spark.task.cpus``) also makes them ahead on that many worker processes less one, as
     a query on pandas does, so one hot key's task uses the cores it was given (groups of
-    fewer than SPECULATE_ROWS rows make their calls in the task)."""
+    fewer than SPECULATE_ROWS rows make their calls in the task; ``sorts``: the rows sorted
+    for other rules run over them, runtime.local.SharedSorts)."""
     from sparkcep.tasks.calls import calls_once
     from sparkcep.tasks.from_sql import calls_expensive
 
     cpus = task_cpus()
     if cpus <= 1 or table.num_rows < SPECULATE_ROWS or is_segment_plan(plan) or not calls_expensive(plan):
         with calls_once(plan):
-            return run_plan(plan, table)
+            return run_plan(plan, table, sorts=sorts)
     from sparkcep.tasks.engine import TaskOptions
     from sparkcep.tasks.speculate import Speculation
 

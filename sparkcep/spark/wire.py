@@ -30,6 +30,7 @@ def errors_to_driver():
             "column": getattr(e, "column", None),
             "row": getattr(e, "row", None),
             "key": getattr(e, "key", None),
+            "rule": getattr(e, "rule", None),  # (match_rules: the rule it arose in)
         }
         raise RuntimeError(_ERROR_TAG + json.dumps(info, default=str)) from None
 
@@ -46,8 +47,12 @@ def reraise(exc: Exception) -> None:
     except ValueError:
         raise exc from None
     if info.get("type") == "InternalError":
-        raise InternalError(info["message"]) from None
-    raise DataError(info["message"], column=info.get("column"), row=info.get("row"), key=info.get("key")) from None
+        err = InternalError(info["message"])
+    else:
+        err = DataError(info["message"], column=info.get("column"), row=info.get("row"), key=info.get("key"))
+    if info.get("rule") is not None:
+        err.rule = info["rule"]
+    raise err from None
 
 
 @contextlib.contextmanager

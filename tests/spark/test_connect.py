@@ -44,6 +44,11 @@ SCRIPT = textwrap.dedent("""
     keyed = sparkcep.match_recognize(df.withColumn("k", df.ts % 3), "PARTITION BY k " + query, strategy="runs",
                                      batch=8)
     out["keyed runs"] = keyed.toPandas().sort_values(["k", "top"], kind="stable").to_dict("records")
+    # many rules at once: one shuffle for the keyed ones, the run strategy for the other
+    rules = {"keyed": "PARTITION BY k " + query, "whole": query}
+    got = sparkcep.match_rules(df.withColumn("k", df.ts % 3), rules, strategy="auto")
+    got = got.toPandas().sort_values(["rule", "k", "top"], kind="stable")
+    out["rules"] = got.astype(object).where(got.notna(), None).to_dict("records")
     # SQL: sparkcep.sql, and the table function from spark.sql
     df.createOrReplaceTempView("events")
     # (the word sparkcep names its result by, and braces, in the user's text stay as written)
@@ -123,6 +128,10 @@ def test_a_connect_session_gives_the_classic_answers():
     frame = pd.DataFrame(DATA).assign(k=lambda d: d.ts % 3)
     keyed = sparkcep.match_recognize(frame, "PARTITION BY k " + QUERY).sort_values(["k", "top"], kind="stable")
     assert got["keyed"] == got["keyed runs"] == json.loads(json.dumps(keyed.to_dict("records"), default=str))
+    rules = {"keyed": "PARTITION BY k " + QUERY, "whole": QUERY}
+    local = sparkcep.match_rules(frame, rules).sort_values(["rule", "k", "top"], kind="stable")
+    assert got["rules"] == json.loads(json.dumps(local.astype(object).where(local.notna(), None).to_dict("records"),
+                                                 default=str))
     matches, streamed, rows, stream_query = got["stream"]
     frame = pd.DataFrame(rows).assign(ts=lambda d: pd.to_datetime(d.ts))
     batch = sparkcep.match_recognize(frame, stream_query).sort_values(["k", "top", "gain", "n"])

@@ -1,0 +1,61 @@
+"""Many rules over one pandas or Arrow table in one pass: the input read once, sorted once
+per PARTITION BY and ORDER BY (runtime.local.SharedSorts), conditions the rules define
+alike evaluated once per row; each rule's rows exactly what match_recognize gives it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from sparkcep.data.ingest import placeholders, referenced_columns, to_arrow
+from sparkcep.data.output import measure_types, output_columns
+from sparkcep.errors import SparkCepError
+from sparkcep.language import ast
+from sparkcep.language.parser import parse
+from sparkcep.query import compile_query, execute, is_segment_plan
+from sparkcep.rules.rule_set import Rule, in_rule, union_schema, union_tables
+from sparkcep.runtime.local import SharedSorts
+from sparkcep.values import to_pandas
+
+
+def match_rules_local(data: Any, rules: list[Rule], *, strategy: str = "auto", mode: str = "sql",
+                      plan: str | None = None, sharing: bool = True, task_options: dict | None = None,
+                      batch: int | None = None, shared: int | None = None) -> Any:
+    """Every rule of ``rules`` over ``data`` (pandas or Arrow), as one table of the same kind
+    (``batch`` and ``shared`` size the run strategies on Spark: as match_recognize, this
+    machine's engine takes and checks them but has no batches)."""
+    queries = [_named(rule, lambda r=rule: parse(r.text)) for rule in rules]
+    names = set().union(*(ast.identifiers(q) for q in queries)) if queries else set()
+    table, kind = to_arrow(data, names, positions=any(q.rows_per_match.mode == "ALL" for q in queries))
+    plans = [_named(rule, lambda r=rule: compile_query(r.text, table, mode, plan, sharing)) for rule in rules]
+    union_schema([(rule, static_schema(p, table.schema)) for rule, p in zip(rules, plans, strict=True)])
+    used = set().union(*(referenced_columns(p.query) for p in plans if not is_segment_plan(p)))
+    sorts = SharedSorts(table, used)
+    results = [(rule, _named(rule, lambda p=p: execute(p, table, strategy, task_options, sorts=sorts)))
+               for rule, p in zip(rules, plans, strict=True)]
+    out = union_tables(results)
+    return to_pandas(out, data, placeholders(table)) if kind == "pandas" else out
+
+
+def static_schema(plan, schema: pa.Schema) -> pa.Schema:
+    """A rule's output columns as far as known before it runs (a measure whose values decide
+    its type, as a function registered with returns='any', is of NULL type here)."""
+    q = plan.query
+    types = iter(measure_types(q, schema))
+    fields = []
+    for name, idx in output_columns(q):
+        if idx is None:
+            t = next(types)
+            fields.append(pa.field(name, t if t is not None else pa.null()))
+        else:
+            fields.append(schema.field(idx).with_name(name))
+    return pa.schema(fields)
+
+
+def _named(rule: Rule, step):
+    try:
+        return step()
+    except SparkCepError as e:
+        raise in_rule(e, rule) from None
+

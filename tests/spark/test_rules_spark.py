@@ -1,0 +1,67 @@
+"""Many rules over a Spark DataFrame (sparkcep.match_rules): every strategy gives the local
+engine's rows for every rule; rules with one PARTITION BY share one shuffle; an error in a
+task names its rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import sparkcep
+from sparkcep.errors import DataError, QueryError
+from sparkcep.spark.batch import collect_errors
+from tests.spark.helpers import rows
+
+RULES = {
+    "dip": ("PARTITION BY sym ORDER BY ts MEASURES FIRST(A.price) AS top, COUNT(*) AS n "
+            "PATTERN (A B+ C) DEFINE B AS price < PREV(price), C AS price > PREV(price)"),
+    "high": ("PARTITION BY sym ORDER BY ts MEASURES LAST(B.price) AS high, COUNT(*) AS n "
+             "PATTERN (A B) DEFINE A AS price < 30, B AS price > 70"),
+    "every": ("PARTITION BY sym ORDER BY ts MEASURES RUNNING COUNT(*) AS n ALL ROWS PER MATCH "
+              "PATTERN (A B) DEFINE A AS price < 30, B AS price > 70"),
+    "by_desk": ("PARTITION BY desk ORDER BY ts DESC MEASURES MAX(price) AS top, COUNT(*) AS n "
+                "PATTERN (A{3}) DEFINE A AS price > 40"),
+    "whole": "ORDER BY ts, sym MEASURES COUNT(*) AS n PATTERN (A B C) DEFINE A AS price < 20, C AS price > 80",
+}
+
+
+@pytest.fixture(scope="module")
+def trades():
+    rng = np.random.default_rng(3)
+    n = 3000
+    return pd.DataFrame({"sym": rng.choice(["a", "b", "c", "d"], n), "desk": rng.integers(0, 3, n),
+                         "ts": np.arange(n, dtype=np.int64), "price": rng.integers(0, 100, n).astype(float)})
+
+
+@pytest.mark.parametrize("strategy", ["auto", "partition", "sequential", "runs"])
+def test_every_strategy_gives_each_rule_its_local_rows(spark, trades, strategy):
+    expected = rows(sparkcep.match_rules(pa.Table.from_pandas(trades, preserve_index=False), RULES))
+    got = sparkcep.match_rules(spark.createDataFrame(trades), RULES, strategy=strategy)
+    assert got.columns == list(sparkcep.match_rules(trades.head(0), RULES).columns)
+    assert rows(got) == expected
+
+
+def test_one_shuffle_per_partition_by(spark, trades):
+    got = sparkcep.match_rules(spark.createDataFrame(trades), RULES, strategy="partition")
+    plan = got._jdf.queryExecution().executedPlan().toString()
+    # by sym (three rules), by desk, and the rule without PARTITION BY in one task
+    assert plan.count("Exchange hashpartitioning(sym") == 1
+    assert plan.count("Exchange hashpartitioning(desk") == 1
+    assert plan.count("Exchange SinglePartition") == 1
+
+
+def test_an_error_in_a_task_names_its_rule(spark, trades):
+    bad = dict(RULES, ratio="PARTITION BY sym ORDER BY ts MEASURES 1 / (COUNT(*) - 2) AS n PATTERN (A B)")
+    df = spark.createDataFrame(trades)
+    with pytest.raises(DataError) as e, collect_errors():
+        sparkcep.match_rules(df, bad, strategy="partition").collect()
+    assert e.value.rule == "ratio" and "rule 'ratio'" in str(e.value) and e.value.key is not None
+
+
+def test_a_column_of_two_types_is_refused_before_spark_runs(spark, trades):
+    text = RULES["high"].replace("LAST(B.price) AS high", "CAST(LAST(B.price) AS VARCHAR) AS top")
+    with pytest.raises(QueryError) as e:
+        sparkcep.match_rules(spark.createDataFrame(trades), {"dip": RULES["dip"], "text": text})
+    assert e.value.code == "TYPE_MISMATCH"
