@@ -103,8 +103,10 @@ def _named(module: str, qualname: str):
 
 
 def njit(*args, **options):
-    """numba.njit with the disk cache on, built on first call (see ``Kernel``)."""
+    """numba.njit with the disk cache on, built on first call (see ``Kernel``), releasing the
+    GIL while it runs (the rules of one match_rules call match on threads side by side)."""
     options.setdefault("cache", True)
+    options.setdefault("nogil", True)
     if args and callable(args[0]):
         return Kernel(args[0], options)
     return lambda fn: Kernel(fn, options)
@@ -254,12 +256,12 @@ def cache_folder() -> str:
 
 
 def source_key() -> str:
-    """A hash of the kernels' source and place (and the interpreter and machine they
-    compile for)."""
+    """A hash of the kernels' source and place, of this module (the options they compile
+    with, such as nogil) and of the interpreter and machine they compile for."""
     key = _state.get("key")
     if key is None:
         h = hashlib.sha256(f"{sys.version}|{platform.machine()}".encode())
-        for name in KERNEL_MODULES:
+        for name in (*KERNEL_MODULES, __name__):
             spec = importlib.util.find_spec(name)
             h.update(spec.origin.encode())  # each installation has its own numba cache
             with open(spec.origin, "rb") as f:

@@ -685,11 +685,11 @@ def _plain_pandas(table: pa.Table):
     if not inexact or len(set(names)) != len(names):
         return table.to_pandas()
     # pandas' own conversion makes an integer column with NULLs float64 (and list cells of
-    # integers with NULLs float arrays): values past 2**53 would change silently.
-    out = table.to_pandas()
-    for i in inexact:
-        out[names[i]] = _exact_series(table.column(i), pd)
-    return out
+    # integers with NULLs float arrays): values past 2**53 would change silently. Those
+    # columns are converted apart (wide results, as many rules' union, hold many).
+    exact = table.drop_columns([names[i] for i in inexact]).to_pandas()
+    apart = {names[i]: _exact_series(table.column(i), pd) for i in inexact}
+    return pd.DataFrame({n: apart[n] if n in apart else exact[n] for n in names}, copy=False)
 
 
 def _inexact_in_numpy(col) -> bool:

@@ -4,6 +4,7 @@ alike evaluated once per row; each rule's rows exactly what match_recognize give
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pyarrow as pa
@@ -13,9 +14,10 @@ from sparkcep.data.output import measure_types, output_columns
 from sparkcep.errors import SparkCepError
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
-from sparkcep.query import compile_query, execute, is_segment_plan
-from sparkcep.rules.rule_set import Rule, in_rule, union_schema, union_tables
+from sparkcep.query import choose_executor, compile_query, execute, is_segment_plan
+from sparkcep.rules.rule_set import RULE_NAMES, Rule, in_rule, union_schema, union_tables
 from sparkcep.runtime.local import SharedSorts
+from sparkcep.tasks.from_sql import calls_expensive
 from sparkcep.values import to_pandas
 
 
@@ -32,10 +34,39 @@ def match_rules_local(data: Any, rules: list[Rule], *, strategy: str = "auto", m
     union_schema([(rule, static_schema(p, table.schema)) for rule, p in zip(rules, plans, strict=True)])
     used = set().union(*(referenced_columns(p.query) for p in plans if not is_segment_plan(p)))
     sorts = SharedSorts(table, used)
-    results = [(rule, _named(rule, lambda p=p: execute(p, table, strategy, task_options, sorts=sorts)))
-               for rule, p in zip(rules, plans, strict=True)]
-    out = union_tables(results)
+    # A rule whose text another has (a copy in the folder) has its rows: matched once
+    # (registered functions are deterministic, a documented rule).
+    first = {}
+    for i, rule in enumerate(rules):
+        first.setdefault(rule.text, i)
+    once = sorted(set(first.values()))
+    ran = dict(zip(once, _run_all([rules[i] for i in once], [plans[i] for i in once], table, strategy,
+                                  task_options, sorts), strict=True))
+    results = [(rule, ran[first[rule.text]][1]) for rule in rules]
+    out = union_tables(results, union_schema([(r, t.schema) for r, t in results], RULE_NAMES))
     return to_pandas(out, data, placeholders(table)) if kind == "pandas" else out
+
+
+def _run_all(rules: list[Rule], plans: list, table: pa.Table, strategy: str, task_options: dict | None,
+             sorts: SharedSorts) -> list[tuple[Rule, pa.Table]]:
+    """Each rule's output, in order. Rules on the automaton run on threads side by side (its
+    compiled matchers release the GIL); the task engine's executors, and calls of
+    expensive functions, one rule after the other. The first rule in order that fails
+    raises its error."""
+    threads = min(len(plans), os.cpu_count() or 1)
+    if threads < 2 or any(choose_executor(p, strategy, task_options, table) != "automaton" or calls_expensive(p)
+                          for p in plans):
+        return [(rule, _named(rule, lambda p=p: execute(p, table, strategy, task_options, sorts=sorts)))
+                for rule, p in zip(rules, plans, strict=True)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="sparkcep-rule") as pool:
+        futures = [pool.submit(execute, p, table, strategy, task_options, sorts=sorts) for p in plans]
+        try:
+            return [(rule, _named(rule, f.result)) for rule, f in zip(rules, futures, strict=True)]
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
 
 
 def static_schema(plan, schema: pa.Schema) -> pa.Schema:

@@ -9,6 +9,7 @@ import pathlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from sparkcep.errors import DataError, OptionError, QueryError, SparkCepError
@@ -83,7 +84,12 @@ def _copy(err: QueryError) -> QueryError:
     return copy.copy(err)
 
 
-def union_schema(schemas: list[tuple[Rule, pa.Schema]]) -> pa.Schema:
+# The local result's rule column: each name stored once (pandas gets a categorical).
+RULE_NAMES = pa.dictionary(pa.int32(), pa.string())
+RULE_TEXT = pa.string()  # (Spark's)
+
+
+def union_schema(schemas: list[tuple[Rule, pa.Schema]], rule_type: pa.DataType = RULE_TEXT) -> pa.Schema:
     """``rule`` then every column by name in order of first appearance (as Spark's
     ``unionByName(allowMissingColumns=True)``); a column of NULL type takes the others'
     type; two other types under one name are a QueryError naming both rules."""
@@ -101,7 +107,7 @@ def union_schema(schemas: list[tuple[Rule, pa.Schema]]) -> pa.Schema:
                 raise QueryError("TYPE_MISMATCH", f"column {f.name!r} is {a} in rule {seen[1].name!r} and {b} in "
                                  f"rule {rule.name!r}: one output column takes one type (CAST one of them, or "
                                  "name them apart)")
-    return pa.schema([pa.field(RULE, pa.string(), nullable=False)]
+    return pa.schema([pa.field(RULE, rule_type, nullable=False)]
                      + [pa.field(name, t) for name, (t, _) in fields.items()])
 
 
@@ -116,14 +122,18 @@ def _type_names(a: pa.DataType, b: pa.DataType) -> tuple[str, str]:
     return tuple(names) if names[0] != names[1] else (str(a), str(b))
 
 
-def union_tables(results: list[tuple[Rule, pa.Table]], schema: pa.Schema | None = None) -> pa.Table:
-    """The rules' outputs as one table of ``schema`` (default: their union_schema), each
-    rule's rows in its order, rules in the given order."""
-    schema = schema or union_schema([(r, t.schema) for r, t in results])
+def union_tables(results: list[tuple[Rule, pa.Table]], schema: pa.Schema) -> pa.Table:
+    """The rules' outputs as one table of ``schema`` (a union_schema), each rule's rows in
+    its order, rules in the given order."""
+    names = pa.array([rule.name for rule, _ in results], pa.string())
+    rule_type = schema.field(RULE).type
+    longest = max((t.num_rows for _, t in results), default=0)
+    blank: dict = {}  # per type, NULLs for the longest output: the others take slices of it
     pieces = []
-    for rule, t in results:
+    for k, (_, t) in enumerate(results):
         n = t.num_rows
-        cols = [pa.array([rule.name] * n, pa.string()) if n else pa.array([], pa.string())]
+        col = pa.DictionaryArray.from_arrays(pa.array(np.full(n, k, dtype=np.int32)), names)
+        cols = [col if rule_type == col.type else col.cast(rule_type)]
         for f in schema:
             if f.name == RULE:
                 continue
@@ -131,6 +141,8 @@ def union_tables(results: list[tuple[Rule, pa.Table]], schema: pa.Schema | None 
                 c = t.column(f.name)
                 cols.append(c if c.type == f.type else c.cast(f.type))
             else:
-                cols.append(pa.nulls(n, f.type))
+                if f.type not in blank:
+                    blank[f.type] = pa.nulls(longest, f.type)
+                cols.append(blank[f.type].slice(0, n))
         pieces.append(pa.Table.from_arrays(cols, schema=schema))
     return pa.concat_tables(pieces) if pieces else schema.empty_table()

@@ -5,6 +5,7 @@ strategy's batches, key groups) ends up here or in the same matchers."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -121,22 +122,25 @@ class SharedSorts:
         self.used = frozenset(used)
         self._admitted: pa.Table | None = None
         self._sorted: dict = {}
+        self._lock = threading.Lock()  # (plans may run on threads side by side)
 
     def of(self, q) -> SortedInput:
         if not set(referenced_columns(q)) <= self.used:
             raise ValueError("SharedSorts holds fewer columns than this query reads")
         key = (tuple(k.index for k in q.partition_by),
                tuple((k.index, k.descending, k.nulls_first) for k in q.order_by))
-        got = self._sorted.get(key)
-        if got is None:
-            if self._admitted is None:
-                self._admitted = admit(self.source, self.used)
-            table = self._admitted
-            parts = sort_and_partition(table, q)
-            idx = None if parts.identity else pa.array(parts.order)
-            arrays = [(table.column(i) if idx is None else table.column(i).take(idx)) if i in self.used else None
-                      for i in range(table.num_columns)]
-            got = self._sorted[key] = SortedInput(table, parts, LazyColumns(arrays))
+        with self._lock:
+            return self._sorted.get(key) or self._sort(q, key)
+
+    def _sort(self, q, key: tuple) -> SortedInput:
+        if self._admitted is None:
+            self._admitted = admit(self.source, self.used)
+        table = self._admitted
+        parts = sort_and_partition(table, q)
+        idx = None if parts.identity else pa.array(parts.order)
+        arrays = [(table.column(i) if idx is None else table.column(i).take(idx)) if i in self.used else None
+                  for i in range(table.num_columns)]
+        got = self._sorted[key] = SortedInput(table, parts, LazyColumns(arrays))
         return got
 
 
