@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python -m benchmarks.tasks_speculative
 	$(BIN)/python -m benchmarks.rip_sb
 	$(BIN)/python -m benchmarks.first_answer
+	$(BIN)/python -m benchmarks.rules --spark
 
 lint: install
 	$(BIN)/ruff check sparkcep tests examples

@@ -16,9 +16,9 @@ from sparkcep.functions import register_aggregate, unregister_function
 from sparkcep.functions import register_function as _register_function
 
 if TYPE_CHECKING:  # loaded on first use (below): a worker process imports sparkcep without the engine
-    from sparkcep.api import explain, match_recognize, match_rules, sase, snoop
+    from sparkcep.api import explain, explain_rules, match_recognize, match_rules, sase, snoop
 
-_API = frozenset({"explain", "match_recognize", "match_rules", "sase", "snoop"})
+_API = frozenset({"explain", "explain_rules", "match_recognize", "match_rules", "sase", "snoop"})
 
 
 def register_function(name, fn, returns="any", *, deterministic=True, null_on_null=True, cost="cheap") -> None:
@@ -149,6 +149,7 @@ __all__ = [
     "TaskStats",
     "collect_errors",
     "explain",
+    "explain_rules",
     "flush",
     "match_recognize",
     "match_rules",

@@ -21,7 +21,7 @@ from sparkcep.query import (
 )
 from sparkcep.values import to_pandas
 
-__all__ = ["compile_query", "explain", "match_recognize", "match_rules", "plan_query", "run_local", "run_plan", "sase", "snoop"]
+__all__ = ["compile_query", "explain", "explain_rules", "match_recognize", "match_rules", "plan_query", "run_local", "run_plan", "sase", "snoop"]
 
 
 
@@ -180,6 +180,25 @@ def match_rules(data: Any, rules: Any, **options: Any) -> Any:
     from sparkcep.rules.one_pass import match_rules_local
 
     return match_rules_local(data, chosen, **options, task_options=task_options)
+
+
+@guarded(query=False)
+def explain_rules(data: Any, rules: Any, **options: Any) -> str:
+    """What the rules of a match_rules call over ``data`` share: the sorts (on Spark, the
+    shuffles) of their PARTITION BY and ORDER BY, the row-local conditions evaluated once,
+    the copies matched once. Options as match_rules (``mode`` is read)."""
+    from sparkcep.rules.one_pass import describe_rules
+    from sparkcep.rules.rule_set import load_rules
+
+    check_options(options, OPTIONS | TASK_OPTIONS)
+    chosen = load_rules(rules)
+    mode = options.get("mode", "sql")
+    if is_spark_dataframe(data):
+        from sparkcep.spark.frames import arrow_of
+
+        return Explanation(describe_rules(chosen, arrow_of(data.schema), mode, spark=True))
+    table, _ = to_arrow(data)
+    return Explanation(describe_rules(chosen, table.schema, mode))
 
 
 def _task_options(options: dict, spark: bool) -> dict:

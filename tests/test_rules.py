@@ -205,3 +205,12 @@ def _kernels():
     from sparkcep import jit
 
     return patch.object(jit, "use_compiled", lambda n: True)
+
+
+def test_explain_rules_shows_the_sorts_the_conditions_and_the_copies():
+    desc = DIP.replace("ORDER BY ts", "ORDER BY ts DESC")
+    text = sparkcep.explain_rules(TABLE, {"dip": DIP, "rise": RISE, "copy": DIP, "desc": desc})
+    assert "rules: 4 (3 distinct texts" in text
+    assert "PARTITION BY k, ORDER BY ts: 3 rule(s): dip, rise, copy" in text
+    assert "PARTITION BY k, ORDER BY ts DESC: 1 rule(s): desc" in text
+    assert "row-local conditions: 4 in all, 3 evaluated" in text

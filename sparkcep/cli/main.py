@@ -123,7 +123,10 @@ def write_output(df, path: str, fmt: str) -> None:
 
 @app.command()
 def run(
-    query: pathlib.Path = typer.Option(..., "--query", "-q", help="file with the text inside MATCH_RECOGNIZE ( ... ), a whole SELECT over the view 'input', a SASE+ query (PATTERN SEQ(...)) or an Extended SNOOP query (a .snoop file, SELECT * FROM SEQ(...) ...)"),
+    query: pathlib.Path | None = typer.Option(None, "--query", "-q", help="file with the text inside MATCH_RECOGNIZE ( ... ), a whole SELECT over the view 'input', a SASE+ query (PATTERN SEQ(...)) or an Extended SNOOP query (a .snoop file, SELECT * FROM SEQ(...) ...)"),
+    rules: pathlib.Path | None = typer.Option(None, "--rules", help="instead of --query: a folder of .sql files, "
+                                              "one MATCH_RECOGNIZE clause each, all run in one pass (the output's "
+                                              "first column, rule, names each row's file)"),
     input: str = typer.Option(..., "--input", "-i", help="Parquet, CSV or JSON-lines file or folder"),
     output: str = typer.Option(..., "--output", "-o", help="where to write the matches"),
     format: Format = typer.Option(Format.parquet, "--format", "-f", help="output format"),
@@ -147,18 +150,17 @@ def run(
     pm: Structure = typer.Option(Structure.tree_hash, "--pm", help="SNOOP queries: partial-match structure"),
     queue: Queue = typer.Option(Queue.priority, "--queue", help="SNOOP queries: task queue"),
 ) -> None:
-    """Run a MATCH_RECOGNIZE, SASE+ or Extended SNOOP job and write its matches."""
+    """Run a MATCH_RECOGNIZE, SASE+ or Extended SNOOP job (or a folder of rules) and write its matches."""
     import sparkcep
 
-    if not query.exists():
-        _fail(f"query file {str(query)!r} does not exist")
-    text = query.read_text()
-    if is_snoop(query, text):
+    text = _query_or_rules(query, rules)
+    if rules is None and is_snoop(query, text):
         _run_snoop(text, input, output, format, input_format, strategy, order_by, type_column, partition_by,
                    dict(workers=workers, block=block, window=window, pm=pm.value, queue=queue.value), show)
         return
     try:
-        _parses(text, order_by, type_column)  # a mistake in the text is told before Spark starts
+        if rules is None:
+            _parses(text, order_by, type_column)  # a mistake in the text is told before Spark starts
     except SparkCepError as e:
         _fail(str(e))
         return
@@ -168,7 +170,7 @@ def run(
     local_rows = _small_local_input(input, in_format, format.value, master or remote, strategy.value, batch, shared,
                                     text)
     if local_rows is not None:
-        _run_in_process(text, input, output, mode, show, order_by, type_column, local_rows)
+        _run_in_process(text, input, output, mode, show, order_by, type_column, local_rows, rules)
         return
     from sparkcep.cli.progress import spark_progress
     from sparkcep.spark.batch import SparkRun, collect_errors
@@ -187,7 +189,11 @@ def run(
                 from sparkcep.spark.frames import untyped
 
                 df = untyped(df)
-            if text.lstrip().upper().startswith(("SELECT", "WITH")):
+            if rules is not None:
+                result = sparkcep.match_rules(df, rules, strategy=strategy.value, batch=batch, shared=shared,
+                                              mode=mode.value)
+                run_info.reason = "chosen per rule; `sparkcep explain --rules` shows what the rules share"
+            elif text.lstrip().upper().startswith(("SELECT", "WITH")):
                 df.createOrReplaceTempView("input")
                 result = sparkcep.sql(spark, text, strategy=strategy.value, batch=batch, shared=shared, mode=mode.value)
             else:
@@ -442,8 +448,34 @@ def _small_local_input(input: str, in_format: str, out_format: str, master: str 
     return rows if rows <= LOCAL_ROWS else None
 
 
+def _query_or_rules(query: pathlib.Path | None, rules: pathlib.Path | None) -> str:
+    """The query's text, or for a rules folder the text the error messages and the choice of
+    engine read (its rules, each checked now: a mistake is told before Spark starts)."""
+    if (query is None) == (rules is None):
+        _fail("give --query FILE or --rules FOLDER (one of them)")
+    if rules is None:
+        if not query.exists():
+            _fail(f"query file {str(query)!r} does not exist")
+        return query.read_text()
+    from sparkcep.language.parser import parse
+    from sparkcep.rules.rule_set import in_rule, load_rules
+
+    try:
+        found = load_rules(rules)
+        for rule in found:
+            try:
+                parse(rule.text)
+            except QueryError as e:
+                raise in_rule(e, rule) from None
+    except SparkCepError as e:
+        _fail(str(e))
+    if not found:
+        _fail(f"the folder {str(rules)!r} holds no rule (.sql files)")
+    return "\n".join(rule.text for rule in found)
+
+
 def _run_in_process(text: str, input: str, output: str, mode: Mode, show: int, order_by: str | None,
-                    type_column: str | None, rows_in: int) -> None:
+                    type_column: str | None, rows_in: int, rules: pathlib.Path | None = None) -> None:
     """``sparkcep run`` on a small Parquet input: read with Arrow, matched by the engine
     that takes Arrow tables, written as one Parquet file in the folder ``output`` (replaced,
     as Spark's overwrite does)."""
@@ -455,8 +487,14 @@ def _run_in_process(text: str, input: str, output: str, mode: Mode, show: int, o
     t0 = time.perf_counter()
     try:
         table = _read_local(input, "parquet")
-        clause = _clause(text, order_by or "time", "event_type" if type_column is None else type_column)
-        result = sparkcep.match_recognize(table, clause, mode=mode.value)
+        if rules is not None:
+            import pyarrow as pa
+
+            result = sparkcep.match_rules(table, rules, mode=mode.value)  # (its rule column as text, as Spark's)
+            result = result.cast(result.schema.set(0, result.schema.field(0).with_type(pa.string())))
+        else:
+            clause = _clause(text, order_by or "time", "event_type" if type_column is None else type_column)
+            result = sparkcep.match_recognize(table, clause, mode=mode.value)
         out = pathlib.Path(output)
         if out.is_dir() and not out.is_symlink():
             shutil.rmtree(out)
@@ -563,7 +601,9 @@ def generate(
 
 @app.command()
 def explain(
-    query: pathlib.Path = typer.Option(..., "--query", "-q"),
+    query: pathlib.Path | None = typer.Option(None, "--query", "-q"),
+    rules: pathlib.Path | None = typer.Option(None, "--rules", help="instead of --query: a folder of .sql rules; "
+                                              "shows what they share (sorts or shuffles, conditions, copies)"),
     input: str = typer.Option(..., "--input", "-i"),
     input_format: Format | None = typer.Option(None, "--input-format"),
     master: str | None = typer.Option(None, "--master"),
@@ -575,16 +615,18 @@ def explain(
     picture: str | None = typer.Option(None, "--picture", help="segment queries: draw the plan tree to this PNG"),
     plan: str | None = typer.Option(None, "--plan", help="segment queries: optimized, left_probe, right_probe or sort_merge"),
 ) -> None:
-    """Show how a query is understood, compiled and which strategy runs it."""
+    """Show how a query is understood, compiled and which strategy runs it (for a folder of
+    rules, what they share)."""
     import sparkcep
     from sparkcep.spark.session import get_session
 
-    if not query.exists():
-        _fail(f"query file {str(query)!r} does not exist")
-    text = query.read_text()
+    text = _query_or_rules(query, rules)
     try:
         spark = get_session(master)
         df = read_input(spark, input, _format_of(input, input_format))
+        if rules is not None:
+            console.print(sparkcep.explain_rules(df, rules, mode=mode.value))
+            return
         clause = _clause(text, order_by, type_column)
         options = {"plan": plan} if plan else {}
         console.print(sparkcep.explain(df, clause, picture=picture, strategy=strategy.value, batch=batch,

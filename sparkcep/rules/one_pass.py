@@ -90,3 +90,42 @@ def _named(rule: Rule, step):
     except SparkCepError as e:
         raise in_rule(e, rule) from None
 
+
+
+def describe_rules(rules: list[Rule], schema: pa.Schema, mode: str = "sql", spark: bool = False) -> str:
+    """What the rules of one call share over data of ``schema``: the sorts (on Spark, the
+    shuffles), the row-local conditions evaluated once, the copies matched once."""
+    plans = [_named(rule, lambda r=rule: compile_query(r.text, schema.empty_table(), mode)) for rule in rules]
+    distinct = len({r.text for r in rules})
+    lines = [f"rules: {len(rules)} ({distinct} distinct texts; a copy is matched once)"]
+    groups: dict[tuple, list[str]] = {}
+    sorts: dict[tuple, list] = {}  # the plans of each sort: their masks are shared
+    for rule, p in zip(rules, plans, strict=True):
+        q = p.query
+        keys = ", ".join(k.column for k in q.partition_by)
+        order = ", ".join(k.column + (" DESC" if k.descending else "") for k in q.order_by)
+        key = (keys,) if spark else (keys, order)
+        groups.setdefault(key, []).append(rule.name)
+        sorts.setdefault((keys, order), []).append(p)
+    lines.append("one shuffle per PARTITION BY (each task runs every rule of its key groups):" if spark
+                 else "one sort per PARTITION BY and ORDER BY:")
+    for key, names in groups.items():
+        head = f"PARTITION BY {key[0]}" if key[0] else "no PARTITION BY (one task)" if spark else "no PARTITION BY"
+        if not spark:
+            head += f", ORDER BY {key[1]}" if key[1] else ", no ORDER BY"
+        shown = ", ".join(names[:6]) + (f", … ({len(names) - 6} more)" if len(names) > 6 else "")
+        lines.append(f"  {head}: {len(names)} rule(s): {shown}")
+    total = once = 0
+    for members in sorts.values():
+        conditions = [parts for p in members if not is_segment_plan(p) for parts in p.local_parts if parts]
+        total += len(conditions)
+        try:
+            once += len(set(conditions))
+        except TypeError:  # (a literal that does not hash: evaluated apart)
+            once += len(conditions)
+    if total:
+        lines.append(f"row-local conditions: {total} in all, {once} evaluated (once per row and sort, on the "
+                     "compiled matchers)")
+    lines.append("rules with the same sort match side by side on threads (the compiled matchers release the GIL)"
+                 if not spark else "in a task, the rules of a key group run one after the other")
+    return "\n".join(lines)

@@ -179,6 +179,34 @@ def test_brackets_in_queries_and_values_print_as_text(workdir):
 
 
 @pytest.mark.slow  # the fast tier keeps test_run_a_snoop_query
+def test_a_folder_of_rules_runs_in_one_pass_here_and_on_spark(workdir):
+    """--rules: every .sql file of the folder, one table with the rule column first, in this
+    process for a small Parquet input and on Spark with --master; explain --rules shows what
+    the rules share; a broken rule file is named before anything runs."""
+    folder = workdir / "rules"
+    folder.mkdir()
+    for name in ("Q2", "Q7", "Q12"):
+        (folder / f"{name.lower()}.sql").write_text(rip.query(name, partition_by="symbol"))
+    expected = sparkcep.match_rules(pq.read_table(workdir / "stock.parquet"), folder)
+    env = {k: v for k, v in os.environ.items() if k != "SPARKCEP_MASTER"}
+    r = subprocess.run([*CLI, "run", "--rules", "rules", "-i", "stock.parquet", "-o", "out_rules"], cwd=workdir,
+                       env=dict(env, COLUMNS="200"), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = pq.read_table(workdir / "out_rules")
+    assert got.column_names[0] == "rule" and expected.num_rows > 0 and rows(got) == rows(expected)
+    r = run_cli("run", "--rules", "rules", "-i", "stock.parquet", "-o", "out_rules_spark", "--show", "0",
+                "--strategy", "partition", cwd=workdir)
+    assert r.returncode == 0 and "│ master" in r.stdout, r.stdout + r.stderr
+    assert rows(pq.read_table(workdir / "out_rules_spark")) == rows(expected)
+    r = run_cli("explain", "--rules", "rules", "-i", "stock.parquet", cwd=workdir)
+    assert r.returncode == 0 and "PARTITION BY symbol: 3 rule(s)" in r.stdout, r.stdout + r.stderr
+    (folder / "zz_broken.sql").write_text("PATTERN (A")
+    r = run_cli("run", "--rules", "rules", "-i", "stock.parquet", "-o", "out_broken", cwd=workdir)
+    assert r.returncode == 2 and "rule 'zz_broken'" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = run_cli("run", "--rules", "rules", "-q", "q7.sql", "-i", "stock.parquet", "-o", "out_both", cwd=workdir)
+    assert r.returncode == 2 and "one of them" in r.stderr
+
+
 def test_explain(workdir):
     r = run_cli("explain", "-q", "q7.sql", "-i", "stock.parquet", cwd=workdir)
     assert r.returncode == 0, r.stderr
