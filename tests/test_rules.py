@@ -214,3 +214,45 @@ def test_explain_rules_shows_the_sorts_the_conditions_and_the_copies():
     assert "PARTITION BY k, ORDER BY ts: 3 rule(s): dip, rise, copy" in text
     assert "PARTITION BY k, ORDER BY ts DESC: 1 rule(s): desc" in text
     assert "row-local conditions: 4 in all, 3 evaluated" in text
+
+
+SHAPES = pd.DataFrame({
+    "id": [1, 2, 3, 4],
+    "k": [None, None, None, None],
+    "n": pd.array([1, None, 3, 4], dtype="Int64"),
+    "u": pd.array([1, 2, 3, 4], dtype="uint64"),
+    "b": pd.array([True, None, False, True], dtype="boolean"),
+    "t": pd.array(["a", None, "c", "d"], dtype="string[pyarrow]"),
+    "z": pd.to_datetime(["2024-03-31 00:30", "2024-03-31 01:30", "2024-03-31 02:30", "2024-03-31 03:30"])
+         .tz_localize("UTC").tz_convert("Europe/Berlin"),
+})
+DEGENERATE = {
+    "always": "ORDER BY id MEASURES CLASSIFIER() AS c ALL ROWS PER MATCH PATTERN (A+) DEFINE A AS true",
+    "no_column": "ORDER BY id MEASURES COUNT(*) AS n PATTERN (A*) DEFINE A AS NOT FALSE",
+    "null_key": "PARTITION BY k ORDER BY z MEASURES FIRST(A.n) AS f, LAST(t) AS lt PATTERN (A B*) "
+                "DEFINE B AS n > PREV(n)",
+    "unsigned": "ORDER BY id MEASURES SUM(u) AS su, LAST(z) AS lz PATTERN (A B) DEFINE B AS b",
+    "unmatched": "ORDER BY id DESC MEASURES A.n AS an ALL ROWS PER MATCH WITH UNMATCHED ROWS PATTERN (A) "
+                 "DEFINE A AS n > 2",
+}
+
+
+@pytest.mark.parametrize("rows", [0, 1, 4])
+@pytest.mark.parametrize("kernel", [False, True])
+def test_degenerate_rules_and_data_give_what_each_rule_gives_alone(rows, kernel):
+    """Rules that read no column, NULL keys, nullable, unsigned and zoned columns, over no
+    row, one row and a few, on either matcher path: each rule's rows as alone."""
+    from unittest.mock import patch
+
+    from sparkcep import jit
+
+    data = SHAPES.head(rows)
+    with patch.object(jit, "use_compiled", lambda n: kernel):
+        got = sparkcep.match_rules(data, DEGENERATE)
+        for name, text in DEGENERATE.items():
+            alone = sparkcep.match_recognize(data, text)
+            mine = got[got["rule"] == name][list(alone.columns)].reset_index(drop=True)
+            assert mine.astype(object).where(mine.notna(), None).values.tolist() == \
+                alone.astype(object).where(alone.notna(), None).values.tolist(), name
+    assert list(got.columns)[:1] == ["rule"] and len(got) == sum(
+        len(sparkcep.match_recognize(data, t)) for t in DEGENERATE.values())

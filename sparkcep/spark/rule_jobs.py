@@ -6,7 +6,7 @@ column, then the union of the rules' columns by name."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,7 @@ from sparkcep.options import check_rows
 from sparkcep.query import is_segment_plan
 from sparkcep.rules.rule_set import RULE, Rule, in_rule, union_schema, union_tables
 from sparkcep.runtime.local import SharedSorts
-from sparkcep.spark.choice import STRATEGIES, SparkRun, check_strategy, choose
+from sparkcep.spark.choice import STRATEGIES, SparkRun, check_strategy, choose, whole_partitions
 from sparkcep.spark.frames import GIDX, ROW, arrow_of, compile_for, max_task_rows, slots
 from sparkcep.spark.partition import run_in_task, within_bound
 from sparkcep.spark.wire import errors_to_driver
@@ -87,10 +87,16 @@ def _group_frames(frame, keys: tuple, compiled: list[Compiled], options: tuple, 
     strategy, batch, shared, mode, how, sharing = options
     base = frame.withColumn(ROW, F.monotonically_increasing_id())
     together, alone = [], []
+    chosen: dict = {}  # auto's choice per kind of rule (its counts are the group's: one PARTITION BY)
     for c in compiled:
         run = SparkRun(strategy, "requested")
         if strategy == "auto":
-            choose(c.plan, base, run, batch)
+            why = whole_partitions(c.plan)
+            kind = None if why is None else ("whole input" in why, why)
+            if kind not in chosen:
+                chosen[kind] = run
+                _named(c.rule, lambda c=c, run=run: choose(c.plan, base, run, batch))
+            run = replace(chosen[kind], stats=dict(chosen[kind].stats))
         else:
             _named(c.rule, lambda c=c: check_strategy(c.plan, strategy))
             run.strategy = strategy

@@ -65,3 +65,18 @@ def test_a_column_of_two_types_is_refused_before_spark_runs(spark, trades):
     with pytest.raises(QueryError) as e:
         sparkcep.match_rules(spark.createDataFrame(trades), {"dip": RULES["dip"], "text": text})
     assert e.value.code == "TYPE_MISMATCH"
+
+
+def test_auto_chooses_once_per_partition_by_not_once_per_rule(spark, trades):
+    """auto's look at sizes and key counts (Spark jobs) is the group's, not each rule's."""
+    df = spark.createDataFrame(trades).cache()
+    df.count()
+    keyed = {f"r{i}": RULES["high"].replace("price < 30", f"price < {30 + i}") for i in range(6)}
+    sc = spark.sparkContext
+    sc.setJobGroup("rules-auto", "auto over six rules of one PARTITION BY")
+    try:
+        sparkcep.match_rules(df, keyed, strategy="auto")
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert 1 <= len(sc.statusTracker().getJobIdsForGroup("rules-auto")) <= 3
+    df.unpersist()
