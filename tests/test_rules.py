@@ -256,3 +256,43 @@ def test_degenerate_rules_and_data_give_what_each_rule_gives_alone(rows, kernel)
                 alone.astype(object).where(alone.notna(), None).values.tolist(), name
     assert list(got.columns)[:1] == ["rule"] and len(got) == sum(
         len(sparkcep.match_recognize(data, t)) for t in DEGENERATE.values())
+
+
+def test_a_column_only_one_rule_reads_blames_that_rule():
+    """An unsigned value past BIGINT, or a pandas column Arrow cannot read, fails the rule
+    that reads it, not the rule that happens to sort or read first."""
+    big = TABLE.append_column("u", pa.array([1, 2, 3, 4, 5, 6, 2**64 - 1, 8], pa.uint64()))
+    reads_u = RISE.replace("COUNT(*) AS n", "LAST(u) AS lu")
+    with pytest.raises(DataError) as e:
+        sparkcep.match_rules(big, {"first": DIP, "second": reads_u})
+    assert e.value.rule == "second" and e.value.column == "u"
+    pdf = TABLE.to_pandas()
+    pdf["mix"] = pd.Series([1, "a", 2.5, None, 1, 2, 3, 4], dtype=object)
+    with pytest.raises(DataError) as e:
+        sparkcep.match_rules(pdf, {"first": DIP, "second": RISE.replace("COUNT(*) AS n", "LAST(mix) AS m")})
+    assert e.value.rule == "second" and e.value.column == "mix"
+
+
+def test_a_text_column_a_rule_does_not_name_passes_through_as_it_would_alone():
+    """ALL ROWS PER MATCH passes a text column the rule does not name through untouched,
+    even when another rule of the call reads it."""
+    import decimal
+
+    pdf = TABLE.to_pandas()
+    pdf["d"] = pd.Series([decimal.Decimal(x) for x in ("3", "1.5", "2", "7", "1", "2", "3", "4")], dtype=object)
+    every = DIP.replace("PATTERN", "ALL ROWS PER MATCH PATTERN")
+    reads_d = RISE.replace("COUNT(*) AS n", "LAST(d) AS ld")
+    got = sparkcep.match_rules(pdf, {"every": every, "reads_d": reads_d})
+    alone = sparkcep.match_recognize(pdf, every)
+    mine = got[got["rule"] == "every"]["d"].tolist()
+    assert [repr(x) for x in mine] == [repr(x) for x in alone["d"]] and "Decimal('3')" in map(repr, mine)
+    assert "__sparkcep_position__" not in got.columns
+
+
+def test_output_columns_are_matched_by_name_case_aside():
+    upper = RISE.replace("LAST(B.price) AS high", "LAST(B.price) AS TOP")
+    got = sparkcep.match_rules(TABLE, {"dip": DIP, "rise": upper})
+    assert got.column_names == ["rule", "k", "top", "n"]
+    assert [r["top"] for r in got.to_pylist() if r["rule"] == "rise"] == [4.0, 8.0]
+    with pytest.raises(QueryError, match="RULE_COLUMN"):
+        sparkcep.match_rules(TABLE, {"a": DIP.replace("AS n", "AS Rule")})

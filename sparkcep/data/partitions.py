@@ -275,6 +275,14 @@ class LazyColumns:
     def arrow(self, i: int):
         return self._arrow[i]
 
+    def only(self, used) -> LazyColumns:
+        """These columns as one plan reads them: the others None (its Python matcher converts
+        no other plan's columns), the condition masks still shared."""
+        out = LazyColumns([a if i in used else None for i, a in enumerate(self._arrow)])
+        out._py = [p if i in used else None for i, p in enumerate(self._py)]
+        out.masks = self.masks
+        return out
+
     def slice(self, start: int, length: int) -> LazyColumns:
         return LazyColumns([None if a is None else a.slice(start, length) for a in self._arrow])
 

@@ -7,15 +7,23 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from sparkcep.data.ingest import placeholders, referenced_columns, to_arrow
 from sparkcep.data.output import measure_types, output_columns
-from sparkcep.errors import SparkCepError
+from sparkcep.errors import DataError
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
 from sparkcep.query import choose_executor, compile_query, execute, is_segment_plan
-from sparkcep.rules.rule_set import RULE_NAMES, Rule, in_rule, union_schema, union_tables
+from sparkcep.rules.rule_set import (
+    RULE_NAMES,
+    Rule,
+    in_rule,
+    named_step,
+    union_schema,
+    union_tables,
+)
 from sparkcep.runtime.local import SharedSorts
 from sparkcep.tasks.from_sql import calls_expensive
 from sparkcep.values import to_pandas
@@ -28,8 +36,16 @@ def match_rules_local(data: Any, rules: list[Rule], *, strategy: str = "auto", m
     (``batch`` and ``shared`` size the run strategies on Spark: as match_recognize, this
     machine's engine takes and checks them but has no batches)."""
     queries = [_named(rule, lambda r=rule: parse(r.text)) for rule in rules]
-    names = set().union(*(ast.identifiers(q) for q in queries)) if queries else set()
-    table, kind = to_arrow(data, names, positions=any(q.rows_per_match.mode == "ALL" for q in queries))
+    named = [ast.identifiers(q) for q in queries]
+    names = set().union(*named)
+    try:
+        table, kind = to_arrow(data, names, positions=any(q.rows_per_match.mode == "ALL" for q in queries))
+    except DataError as e:  # a column no rule but some reads: the first of those is to blame
+        blamed = next((r for r, n in zip(rules, named, strict=True) if str(e.column).upper() in n), None)
+        raise (in_rule(e, blamed) if blamed is not None else e) from None
+    kept = _kept_apart(data, rules, queries, named, names) if kind == "pandas" else {}
+    if kept:
+        table = table.append_column(POSITION, pa.array(np.arange(table.num_rows, dtype=np.int64)))
     plans = [_named(rule, lambda r=rule: compile_query(r.text, table, mode, plan, sharing)) for rule in rules]
     union_schema([(rule, static_schema(p, table.schema)) for rule, p in zip(rules, plans, strict=True)])
     used = set().union(*(referenced_columns(p.query) for p in plans if not is_segment_plan(p)))
@@ -44,7 +60,45 @@ def match_rules_local(data: Any, rules: list[Rule], *, strategy: str = "auto", m
                                   task_options, sorts), strict=True))
     results = [(rule, ran[first[rule.text]][1]) for rule in rules]
     out = union_tables(results, union_schema([(r, t.schema) for r, t in results], RULE_NAMES))
-    return to_pandas(out, data, placeholders(table)) if kind == "pandas" else out
+    if kind != "pandas":
+        return out
+    frame = to_pandas(out, data, placeholders(table))
+    return _put_back(frame, data, kept) if kept else frame
+
+
+POSITION = "__sparkcep_position__"  # each input row's place, where some rows' columns are put back
+
+
+def _kept_apart(data, rules: list[Rule], queries: list, named: list[set], names: set) -> dict[str, list[str]]:
+    """Per ALL ROWS rule, the text columns of ``data`` it does not name but another rule
+    does: alone, match_recognize would pass them through untouched (as the frame holds
+    them); here they were read as Arrow for the other rule, so they are put back."""
+    import pandas as pd
+
+    textual = [c for c in data.columns
+               if data[c].dtype.kind in "OUS" or isinstance(data[c].dtype, pd.CategoricalDtype)]
+    out = {}
+    for rule, q, own in zip(rules, queries, named, strict=True):
+        if q.rows_per_match.mode == "ALL":
+            cols = [c for c in textual if c.upper() in names and c.upper() not in own]
+            if cols:
+                out[rule.name] = cols
+    return out
+
+
+def _put_back(frame, data, kept: dict[str, list[str]]):
+    """``frame`` with each kept column of each rule's rows taken from ``data`` as it is."""
+    at = frame.pop(POSITION)
+    for name, cols in kept.items():
+        rows = (frame["rule"] == name).to_numpy()
+        if not rows.any():
+            continue
+        where = at[rows].to_numpy(dtype=np.int64)
+        for c in cols:
+            if frame[c].dtype != object:
+                frame[c] = frame[c].astype(object)
+            frame.loc[rows, c] = data[c].iloc[where].to_numpy(dtype=object)
+    return frame
 
 
 def _run_all(rules: list[Rule], plans: list, table: pa.Table, strategy: str, task_options: dict | None,
@@ -85,10 +139,7 @@ def static_schema(plan, schema: pa.Schema) -> pa.Schema:
 
 
 def _named(rule: Rule, step):
-    try:
-        return step()
-    except SparkCepError as e:
-        raise in_rule(e, rule) from None
+    return named_step(rule, step)
 
 
 

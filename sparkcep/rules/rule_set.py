@@ -78,6 +78,21 @@ def in_rule(err: SparkCepError, rule: Rule) -> SparkCepError:
     return new
 
 
+def named_step(rule: Rule, step):
+    """``step()``, its errors naming ``rule`` (anything but a SparkCepError is a bug: an
+    InternalError naming the rule's clause, the original chained)."""
+    from sparkcep.errors import InternalError
+
+    try:
+        return step()
+    except SparkCepError as e:
+        raise in_rule(e, rule) from None
+    except Exception as e:  # noqa: BLE001 - the safety net, with the rule's name on it
+        err = InternalError.wrapping(e, rule.text)
+        err.rule = rule.name
+        raise err from e
+
+
 def _copy(err: QueryError) -> QueryError:
     import copy
 
@@ -93,22 +108,23 @@ def union_schema(schemas: list[tuple[Rule, pa.Schema]], rule_type: pa.DataType =
     """``rule`` then every column by name in order of first appearance (as Spark's
     ``unionByName(allowMissingColumns=True)``); a column of NULL type takes the others'
     type; two other types under one name are a QueryError naming both rules."""
-    fields: dict[str, tuple[pa.DataType, Rule]] = {}
+    # By name as SQL compares names, case aside (as Spark's union): the first spelling is kept.
+    fields: dict[str, tuple[pa.DataType, Rule, str]] = {}
     for rule, schema in schemas:
         for f in schema:
-            if f.name == RULE:
-                raise QueryError("RULE_COLUMN", f"rule {rule.name!r} outputs a column named {RULE!r}, the column "
+            if f.name.lower() == RULE:
+                raise QueryError("RULE_COLUMN", f"rule {rule.name!r} outputs a column named {f.name!r}, the column "
                                  "match_rules names each row's rule in: rename the measure (or the input column)")
-            seen = fields.get(f.name)
+            seen = fields.get(f.name.lower())
             if seen is None or (pa.types.is_null(seen[0]) and not pa.types.is_null(f.type)):
-                fields[f.name] = (f.type, rule)
+                fields[f.name.lower()] = (f.type, rule, seen[2] if seen is not None else f.name)
             elif not pa.types.is_null(f.type) and f.type != seen[0]:
                 a, b = _type_names(seen[0], f.type)
-                raise QueryError("TYPE_MISMATCH", f"column {f.name!r} is {a} in rule {seen[1].name!r} and {b} in "
+                raise QueryError("TYPE_MISMATCH", f"column {seen[2]!r} is {a} in rule {seen[1].name!r} and {b} in "
                                  f"rule {rule.name!r}: one output column takes one type (CAST one of them, or "
                                  "name them apart)")
     return pa.schema([pa.field(RULE, rule_type, nullable=False)]
-                     + [pa.field(name, t) for name, (t, _) in fields.items()])
+                     + [pa.field(name, t) for t, _, name in fields.values()])
 
 
 def _type_names(a: pa.DataType, b: pa.DataType) -> tuple[str, str]:
@@ -134,11 +150,12 @@ def union_tables(results: list[tuple[Rule, pa.Table]], schema: pa.Schema) -> pa.
         n = t.num_rows
         col = pa.DictionaryArray.from_arrays(pa.array(np.full(n, k, dtype=np.int32)), names)
         cols = [col if rule_type == col.type else col.cast(rule_type)]
+        own = {name.lower(): i for i, name in enumerate(t.column_names)}
         for f in schema:
             if f.name == RULE:
                 continue
-            if f.name in t.column_names:
-                c = t.column(f.name)
+            if f.name.lower() in own:
+                c = t.column(own[f.name.lower()])
                 cols.append(c if c.type == f.type else c.cast(f.type))
             else:
                 if f.type not in blank:

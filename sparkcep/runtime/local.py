@@ -42,8 +42,10 @@ def run_automaton(plan: Plan, table: pa.Table, matcher_factory=Matcher, partitio
     (many rules: one sort per PARTITION BY and ORDER BY)."""
     q = plan.query
     source = table  # the output copies columns as given (an unsigned column read as BIGINT too)
-    ready = (sorts or SharedSorts(table, plan.derive("reads", lambda: referenced_columns(q)))).of(q)
-    table, parts, columns = ready.table, ready.parts, ready.columns
+    used = plan.derive("reads", lambda: referenced_columns(q))
+    ready = (sorts or SharedSorts(table, used)).of(q)
+    table, parts = ready.table, ready.parts
+    columns = ready.columns if sorts is None else ready.columns.only(used)
     order_np = parts.order
     if q.within is not None:
         _refuse_null_times(q, columns, order_np)
@@ -121,20 +123,32 @@ class SharedSorts:
         self.source = table
         self.used = frozenset(used)
         self._admitted: pa.Table | None = None
+        self._unreadable: set[int] = set()
         self._sorted: dict = {}
         self._lock = threading.Lock()  # (plans may run on threads side by side)
 
     def of(self, q) -> SortedInput:
-        if not set(referenced_columns(q)) <= self.used:
+        reads = set(referenced_columns(q))
+        if not reads <= self.used:
             raise ValueError("SharedSorts holds fewer columns than this query reads")
         key = (tuple(k.index for k in q.partition_by),
                tuple((k.index, k.descending, k.nulls_first) for k in q.order_by))
         with self._lock:
+            if self._admitted is None:
+                # Column by column: one that cannot be read fails the queries that read it
+                # (below), not the one that happens to come first.
+                table, self._unreadable = self.source, set()
+                for i in sorted(self.used):
+                    try:
+                        table = admit(table, {i})
+                    except DataError:
+                        self._unreadable.add(i)
+                self._admitted = table
+            if reads & self._unreadable:
+                admit(self.source, reads)  # (raises this query's error)
             return self._sorted.get(key) or self._sort(q, key)
 
     def _sort(self, q, key: tuple) -> SortedInput:
-        if self._admitted is None:
-            self._admitted = admit(self.source, self.used)
         table = self._admitted
         parts = sort_and_partition(table, q)
         idx = None if parts.identity else pa.array(parts.order)

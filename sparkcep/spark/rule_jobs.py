@@ -18,7 +18,7 @@ from sparkcep.data.partitions import named_by_key
 from sparkcep.errors import DataError, OptionError, SparkCepError
 from sparkcep.options import check_rows
 from sparkcep.query import is_segment_plan
-from sparkcep.rules.rule_set import RULE, Rule, in_rule, union_schema, union_tables
+from sparkcep.rules.rule_set import RULE, Rule, in_rule, named_step, union_schema, union_tables
 from sparkcep.runtime.local import SharedSorts
 from sparkcep.spark.choice import STRATEGIES, SparkRun, check_strategy, choose, whole_partitions
 from sparkcep.spark.frames import GIDX, ROW, arrow_of, compile_for, max_task_rows, slots
@@ -102,15 +102,19 @@ def _group_frames(frame, keys: tuple, compiled: list[Compiled], options: tuple, 
             run.strategy = strategy
         log.info("sparkcep: rule %s: %s", c.rule.name, run.describe())
         (together if run.strategy in ("sequential", "partition") else alone).append((c, run))
-    if together:
-        single = all(run.strategy == "sequential" for _, run in together) or not keys
-        yield _by_groups([c for c, _ in together], base, keys, single, schema, spark_schema)
+    # Rules that need every row in one task (or chose it) in one job; those whose key groups
+    # may spread over tasks in another (one shuffle by the group's PARTITION BY).
+    for single in (True, False):
+        members = [c for c, run in together if (run.strategy == "sequential" or not keys) == single]
+        if members:
+            yield _by_groups(members, base, keys, single, schema, spark_schema)
     for c, run in alone:
+        own = {name.lower(): "`" + name.replace("`", "``") + "`" for name in c.schema.names}
         got = _named(c.rule, lambda c=c, run=run: match_recognize_spark(
             frame, c.rule.text, strategy=run.strategy, batch=batch, shared=shared, mode=mode, run=run, plan=how,
             sharing=sharing))
         cols = [F.lit(c.rule.name).alias(RULE)] + [
-            (F.col(f.name) if f.name in c.schema.names else F.lit(None)).cast(t.dataType).alias(f.name)
+            (F.col(own[f.name.lower()]) if f.name.lower() in own else F.lit(None)).cast(t.dataType).alias(f.name)
             for f, t in zip(schema, spark_schema, strict=True) if f.name != RULE]
         yield got.select(*cols)
 
@@ -137,8 +141,24 @@ def _rules_task(members: list, schema: pa.Schema, limit: int, batches):
     if len(row) > 1 and not (row[1:] > row[:-1]).all():
         table = table.take(pa.array(np.argsort(row, kind="stable")))
     t = table.drop_columns([ROW])
-    first = members[0][1]
-    for part in within_bound(first, t, limit):  # (the rules share PARTITION BY: cut alike)
+    keys = {tuple(k.index for k in p.query.partition_by) for _, p, _ in members}
+    if t.num_rows > limit and (len(keys) > 1 or keys == {()}):
+        # Past a task's bound, each rule's rows are cut at its own keys' bounds (or refused).
+        for member in members:
+            yield from _rules_over(t, [member], schema, limit)
+        return
+    yield from _rules_over(t, members, schema, limit)
+
+
+def _rules_over(t: pa.Table, members: list, schema: pa.Schema, limit: int):
+    """Every rule of ``members`` (one PARTITION BY) over ``t``, cut at key bounds past ``limit``
+    rows, each part sorted once for all of them."""
+    rule, first, _ = members[0]
+    try:
+        parts = list(within_bound(first, t, limit))
+    except SparkCepError as e:
+        raise in_rule(e, rule) from None
+    for part in parts:
         used = set().union(*(referenced_columns(p.query) for _, p, _ in members if not is_segment_plan(p)))
         sorts = SharedSorts(part, used)
         for rule, p, own in members:
@@ -165,7 +185,4 @@ def _read(members: list, width: int) -> list[int]:
 
 
 def _named(rule: Rule, step):
-    try:
-        return step()
-    except SparkCepError as e:
-        raise in_rule(e, rule) from None
+    return named_step(rule, step)

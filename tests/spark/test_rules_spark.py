@@ -80,3 +80,36 @@ def test_auto_chooses_once_per_partition_by_not_once_per_rule(spark, trades):
         sc.setLocalProperty("spark.jobGroup.id", None)
     assert 1 <= len(sc.statusTracker().getJobIdsForGroup("rules-auto")) <= 3
     df.unpersist()
+
+
+def test_a_rule_that_needs_the_whole_input_keeps_it_beside_keyed_ones(spark, trades):
+    """STRICT CONTIGUITY with PARTITION BY reads the whole input's order: in one task, while
+    the group's other rules spread by key (auto, small batches)."""
+    strict = ("PARTITION BY sym ORDER BY ts MEASURES COUNT(*) AS n EVENT SELECTION STRICT CONTIGUITY "
+              "PATTERN (A B) DEFINE A AS price < 30, B AS price > 70")
+    rules = {"strict": strict, "high": RULES["high"], "dip": RULES["dip"]}
+    expected = rows(sparkcep.match_rules(pa.Table.from_pandas(trades, preserve_index=False), rules))
+    got = sparkcep.match_rules(spark.createDataFrame(trades), rules, strategy="auto", batch=500)
+    assert rows(got) == expected
+
+
+def test_past_a_tasks_bound_each_rule_is_cut_at_its_own_keys(spark, trades):
+    """strategy sequential with more rows than a task's bound: rules of different PARTITION
+    BY are cut at their own keys' bounds, in input order (ORDER BY ties as alone)."""
+    rules = {"dip": RULES["dip"], "by_desk": RULES["by_desk"].replace("ORDER BY ts DESC", "ORDER BY price")}
+    expected = rows(sparkcep.match_rules(pa.Table.from_pandas(trades, preserve_index=False), rules))
+    spark.conf.set("spark.sparkcep.maxTaskRows", "1500")
+    try:
+        got = rows(sparkcep.match_rules(spark.createDataFrame(trades), rules, strategy="sequential"))
+    finally:
+        spark.conf.unset("spark.sparkcep.maxTaskRows")
+    assert got == expected
+
+
+def test_columns_are_one_by_name_case_aside(spark, trades):
+    upper = RULES["high"].replace("LAST(B.price) AS high", "LAST(B.price) AS TOP")
+    got = sparkcep.match_rules(spark.createDataFrame(trades), {"dip": RULES["dip"], "upper": upper},
+                               strategy="partition")
+    assert got.columns == ["rule", "sym", "top", "n"]
+    assert rows(got) == rows(sparkcep.match_rules(pa.Table.from_pandas(trades, preserve_index=False),
+                                                  {"dip": RULES["dip"], "upper": upper}))
