@@ -50,10 +50,12 @@ def sql(spark, statement: str, **options):
 
 
 @guarded
-def stream(df, clause: str, **options):
+def stream(df, clause: str | None = None, **options):
     """MATCH_RECOGNIZE over a streaming Spark DataFrame: a streaming DataFrame of matches
     (Append mode) as the watermark makes them final. ``watermark="10 minutes"`` is required;
-    options ``late``, ``timeouts``, ``end_of_input``, ``metrics`` (see sparkcep.spark.stream)."""
+    options ``late``, ``timeouts``, ``end_of_input``, ``metrics`` (see sparkcep.spark.stream).
+    ``rules=`` a folder of rules instead of a clause, read again at each micro-batch, with
+    ``event_time``, ``partition_by`` and ``checkpoint`` (see sparkcep.spark.rule_stream)."""
     from sparkcep.spark.stream import stream as _stream
 
     _checked(_stream, "stream", (df, clause), options)

@@ -26,7 +26,7 @@ import pyarrow as pa
 from sparkcep.errors import OptionError, QueryError, SparkCepError, guarded
 from sparkcep.spark.buckets import MAX_BUCKETS, checkpoint_buckets, session_buckets
 
-_BUCKET = "__sparkcep_bucket"
+BUCKET = "__sparkcep_bucket"
 _EVENT_TIME = "__sparkcep_event_time"
 _SHIFT_DAYS = 36_525  # see stream(): how far the watermark's column runs ahead of event time
 TIMEOUT = "_timeout"  # the column that carries timed-out partial matches (timeouts=True)
@@ -140,9 +140,10 @@ def _observer(metrics: StreamMetrics):
 
 
 @guarded
-def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of_input: bool = False,
+def stream(df, clause: str | None = None, *, watermark: str | float, mode: str = "sql", end_of_input: bool = False,
            late: str = "drop", timeouts: bool = False, metrics: StreamMetrics | None = None,
-           max_state_rows: int = 1_000_000, buckets: int | None = None, checkpoint: str | None = None):
+           max_state_rows: int = 1_000_000, buckets: int | None = None, checkpoint: str | None = None,
+           rules=None, event_time: str | None = None, partition_by=()):
     """Matches of ``clause`` over the streaming DataFrame ``df``, as a streaming DataFrame
     (Append mode). ``watermark``: how late rows may arrive — a delay such as "10 minutes"
     when event time (the first ORDER BY column) is a timestamp, a number of its units when
@@ -159,15 +160,35 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     count is fixed for the life of a checkpoint and Spark refuses a restart with another;
     ``checkpoint``: the folder the query will be started with (``checkpointLocation``), if
     any: a restart then takes the count stored there, whatever the session's settings, and
-    a checkpoint of an incompatible earlier version is refused with what to do."""
+    a checkpoint of an incompatible earlier version is refused with what to do.
+
+    ``rules`` instead of ``clause``: a folder of rules read again at each micro-batch (see
+    sparkcep.spark.rule_stream), with ``event_time`` (the column every rule orders by first),
+    ``partition_by`` (the stream's keys: every rule partitions by them, and may add others)
+    and ``checkpoint`` required; rows ``(rule, match)``."""
+    if rules is not None or clause is None:
+        if clause is not None:
+            raise OptionError("give a clause or rules=, not both")
+        if rules is None:
+            raise OptionError("give the clause to match (or rules=, a folder of rules)")
+        if end_of_input or timeouts or metrics is not None:
+            raise OptionError("a stream of rules takes no end_of_input, timeouts or metrics (yet): run each rule "
+                              "that needs them as its own stream")
+        if event_time is None:
+            raise OptionError("a stream of rules needs event_time=, the column every rule orders by first")
+        from sparkcep.spark.rule_stream import stream_rules
+
+        return stream_rules(df, rules, watermark=watermark, event_time=event_time, partition_by=partition_by,
+                            checkpoint=checkpoint, mode=mode, late=late, max_state_rows=max_state_rows,
+                            buckets=buckets)
+    if event_time is not None or partition_by:
+        raise OptionError("event_time and partition_by belong to a stream of rules (rules=); a clause says its own")
     from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
-    from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
 
     from sparkcep.analysis.patterns import find_in_pattern
     from sparkcep.language import ast
     from sparkcep.runtime.incremental import IncrementalMatcher
-    from sparkcep.spark.buckets import bucket_column
     from sparkcep.spark.frames import compile_reading
     from sparkcep.spark.worker_python import check_workers
 
@@ -188,7 +209,45 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     if timeouts and q.within is None:
         raise QueryError("NOT_SUPPORTED", "timeouts=True reports partial matches that WITHIN ended; this query has "
                          "no WITHIN")
-    time_col = q.order_by[0].column
+    if metrics is not None and not isinstance(metrics, StreamMetrics):
+        raise OptionError(f"metrics must be a sparkcep.StreamMetrics (its counters are filled in), not {metrics!r}")
+    keys = [k.column for k in q.partition_by]
+    data, wire, delay_millis, buckets = prepared(df, q.order_by[0].column, watermark, keys, buckets, checkpoint,
+                                                 arrow_schema)
+    if timeouts:
+        spark_schema = _with_timeouts(spark_schema, incremental)
+    if not isinstance(max_state_rows, int) or max_state_rows < 1:
+        raise OptionError("max_state_rows must be a positive number of rows")
+    observed = metrics is not None and metrics.observed is not None
+    operator = _BucketOperator(clause, mode, arrow_schema.serialize().to_pybytes(), buckets, late, timeouts,
+                               None if observed else metrics, max_state_rows, delay_millis, wire,
+                               (metrics.run, spark_schema.names) if observed else None)
+    out = data.groupBy(BUCKET).applyInPandasWithState(
+        operator, outputStructType=_with_metrics(spark_schema) if observed else spark_schema,
+        stateStructType=state_type(buckets), outputMode="append", timeoutConf=GroupStateTimeout.EventTimeTimeout)
+    if not observed:
+        return out
+    # Connect: each call's figures come in a row of their own, summed per micro-batch by
+    # the observation and dropped (see StreamMetrics).
+    return (out.observe(metrics.observed, *[F.sum(F.col(_METRIC.format(n))).alias(n) for n in METRICS])
+            .where(F.col(_METRIC.format("rows")).isNull())
+            .select(*[F.col("`" + n.replace("`", "``") + "`") for n in spark_schema.names]))
+
+
+_METRIC = "__sparkcep_metric_{}"
+
+
+def prepared(df, time_col: str, watermark, keys: list[str], buckets: int | None, checkpoint: str | None,
+             arrow_schema: pa.Schema):
+    """The stream's rows as its stateful operator takes them: event time (``time_col``)
+    carrying the watermark, each row's bucket of ``keys``, BIGINT, double and timestamp
+    columns made to survive pandas. Returns (the DataFrame, how columns crossed pandas, the
+    delay in ms, the bucket count)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import NumericType, TimestampNTZType, TimestampType
+
+    from sparkcep.spark.buckets import bucket_column
+
     time_type = df.schema[time_col].dataType
     if isinstance(time_type, (TimestampType, TimestampNTZType)):
         if not isinstance(watermark, str) or not watermark.strip():
@@ -212,9 +271,6 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
         raise QueryError("NOT_SUPPORTED", f"a stream's event time (the first ORDER BY column, {time_col}) must be "
                          f"a timestamp or a number, not {time_type.simpleString()}")
     delay_millis = delay_ms(df.sparkSession, delay)  # before Spark parses it (its error shows the shifted delay)
-    if metrics is not None and not isinstance(metrics, StreamMetrics):
-        raise OptionError(f"metrics must be a sparkcep.StreamMetrics (its counters are filled in), not {metrics!r}")
-    keys = [k.column for k in q.partition_by]
     if checkpoint is not None:
         check_checkpoint(checkpoint)
         stored = checkpoint_buckets(checkpoint)
@@ -235,7 +291,7 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     # plus SHIFT (a century) could still be dropped by Spark.
     data = (df.withColumn(_EVENT_TIME, event_time + F.expr(f"INTERVAL {_SHIFT_DAYS} DAYS"))
             .withWatermark(_EVENT_TIME, f"{_SHIFT_DAYS} days {delay}")
-            .withColumn(_BUCKET, bucket_column(keys, buckets)))
+            .withColumn(BUCKET, bucket_column(keys, buckets)))
     # That column reaches the operator NULL, with the watermark's metadata kept (which is what
     # Spark checks for event-time timeouts): pandas' nanosecond timestamps end in 2262, and
     # its values run a century ahead of event time (epoch milliseconds read as seconds, far
@@ -245,27 +301,19 @@ def stream(df, clause: str, *, watermark: str | float, mode: str = "sql", end_of
     data = data.select(*[carried if c == _EVENT_TIME else F.col("`" + c.replace("`", "``") + "`")
                          for c in data.columns])
     data, wire = _exact_for_pandas(data, arrow_schema)
-    if timeouts:
-        spark_schema = _with_timeouts(spark_schema, incremental)
-    if not isinstance(max_state_rows, int) or max_state_rows < 1:
-        raise OptionError("max_state_rows must be a positive number of rows")
-    observed = metrics is not None and metrics.observed is not None
-    operator = _BucketOperator(clause, mode, arrow_schema.serialize().to_pybytes(), buckets, late, timeouts,
-                               None if observed else metrics, max_state_rows, delay_millis, wire,
-                               (metrics.run, spark_schema.names) if observed else None)
-    out = data.groupBy(_BUCKET).applyInPandasWithState(
-        operator, outputStructType=_with_metrics(spark_schema) if observed else spark_schema,
-        stateStructType=_state_type(buckets), outputMode="append", timeoutConf=GroupStateTimeout.EventTimeTimeout)
-    if not observed:
-        return out
-    # Connect: each call's figures come in a row of their own, summed per micro-batch by
-    # the observation and dropped (see StreamMetrics).
-    return (out.observe(metrics.observed, *[F.sum(F.col(_METRIC.format(n))).alias(n) for n in METRICS])
-            .where(F.col(_METRIC.format("rows")).isNull())
-            .select(*[F.col("`" + n.replace("`", "``") + "`") for n in spark_schema.names]))
+    return data, wire, delay_millis, buckets
 
 
-_METRIC = "__sparkcep_metric_{}"
+def arrived(pdfs, arrow_schema: pa.Schema, wire: tuple) -> pa.Table:
+    """The rows a bucket's call got, as one table of ``arrow_schema`` (in arrival order)."""
+    # One thread: a call holds a bucket's rows, too few for a thread pool to pay its start.
+    tables = [_from_pandas_wire(pa.Table.from_pandas(pdf, preserve_index=False, nthreads=1), arrow_schema,
+                                wire).select(arrow_schema.names)
+              for pdf in pdfs if len(pdf)]
+    if not tables:
+        return arrow_schema.empty_table()
+    # Timestamps crossed as microseconds (_exact_for_pandas), not as the session's wall time.
+    return pa.concat_tables(tables, promote_options="permissive").cast(arrow_schema)
 
 
 def _with_metrics(spark_schema):
@@ -355,7 +403,7 @@ def delay_ms(spark, delay: str) -> int:
     return value // dt.timedelta(milliseconds=1)
 
 
-def _state_type(buckets: int) -> str:
+def state_type(buckets: int) -> str:
     """The bucket state's Spark type. The bucket count is in the type (a decimal's precision),
     because the key→bucket map depends on it: Spark checks the type of stored state on every
     restart, so a restart with another count stops with STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE
@@ -740,15 +788,7 @@ class _BucketOperator:
             yield out.to_pandas(use_threads=False, types_mapper=_EXACT_PANDAS.get)
 
     def _arrived(self, pdfs) -> pa.Table:
-        """The rows that arrived, as one table of the query's schema (in arrival order)."""
-        # One thread: a call holds a bucket's rows, too few for a thread pool to pay its start.
-        tables = [_from_pandas_wire(pa.Table.from_pandas(pdf, preserve_index=False, nthreads=1), self.arrow_schema,
-                                    self.wire).select(self.arrow_schema.names)
-                  for pdf in pdfs if len(pdf)]
-        if not tables:
-            return self.arrow_schema.empty_table()
-        # Timestamps crossed as microseconds (_exact_for_pandas), not as the session's wall time.
-        return pa.concat_tables(tables, promote_options="permissive").cast(self.arrow_schema)
+        return arrived(pdfs, self.arrow_schema, self.wire)
 
     def _late(self, late: pa.Table, watermark) -> None:
         import logging

@@ -1,0 +1,418 @@
+"""A stream matched by a folder of rules that changes while the stream runs.
+
+The stream's keys (``partition_by``) hash into buckets as a single query's do, and one
+stateful call per bucket runs every rule over the bucket's rows, each rule's keys with their
+own state (runtime.keyed). Which rules run in micro-batch ``b`` is decided once, by the first
+of its tasks to ask, and kept in the checkpoint (``sparkcep-rules/``): the folder's ``.sql``
+files that parse and analyze for this stream, a rule whose new text does not keeping its
+last good one. A replayed micro-batch (a restart) reads the same set, so every match of every
+rule comes out exactly once. A rule is its name and text: a new one starts with the rows of
+the micro-batch that first holds it, an edited one is a removal and an addition, and a
+removed one's state goes. Output rows: the rule's name and its output row as JSON (rules
+come and go, and a stream's columns are fixed when it starts).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import hashlib
+import json
+import logging
+import math
+import os
+import pathlib
+import threading
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from sparkcep.errors import DataError, OptionError, QueryError, SparkCepError
+from sparkcep.rules.rule_set import Rule, in_rule, rule_files
+
+SNAPSHOTS = "sparkcep-rules"  # the checkpoint's folder of rule sets, one file per micro-batch
+OUTPUT = "rule string, match string"
+_MAGIC = b"SPCEPR1\n"  # a bucket's state: meta as JSON (its rules in order), then each rule's keys
+_KEEP = 200  # micro-batches whose rule sets stay in the checkpoint (Spark replays only the last)
+
+log = logging.getLogger("sparkcep")
+
+
+def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), checkpoint: str, mode: str = "sql",
+                 late: str = "drop", max_state_rows: int = 1_000_000, buckets: int | None = None):
+    """Matches of every rule of the folder ``rules`` over the streaming DataFrame ``df``:
+    rows ``(rule, match)``, ``match`` the rule's output row as a JSON object. Every rule must
+    ORDER BY ``event_time`` first and PARTITION BY at least the columns ``partition_by``
+    (the stream's keys); ``checkpoint`` is the folder the query is started with (required:
+    the rule set of each micro-batch is kept there). Other options as sparkcep.stream."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from sparkcep.spark.frames import TZ
+    from sparkcep.spark.stream import BUCKET, LATE_POLICIES, prepared, state_type
+    from sparkcep.spark.worker_python import check_workers
+
+    if not getattr(df, "isStreaming", False):
+        raise OptionError("sparkcep.stream needs a streaming DataFrame (spark.readStream...); "
+                          "use sparkcep.match_rules for a batch DataFrame")
+    folder = pathlib.Path(rules) if isinstance(rules, (str, os.PathLike)) else None
+    if folder is None or not folder.is_dir():
+        raise OptionError(f"a stream's rules must be a folder of .sql files (read again at each micro-batch), "
+                          f"not {rules!r}")
+    if not isinstance(checkpoint, (str, os.PathLike)) or "://" in str(checkpoint).removeprefix("file://"):
+        raise OptionError("a stream of rules keeps each micro-batch's rule set in its checkpoint: pass "
+                          "checkpoint= the folder the query starts with (a local or mounted path)")
+    keys = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+    for name in [event_time, *keys]:
+        if not isinstance(name, str) or name not in df.columns:
+            raise OptionError(f"{name!r} is not a column of the stream ({', '.join(df.columns)})")
+    if late not in LATE_POLICIES:
+        raise OptionError(f"late must be one of {', '.join(LATE_POLICIES)}, not {late!r}")
+    if not isinstance(max_state_rows, int) or max_state_rows < 1:
+        raise OptionError("max_state_rows must be a positive number of rows")
+    check_workers(df.sparkSession)
+    arrow_schema = to_arrow_schema(df.schema, timezone=TZ)
+    store = os.path.join(str(checkpoint).removeprefix("file://"), SNAPSHOTS)
+    checker = RuleCheck(arrow_schema.serialize().to_pybytes(), mode, event_time, tuple(keys))
+    for name, error in checker.errors(folder).items():  # told now; the stream skips them
+        log.warning("sparkcep: rule %s is skipped: %s", name, error)
+    data, wire, delay_millis, buckets = prepared(df, event_time, watermark, keys, buckets, str(checkpoint),
+                                                 arrow_schema)
+    operator = RulesOperator(str(folder), store, checker, buckets, late, max_state_rows, delay_millis, wire)
+    return data.groupBy(BUCKET).applyInPandasWithState(
+        operator, outputStructType=OUTPUT, stateStructType=state_type(buckets), outputMode="append",
+        timeoutConf=GroupStateTimeout.EventTimeTimeout)
+
+
+def rule_errors(checkpoint: str) -> dict[str, str]:
+    """The rules the stream with checkpoint ``checkpoint`` skipped in its latest micro-batch,
+    by name: why (a rule whose new text was refused keeps running its last good one)."""
+    store = os.path.join(str(checkpoint).removeprefix("file://"), SNAPSHOTS)
+    latest = _latest(store, None)
+    return {} if latest is None else dict(_read(store, latest)["errors"])
+
+
+class RuleCheck:
+    """Whether a rule's text can run in this stream: it parses and analyzes over the
+    stream's columns, orders by its event time first, partitions by (at least) its keys, and
+    is a query a stream runs."""
+
+    def __init__(self, schema: bytes, mode: str, event_time: str, keys: tuple[str, ...]):
+        self.schema_bytes, self.mode, self.event_time, self.keys = schema, mode, event_time, keys
+        self._schema: pa.Schema | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        if self._schema is None:
+            self._schema = pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
+        return self._schema
+
+    def __getstate__(self):
+        return {**self.__dict__, "_schema": None}
+
+    def plan(self, text: str):
+        """The rule's plan, or a QueryError saying why this stream cannot run it."""
+        from sparkcep.analysis.patterns import find_in_pattern
+        from sparkcep.language import ast
+        from sparkcep.query import compile_query, is_segment_plan
+        from sparkcep.runtime.incremental import IncrementalMatcher
+
+        plan = compile_query(text, self.schema.empty_table(), self.mode)
+        if is_segment_plan(plan):
+            raise QueryError("NOT_SUPPORTED", "segment queries do not run on streams")
+        q = plan.query
+        if not q.order_by or q.order_by[0].column != self.event_time:
+            raise QueryError("NOT_SUPPORTED", f"a rule of this stream must ORDER BY its event time, "
+                             f"{self.event_time}, first")
+        missing = [k for k in self.keys if k not in {p.column for p in q.partition_by}]
+        if missing:
+            raise QueryError("NOT_SUPPORTED", f"a rule of this stream must PARTITION BY its key columns "
+                             f"({', '.join(self.keys)}), and may add others; this one lacks {', '.join(missing)}")
+        end = find_in_pattern(q.pattern, (ast.PEnd,))
+        if end is not None:
+            raise QueryError("NOT_SUPPORTED", "$ (after the partition's last row) cannot be decided on an "
+                             "unbounded stream", end.span, text)
+        IncrementalMatcher(plan, self.schema)  # refuses what a stream cannot run
+        return plan
+
+    def errors(self, folder: pathlib.Path) -> dict[str, str]:
+        """Why each of the folder's rules that cannot run is refused, by name."""
+        out = {}
+        for path in rule_files(folder):
+            rule = _read_rule(path)
+            try:
+                self.plan(rule.text)
+            except SparkCepError as e:
+                out[rule.name] = str(in_rule(e, rule))
+        return out
+
+
+def _read_rule(path: pathlib.Path) -> Rule:
+    try:
+        return Rule(path.stem, path.read_text(encoding="utf-8"), str(path))
+    except (OSError, UnicodeDecodeError) as e:
+        return Rule(path.stem, f"-- unreadable: {e}", str(path))
+
+
+# ---------------------------------------------------------------- rule sets per micro-batch
+def rule_set(store: str, batch: int, folder: str, checker: RuleCheck) -> dict:
+    """Micro-batch ``batch``'s rules: {"rules": {name: text}, "errors": {name: why}, "news":
+    the errors that are new since the micro-batch before, if this call decided}, read
+    from the checkpoint if a task of this micro-batch (or its first run) decided it, else
+    decided now from the folder and the previous micro-batch's set, and kept."""
+    path = os.path.join(store, f"{batch:020d}.json")
+    if os.path.exists(path):
+        return {**_read(store, batch), "news": {}}
+    os.makedirs(os.path.join(store, "texts"), exist_ok=True)
+    before = _latest(store, batch)
+    previous = _read(store, before) if before is not None else {"rules": {}, "errors": {}}
+    rules, errors = {}, {}
+    try:
+        files = rule_files(pathlib.Path(folder))
+    except OSError as e:  # the folder is gone or unreadable: the rules go on as they were
+        files = None
+        errors["(folder)"] = f"the rules folder {folder} cannot be read ({e}); the rules run as before"
+        rules = dict(previous["rules"])
+    for p in files or ():
+        rule = _read_rule(p)
+        try:
+            checker.plan(rule.text)
+            rules[rule.name] = rule.text
+        except SparkCepError as e:
+            errors[rule.name] = str(in_rule(e, rule))
+            if rule.name in previous["rules"]:
+                rules[rule.name] = previous["rules"][rule.name]  # its last good version runs on
+    body = {"batch": batch, "rules": {}, "errors": errors}
+    for name, text in rules.items():
+        digest = _digest(text)
+        _keep_text(store, digest, text)
+        body["rules"][name] = digest
+    tmp = os.path.join(store, f".{batch:020d}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(body, f)
+    try:
+        os.link(tmp, path)  # the first to decide wins; the others read its set
+        decided = True
+    except FileExistsError:
+        decided = False
+    finally:
+        os.unlink(tmp)
+    _prune(store, batch)
+    # What the decider reports (once, not once a worker): rules refused since the set before.
+    news = {n: why for n, why in errors.items() if previous["errors"].get(n) != why} if decided else {}
+    return {**_read(store, batch), "news": news}
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _keep_text(store: str, digest: str, text: str) -> None:
+    path = os.path.join(store, "texts", f"{digest}.sql")
+    if os.path.exists(path):
+        return
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _read(store: str, batch: int) -> dict:
+    with open(os.path.join(store, f"{batch:020d}.json"), encoding="utf-8") as f:
+        body = json.load(f)
+    texts = {}
+    for name, digest in body["rules"].items():
+        with open(os.path.join(store, "texts", f"{digest}.sql"), encoding="utf-8") as f:
+            texts[name] = f.read()
+    return {"rules": texts, "errors": body["errors"]}
+
+
+def _batches(store: str) -> list[int]:
+    try:
+        names = os.listdir(store)
+    except FileNotFoundError:
+        return []
+    return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
+
+
+def _latest(store: str, below: int | None) -> int | None:
+    found = [b for b in _batches(store) if below is None or b < below]
+    return found[-1] if found else None
+
+
+def _prune(store: str, batch: int) -> None:
+    """Rule sets of micro-batches long committed go (Spark replays only the last one)."""
+    for b in _batches(store):
+        if b < batch - _KEEP:
+            try:
+                os.unlink(os.path.join(store, f"{b:020d}.json"))
+            except FileNotFoundError:
+                pass
+
+
+def _batch_id() -> int:
+    """The running micro-batch's number (Spark sets it on every task of the micro-batch)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    value = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
+    if value is None:
+        raise SparkCepError("a stream of rules runs inside a Spark streaming query (no micro-batch number here)")
+    return int(value)
+
+
+# ---------------------------------------------------------------- the bucket operator
+class RulesOperator:
+    """What applyInPandasWithState calls for one bucket: the micro-batch's rows of the
+    bucket's keys, matched by every rule of the micro-batch, each with its keys' state."""
+
+    def __init__(self, folder: str, store: str, checker: RuleCheck, buckets: int, late: str, max_rows: int,
+                 delay_ms: int, wire: tuple):
+        self.folder, self.store, self.checker, self.buckets = folder, store, checker, buckets
+        self.late_policy, self.max_rows, self.delay_ms, self.wire = late, max_rows, delay_ms, wire
+        self._matchers: dict = {}
+        self._sets: dict = {}
+
+    def __getstate__(self):
+        return {**self.__dict__, "_matchers": {}, "_sets": {}}
+
+    def __call__(self, bucket, pdfs, state) -> Iterator:
+        from sparkcep.spark.wire import errors_to_driver
+
+        with errors_to_driver():
+            batch = _batch_id()
+            rules = self._sets.get(batch)
+            if rules is None:
+                rules = rule_set(self.store, batch, self.folder, self.checker)
+                self._sets = {batch: rules}  # (one micro-batch at a time)
+                for name, why in rules["news"].items():
+                    log.warning("sparkcep: rule %s is skipped: %s", name, why)
+            yield from self._run(pdfs, state, rules["rules"])
+
+    def _matcher(self, rid: str, text: str):
+        from sparkcep.runtime.keyed import KeyedMatcher
+
+        got = self._matchers.get(rid)
+        if got is None:
+            got = self._matchers[rid] = KeyedMatcher(self.checker.plan(text), self.checker.schema,
+                                                     max_rows=self.max_rows)
+        return got
+
+    def _load(self, state) -> tuple[dict, dict]:
+        from sparkcep.data.ingest import unpack
+        from sparkcep.runtime.keyed import KeyedState
+
+        if not state.exists:
+            return {"latest": 0, "sealed": 0}, {}
+        head, body = unpack(bytes(state.get[0]), _MAGIC)
+        meta = json.loads(head)
+        states, at = {}, 0
+        for rid, size in meta.pop("rules"):
+            states[rid] = KeyedState.from_bytes(body[at:at + size])
+            at += size
+        return meta, states
+
+    def _save(self, state, meta: dict, states: dict) -> None:
+        from sparkcep.data.ingest import pack
+
+        if not states:
+            if state.exists:
+                state.remove()
+            return
+        blobs = [(rid, ks.to_bytes()) for rid, ks in states.items()]
+        meta = {**meta, "rules": [[rid, len(b)] for rid, b in blobs]}
+        state.update((pack(_MAGIC, json.dumps(meta).encode(), b"".join(b for _, b in blobs)), None))
+
+    def _run(self, pdfs, state, rules: dict[str, str]) -> Iterator:
+        import pyarrow.compute as pc
+
+        from sparkcep.runtime.keyed import EventClock, KeyedState
+        from sparkcep.spark.stream import arrived
+
+        schema, event_time = self.checker.schema, self.checker.event_time
+        clock = EventClock(schema.field(event_time).type, event_time)
+        ms = state.getCurrentWatermarkMs()
+        meta, states = self._load(state)
+        latest, sealed = meta["latest"], meta["sealed"]
+        fresh = arrived(pdfs, schema, self.wire)
+        if fresh.num_rows:
+            self._check_times(fresh)
+            watermark = clock.value(max(ms, sealed))
+            times = fresh.column(event_time)
+            late = pc.fill_null(pc.less(times, pa.scalar(watermark, type=times.type)), False)
+            if pc.any(late).as_py():
+                self._late(fresh.filter(late), watermark)
+                fresh = fresh.filter(pc.invert(late))
+            if fresh.num_rows:
+                latest = max(latest, clock.millis(pc.max(fresh.column(event_time)).as_py()))
+        sealed = max(ms, sealed, latest - self.delay_ms if latest else 0)
+        kept, pending, out = {}, [], []
+        for name, text in rules.items():
+            rid = _digest(name + "\n" + text)
+            matcher = self._matcher(rid, text)
+            try:
+                stepped = matcher.advance(states.get(rid) or KeyedState.empty(schema), fresh, clock.value(sealed),
+                                          due_ms=ms)
+            except SparkCepError as e:
+                raise in_rule(e, Rule(name, text)) from None
+            if stepped.state.count:
+                kept[rid] = stepped.state
+                timers = stepped.state.keys["timer"]
+                pending.extend(timers[timers > 0].tolist())
+            if stepped.out.num_rows:
+                out.append((name, stepped.out))
+        if pending:
+            state.setTimeoutTimestamp(max(int(min(pending)) - 1, ms, 1))
+        self._save(state, {"buckets": self.buckets, "latest": latest, "sealed": sealed}, kept)
+        if out:
+            import pandas as pd
+
+            names = [name for name, t in out for _ in range(t.num_rows)]
+            yield pd.DataFrame({"rule": names, "match": [row for _, t in out for row in as_json(t)]})
+
+    def _check_times(self, rows: pa.Table) -> None:
+        import pyarrow.compute as pc
+
+        times = rows.column(self.checker.event_time)
+        missing = pc.is_null(times, nan_is_null=True)
+        if pa.types.is_floating(times.type):
+            missing = pc.or_(missing, pc.fill_null(pc.is_inf(times), False))
+        if pc.any(missing).as_py():
+            at = int(pc.index(missing, True).as_py())
+            key = {k: rows.column(k)[at].as_py() for k in self.checker.keys}
+            raise DataError("a streamed row needs an event time; this row has NULL, NaN or an infinity in "
+                            f"{self.checker.event_time}", column=self.checker.event_time, key=key or None)
+
+    def _late(self, late: pa.Table, watermark) -> None:
+        first = late.column(self.checker.event_time)[0].as_py()
+        key = {k: late.column(k)[0].as_py() for k in self.checker.keys}
+        if self.late_policy == "error":
+            raise DataError(f"a row arrived after the watermark had passed it: {self.checker.event_time} = {first}, "
+                            f"watermark {watermark} (late='error'; with late='drop' such rows are dropped)",
+                            column=self.checker.event_time, key={**key, self.checker.event_time: first})
+        log.warning("stream: %d late row(s) dropped (the first: %s, %s = %s; watermark %s)", late.num_rows, key,
+                    self.checker.event_time, first, watermark)
+
+
+def as_json(table: pa.Table) -> list[str]:
+    """Each row as a JSON object (timestamps and dates in ISO 8601, intervals in seconds,
+    decimals, NaN and infinities as strings, bytes as hex)."""
+    return [json.dumps({k: _plain(v) for k, v in row.items()}) for row in table.to_pylist()]
+
+
+def _plain(v):
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, (dt.datetime, dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, dt.timedelta):
+        return v.total_seconds()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    return v
