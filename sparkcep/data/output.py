@@ -103,13 +103,15 @@ def output_columns(q: AnalyzedQuery) -> list[tuple[str, int | None]]:
     return out
 
 
-def output_schema(q: AnalyzedQuery, schema: pa.Schema) -> pa.Schema:
+def output_schema(q: AnalyzedQuery, schema: pa.Schema, unknown: pa.DataType | None = None) -> pa.Schema:
+    """The output's columns over input ``schema``; a measure whose values decide its type (a
+    function registered with returns='any') is of type ``unknown`` (default: text)."""
     types = iter(measure_types(q, schema))
     fields = []
     for name, idx in output_columns(q):
         if idx is None:
             t = next(types)
-            fields.append(pa.field(name, t if t is not None else pa.string()))
+            fields.append(pa.field(name, t if t is not None else unknown if unknown is not None else pa.string()))
         else:
             fields.append(schema.field(idx).with_name(name))
     return pa.schema(fields)

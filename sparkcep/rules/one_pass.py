@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from sparkcep.data.ingest import placeholders, referenced_columns, to_arrow
-from sparkcep.data.output import measure_types, output_columns
+from sparkcep.data.output import output_schema
 from sparkcep.errors import DataError
 from sparkcep.language import ast
 from sparkcep.language.parser import parse
@@ -126,16 +126,7 @@ def _run_all(rules: list[Rule], plans: list, table: pa.Table, strategy: str, tas
 def static_schema(plan, schema: pa.Schema) -> pa.Schema:
     """A rule's output columns as far as known before it runs (a measure whose values decide
     its type, as a function registered with returns='any', is of NULL type here)."""
-    q = plan.query
-    types = iter(measure_types(q, schema))
-    fields = []
-    for name, idx in output_columns(q):
-        if idx is None:
-            t = next(types)
-            fields.append(pa.field(name, t if t is not None else pa.null()))
-        else:
-            fields.append(schema.field(idx).with_name(name))
-    return pa.schema(fields)
+    return output_schema(plan.query, schema, unknown=pa.null())
 
 
 def _named(rule: Rule, step):

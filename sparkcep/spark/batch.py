@@ -51,12 +51,7 @@ def match_recognize_spark(
     sharing: bool = True,
 ):
     """Run ``MATCH_RECOGNIZE ( clause )`` over a Spark DataFrame; returns a DataFrame."""
-    if strategy not in STRATEGIES:
-        raise OptionError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
-    check_rows(batch, shared)
-    if ROW in df.columns or GIDX in df.columns:
-        raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
-    check_workers(df.sparkSession)
+    check_call(df, strategy, batch, shared)
     how = plan
     df, plan, arrow_schema, spark_schema = compile_reading(df, clause, mode, how, sharing)
     from pyspark.sql import functions as F
@@ -83,3 +78,14 @@ def match_recognize_spark(
         return by_groups(plan, base, spark_schema, chosen.strategy == "sequential")
     chosen.size_batches(plan, batch, shared)
     return by_sorted_runs(plan, base, arrow_schema, spark_schema, chosen)
+
+
+def check_call(df, strategy: str, batch: int | None, shared: int | None) -> None:
+    """What a batch call on Spark checks first: its strategy and batch sizes, the input's
+    column names, the workers' Python."""
+    if strategy not in STRATEGIES:
+        raise OptionError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
+    check_rows(batch, shared)
+    if ROW in df.columns or GIDX in df.columns:
+        raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
+    check_workers(df.sparkSession)

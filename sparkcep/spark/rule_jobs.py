@@ -15,16 +15,14 @@ from pyspark import cloudpickle
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import referenced_columns
 from sparkcep.data.partitions import named_by_key
-from sparkcep.errors import DataError, OptionError, SparkCepError
-from sparkcep.options import check_rows
+from sparkcep.errors import DataError, SparkCepError
 from sparkcep.query import is_segment_plan
 from sparkcep.rules.rule_set import RULE, Rule, in_rule, named_step, union_schema, union_tables
 from sparkcep.runtime.local import SharedSorts
-from sparkcep.spark.choice import STRATEGIES, SparkRun, check_strategy, choose, whole_partitions
-from sparkcep.spark.frames import GIDX, ROW, arrow_of, compile_for, max_task_rows, slots
+from sparkcep.spark.choice import SparkRun, check_strategy, choose, whole_partitions
+from sparkcep.spark.frames import ROW, arrow_of, compile_for, max_task_rows, slots
 from sparkcep.spark.partition import run_in_task, within_bound
 from sparkcep.spark.wire import errors_to_driver
-from sparkcep.spark.worker_python import check_workers
 
 log = logging.getLogger("sparkcep")
 
@@ -41,12 +39,9 @@ def match_rules_spark(df, rules: list[Rule], *, strategy: str = "auto", batch: i
     """Every rule of ``rules`` over the Spark DataFrame ``df``: one DataFrame."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    if strategy not in STRATEGIES:
-        raise OptionError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
-    check_rows(batch, shared)
-    if ROW in df.columns or GIDX in df.columns:
-        raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
-    check_workers(df.sparkSession)
+    from sparkcep.spark.batch import check_call
+
+    check_call(df, strategy, batch, shared)
     # Rules by PARTITION BY (columns as the analyzer resolves them): one shuffle each.
     groups: dict[tuple, list[tuple[Rule, object]]] = {}
     for rule in rules:
