@@ -22,7 +22,7 @@ import logging
 import math
 import os
 import pathlib
-import threading
+import uuid
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -34,6 +34,9 @@ SNAPSHOTS = "sparkcep-rules"  # the checkpoint's folder of rule sets, one file p
 OUTPUT = "rule string, match string"
 _MAGIC = b"SPCEPR1\n"  # a bucket's state: meta as JSON (its rules in order), then each rule's keys
 _KEEP = 200  # micro-batches whose rule sets stay in the checkpoint (Spark replays only the last)
+_PLANS: dict = {}  # rules' plans by text, schema and mode
+# A worker's matchers by rule version (a task's operator is unpickled afresh; the rules stay).
+_MATCHERS: dict = {}
 
 log = logging.getLogger("sparkcep")
 
@@ -59,9 +62,11 @@ def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), chec
     if folder is None or not folder.is_dir():
         raise OptionError(f"a stream's rules must be a folder of .sql files (read again at each micro-batch), "
                           f"not {rules!r}")
-    if not isinstance(checkpoint, (str, os.PathLike)) or "://" in str(checkpoint).removeprefix("file://"):
+    local = local_path(checkpoint)
+    if local is None:
         raise OptionError("a stream of rules keeps each micro-batch's rule set in its checkpoint: pass "
-                          "checkpoint= the folder the query starts with (a local or mounted path)")
+                          "checkpoint= the folder the query starts with, a local or mounted path (every "
+                          f"worker reads it), not {checkpoint!r}")
     keys = [partition_by] if isinstance(partition_by, str) else list(partition_by)
     for name in [event_time, *keys]:
         if not isinstance(name, str) or name not in df.columns:
@@ -72,22 +77,37 @@ def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), chec
         raise OptionError("max_state_rows must be a positive number of rows")
     check_workers(df.sparkSession)
     arrow_schema = to_arrow_schema(df.schema, timezone=TZ)
-    store = os.path.join(str(checkpoint).removeprefix("file://"), SNAPSHOTS)
+    store = os.path.join(local, SNAPSHOTS)
     checker = RuleCheck(arrow_schema.serialize().to_pybytes(), mode, event_time, tuple(keys))
     for name, error in checker.errors(folder).items():  # told now; the stream skips them
         log.warning("sparkcep: rule %s is skipped: %s", name, error)
-    data, wire, delay_millis, buckets = prepared(df, event_time, watermark, keys, buckets, str(checkpoint),
-                                                 arrow_schema)
+    data, wire, delay_millis, buckets = prepared(df, event_time, watermark, keys, buckets, local, arrow_schema)
     operator = RulesOperator(str(folder), store, checker, buckets, late, max_state_rows, delay_millis, wire)
     return data.groupBy(BUCKET).applyInPandasWithState(
         operator, outputStructType=OUTPUT, stateStructType=state_type(buckets), outputMode="append",
         timeoutConf=GroupStateTimeout.EventTimeTimeout)
 
 
+def local_path(checkpoint) -> str | None:
+    """``checkpoint`` as an absolute local path (``file:`` URLs too), or None for a path of
+    another file system (the workers open the rule sets with Python's own files)."""
+    import re
+    from urllib.parse import urlparse
+
+    if not isinstance(checkpoint, (str, os.PathLike)):
+        return None
+    text = str(checkpoint)
+    if text.startswith("file:"):
+        text = urlparse(text).path
+    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", text):
+        return None
+    return os.path.abspath(text) if text else None
+
+
 def rule_errors(checkpoint: str) -> dict[str, str]:
     """The rules the stream with checkpoint ``checkpoint`` skipped in its latest micro-batch,
     by name: why (a rule whose new text was refused keeps running its last good one)."""
-    store = os.path.join(str(checkpoint).removeprefix("file://"), SNAPSHOTS)
+    store = os.path.join(local_path(checkpoint) or str(checkpoint), SNAPSHOTS)
     latest = _latest(store, None)
     return {} if latest is None else dict(_read(store, latest)["errors"])
 
@@ -117,7 +137,12 @@ class RuleCheck:
         from sparkcep.query import compile_query, is_segment_plan
         from sparkcep.runtime.incremental import IncrementalMatcher
 
-        plan = compile_query(text, self.schema.empty_table(), self.mode)
+        key = (text, self.schema_bytes, self.mode)
+        plan = _PLANS.get(key)
+        if plan is None:  # (kept here: a folder may hold more rules than compile_query's cache)
+            plan = _PLANS[key] = compile_query(text, self.schema.empty_table(), self.mode)
+            while len(_PLANS) > 4096:
+                _PLANS.pop(next(iter(_PLANS)))
         if is_segment_plan(plan):
             raise QueryError("NOT_SUPPORTED", "segment queries do not run on streams")
         q = plan.query
@@ -156,75 +181,139 @@ def _read_rule(path: pathlib.Path) -> Rule:
 
 # ---------------------------------------------------------------- rule sets per micro-batch
 def rule_set(store: str, batch: int, folder: str, checker: RuleCheck) -> dict:
-    """Micro-batch ``batch``'s rules: {"rules": {name: text}, "errors": {name: why}, "news":
-    the errors that are new since the micro-batch before, if this call decided}, read
-    from the checkpoint if a task of this micro-batch (or its first run) decided it, else
-    decided now from the folder and the previous micro-batch's set, and kept."""
+    """Micro-batch ``batch``'s rules: {"rules": {name: text}, "since": {name: the micro-batch
+    its version started in}, "errors": {name: why}, "news": the errors that are new since the
+    micro-batch before, if this call decided}, read from the checkpoint if a task of this
+    micro-batch (or its first run) decided it, else decided now from the folder and the
+    previous micro-batch's set, and kept."""
     path = os.path.join(store, f"{batch:020d}.json")
     if os.path.exists(path):
         return {**_read(store, batch), "news": {}}
     os.makedirs(os.path.join(store, "texts"), exist_ok=True)
     before = _latest(store, batch)
-    previous = _read(store, before) if before is not None else {"rules": {}, "errors": {}}
+    previous = _read(store, before) if before is not None else {"rules": {}, "since": {}, "errors": {}}
+    failed = _failed(store)
     rules, errors = {}, {}
     try:
         files = rule_files(pathlib.Path(folder))
     except OSError as e:  # the folder is gone or unreadable: the rules go on as they were
         files = None
+        errors = {n: why for n, why in previous["errors"].items() if n != "(folder)"}
         errors["(folder)"] = f"the rules folder {folder} cannot be read ({e}); the rules run as before"
         rules = dict(previous["rules"])
     for p in files or ():
         rule = _read_rule(p)
+        why = failed.get(rule_id(rule.name, rule.text))
         try:
+            if why is not None:
+                raise DataError(why)
             checker.plan(rule.text)
             rules[rule.name] = rule.text
         except SparkCepError as e:
             errors[rule.name] = str(in_rule(e, rule))
-            if rule.name in previous["rules"]:
-                rules[rule.name] = previous["rules"][rule.name]  # its last good version runs on
+            last = previous["rules"].get(rule.name)
+            if why is None and last is not None and rule_id(rule.name, last) not in failed:
+                rules[rule.name] = last  # its last good version runs on
     body = {"batch": batch, "rules": {}, "errors": errors}
     for name, text in rules.items():
         digest = _digest(text)
         _keep_text(store, digest, text)
-        body["rules"][name] = digest
-    tmp = os.path.join(store, f".{batch:020d}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(body, f)
-    try:
-        os.link(tmp, path)  # the first to decide wins; the others read its set
-        decided = True
-    except FileExistsError:
-        decided = False
-    finally:
-        os.unlink(tmp)
+        kept = previous["rules"].get(name) == text and name in previous["since"]
+        body["rules"][name] = [digest, previous["since"][name] if kept else batch]
+    decided = _create_once(path, json.dumps(body))  # the first to decide wins; the others read its set
     _prune(store, batch)
     # What the decider reports (once, not once a worker): rules refused since the set before.
     news = {n: why for n, why in errors.items() if previous["errors"].get(n) != why} if decided else {}
     return {**_read(store, batch), "news": news}
 
 
+def rule_id(name: str, text: str) -> str:
+    """A rule version's identity: its name and text (an edit is another rule)."""
+    return _digest(name + "\n" + text)
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
+def _create_once(path: str, content: str) -> bool:
+    """Write ``path`` whole unless it exists; whether this call wrote it."""
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(content)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links (some mounts): created exclusively
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+        return True
+    finally:
+        os.unlink(tmp)
+
+
 def _keep_text(store: str, digest: str, text: str) -> None:
     path = os.path.join(store, "texts", f"{digest}.sql")
-    if os.path.exists(path):
-        return
-    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    if not os.path.exists(path):
+        _create_once(path, text)
+
+
+def rule_failed(store: str, rid: str, why: str) -> None:
+    """Mark a rule version as failed on the data: from the next micro-batch decided, it is
+    skipped (until its file changes)."""
+    os.makedirs(os.path.join(store, "failed"), exist_ok=True)
+    _create_once(os.path.join(store, "failed", f"{rid}.txt"), why)
+
+
+def _failed(store: str) -> dict[str, str]:
+    folder = os.path.join(store, "failed")
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".txt")]
+    except FileNotFoundError:
+        return {}
+    out = {}
+    for n in names:
+        out[n[:-4]] = _text(os.path.join(folder, n))
+    return out
+
+
+def _text(path: str) -> str:
+    """A file another worker may be writing still (where it was created exclusively):
+    read again until whole."""
+    import time
+
+    for _ in range(50):
+        with open(path, encoding="utf-8") as f:
+            got = f.read()
+        if got:
+            return got
+        time.sleep(0.02)
+    return got
 
 
 def _read(store: str, batch: int) -> dict:
-    with open(os.path.join(store, f"{batch:020d}.json"), encoding="utf-8") as f:
-        body = json.load(f)
-    texts = {}
-    for name, digest in body["rules"].items():
-        with open(os.path.join(store, "texts", f"{digest}.sql"), encoding="utf-8") as f:
-            texts[name] = f.read()
-    return {"rules": texts, "errors": body["errors"]}
+    path = os.path.join(store, f"{batch:020d}.json")
+    for _ in range(50):
+        try:
+            body = json.loads(_text(path))
+            break
+        except json.JSONDecodeError:  # (being written: see _create_once)
+            import time
+
+            time.sleep(0.02)
+    else:
+        body = json.loads(_text(path))
+    texts, since = {}, {}
+    for name, (digest, first) in body["rules"].items():
+        texts[name] = _text(os.path.join(store, "texts", f"{digest}.sql"))
+        since[name] = first
+    return {"rules": texts, "since": since, "errors": body["errors"]}
 
 
 def _batches(store: str) -> list[int]:
@@ -270,11 +359,10 @@ class RulesOperator:
                  delay_ms: int, wire: tuple):
         self.folder, self.store, self.checker, self.buckets = folder, store, checker, buckets
         self.late_policy, self.max_rows, self.delay_ms, self.wire = late, max_rows, delay_ms, wire
-        self._matchers: dict = {}
         self._sets: dict = {}
 
     def __getstate__(self):
-        return {**self.__dict__, "_matchers": {}, "_sets": {}}
+        return {**self.__dict__, "_sets": {}}
 
     def __call__(self, bucket, pdfs, state) -> Iterator:
         from sparkcep.spark.wire import errors_to_driver
@@ -287,32 +375,41 @@ class RulesOperator:
                 self._sets = {batch: rules}  # (one micro-batch at a time)
                 for name, why in rules["news"].items():
                     log.warning("sparkcep: rule %s is skipped: %s", name, why)
-            yield from self._run(pdfs, state, rules["rules"])
+            yield from self._run(pdfs, state, rules, batch)
 
     def _matcher(self, rid: str, text: str):
+        """The rule version's matcher, kept by this worker for the tasks to come."""
         from sparkcep.runtime.keyed import KeyedMatcher
 
-        got = self._matchers.get(rid)
+        key = (rid, self.checker.schema_bytes, self.checker.mode, self.max_rows)
+        got = _MATCHERS.get(key)
         if got is None:
-            got = self._matchers[rid] = KeyedMatcher(self.checker.plan(text), self.checker.schema,
-                                                     max_rows=self.max_rows)
+            got = _MATCHERS[key] = KeyedMatcher(self.checker.plan(text), self.checker.schema, max_rows=self.max_rows)
+            while len(_MATCHERS) > 4096:
+                _MATCHERS.pop(next(iter(_MATCHERS)))
         return got
 
-    def _load(self, state) -> tuple[dict, dict]:
+    def _load(self, state, since: dict[str, int]) -> tuple[dict, dict]:
+        """(meta, each rule version's keys): a version's keys saved before it started (it
+        was removed and came back while this bucket was not called) are dropped."""
         from sparkcep.data.ingest import unpack
         from sparkcep.runtime.keyed import KeyedState
 
         if not state.exists:
             return {"latest": 0, "sealed": 0}, {}
-        head, body = unpack(bytes(state.get[0]), _MAGIC)
-        meta = json.loads(head)
+        got = unpack(bytes(state.get[0]), _MAGIC)
+        if got is None:
+            raise SparkCepError("this checkpoint's state was written by a stream of one clause; a stream of rules "
+                                "starts from a checkpoint of its own")
+        meta = json.loads(got[0])
         states, at = {}, 0
-        for rid, size in meta.pop("rules"):
-            states[rid] = KeyedState.from_bytes(body[at:at + size])
+        for rid, size, saved in meta.pop("rules"):
+            if saved >= since.get(rid, saved + 1):
+                states[rid] = KeyedState.from_bytes(got[1][at:at + size])
             at += size
         return meta, states
 
-    def _save(self, state, meta: dict, states: dict) -> None:
+    def _save(self, state, meta: dict, states: dict, batch: int) -> None:
         from sparkcep.data.ingest import pack
 
         if not states:
@@ -320,10 +417,10 @@ class RulesOperator:
                 state.remove()
             return
         blobs = [(rid, ks.to_bytes()) for rid, ks in states.items()]
-        meta = {**meta, "rules": [[rid, len(b)] for rid, b in blobs]}
+        meta = {**meta, "rules": [[rid, len(b), batch] for rid, b in blobs]}
         state.update((pack(_MAGIC, json.dumps(meta).encode(), b"".join(b for _, b in blobs)), None))
 
-    def _run(self, pdfs, state, rules: dict[str, str]) -> Iterator:
+    def _run(self, pdfs, state, rules: dict, batch: int) -> Iterator:
         import pyarrow.compute as pc
 
         from sparkcep.runtime.keyed import EventClock, KeyedState
@@ -332,7 +429,8 @@ class RulesOperator:
         schema, event_time = self.checker.schema, self.checker.event_time
         clock = EventClock(schema.field(event_time).type, event_time)
         ms = state.getCurrentWatermarkMs()
-        meta, states = self._load(state)
+        since = {rule_id(n, t): rules["since"][n] for n, t in rules["rules"].items()}
+        meta, states = self._load(state, since)
         latest, sealed = meta["latest"], meta["sealed"]
         fresh = arrived(pdfs, schema, self.wire)
         if fresh.num_rows:
@@ -347,14 +445,21 @@ class RulesOperator:
                 latest = max(latest, clock.millis(pc.max(fresh.column(event_time)).as_py()))
         sealed = max(ms, sealed, latest - self.delay_ms if latest else 0)
         kept, pending, out = {}, [], []
-        for name, text in rules.items():
-            rid = _digest(name + "\n" + text)
+        for name, text in rules["rules"].items():
+            rid = rule_id(name, text)
             matcher = self._matcher(rid, text)
             try:
                 stepped = matcher.advance(states.get(rid) or KeyedState.empty(schema), fresh, clock.value(sealed),
                                           due_ms=ms)
             except SparkCepError as e:
-                raise in_rule(e, Rule(name, text)) from None
+                # A rule that fails on the data stops, not the stream: its keys here go, and
+                # from the next micro-batch it is skipped until its file changes (the same
+                # data fails it again on a replay: the outcome is the same).
+                why = str(in_rule(e, Rule(name, text)))
+                log.warning("sparkcep: rule %s failed on the data and stops (edit its file to start it again): %s",
+                            name, why)
+                rule_failed(self.store, rid, f"failed on the data in micro-batch {batch}: {why}")
+                continue
             if stepped.state.count:
                 kept[rid] = stepped.state
                 timers = stepped.state.keys["timer"]
@@ -363,7 +468,7 @@ class RulesOperator:
                 out.append((name, stepped.out))
         if pending:
             state.setTimeoutTimestamp(max(int(min(pending)) - 1, ms, 1))
-        self._save(state, {"buckets": self.buckets, "latest": latest, "sealed": sealed}, kept)
+        self._save(state, {"buckets": self.buckets, "latest": latest, "sealed": sealed}, kept, batch)
         if out:
             import pandas as pd
 
@@ -397,7 +502,7 @@ class RulesOperator:
 def as_json(table: pa.Table) -> list[str]:
     """Each row as a JSON object (timestamps and dates in ISO 8601, intervals in seconds,
     decimals, NaN and infinities as strings, bytes as hex)."""
-    return [json.dumps({k: _plain(v) for k, v in row.items()}) for row in table.to_pylist()]
+    return [json.dumps({k: _plain(v) for k, v in row.items()}, allow_nan=False) for row in table.to_pylist()]
 
 
 def _plain(v):
@@ -411,7 +516,7 @@ def _plain(v):
         return str(v)
     if isinstance(v, bytes):
         return v.hex()
-    if isinstance(v, list):
+    if isinstance(v, (list, tuple)):  # (a map's entries come as (key, value) tuples)
         return [_plain(x) for x in v]
     if isinstance(v, dict):
         return {k: _plain(x) for k, x in v.items()}

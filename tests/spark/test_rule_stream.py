@@ -21,7 +21,7 @@ DIP = ("PARTITION BY k ORDER BY ts MEASURES FIRST(A.p) AS top, LAST(C.p) AS end_
        "PATTERN (A B+ C) DEFINE B AS p < PREV(p), C AS p > PREV(p)")
 HIGH = "PARTITION BY k ORDER BY ts MEASURES LAST(B.p) AS high PATTERN (A B) DEFINE A AS p < 5, B AS p > 15"
 HIGH2 = "PARTITION BY k ORDER BY ts MEASURES LAST(B.p) AS high2 PATTERN (A B) DEFINE A AS p < 8, B AS p > 12"
-SPIKE = "PARTITION BY k, g ORDER BY ts MEASURES FIRST(ts) AS at PATTERN (A B) DEFINE A AS p < 3, B AS p > 17"
+SPIKE = "PARTITION BY k, g ORDER BY ts MEASURES FIRST(ts) AS at PATTERN (A B) DEFINE A AS p < 10, B AS p > 10"
 ROWS = 80  # per file, one file per micro-batch
 
 
@@ -47,13 +47,26 @@ def _matches(got: pd.DataFrame, rule: str, column: str | None = None) -> list[tu
     return sorted(tuple(sorted(r.items())) for r in rows)
 
 
+def _rows(path: str) -> list[tuple]:
+    return sorted(map(tuple, pd.read_parquet(path).values.tolist())) if os.path.exists(path) else []
+
+
 def _alone(frames: list[pd.DataFrame], text: str) -> list[tuple]:
     out = sparkcep.match_recognize(pd.concat(frames, ignore_index=True), text)
     return sorted(tuple(sorted((k, v.item() if hasattr(v, "item") else v) for k, v in r.items()))
                   for r in out.to_dict("records"))
 
 
-def test_rules_added_edited_broken_removed_and_restarted(spark, folders):
+@pytest.fixture
+def data_batches_only(spark):
+    """Micro-batches only for new rows (none for a watermark alone): the last micro-batch
+    before a stop is a file's."""
+    spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+    yield
+    spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
+
+
+def test_rules_added_edited_broken_removed_and_restarted(spark, folders, data_batches_only):
     rng = np.random.default_rng(7)
     rules, ck, out = folders / "rules", str(folders / "ck"), str(folders / "out")
     (rules / "dip.sql").write_text(DIP)
@@ -64,13 +77,16 @@ def test_rules_added_edited_broken_removed_and_restarted(spark, folders):
     def start():
         matches = sparkcep.stream(events, rules=str(rules), watermark="2", event_time="ts", partition_by="k",
                                   checkpoint=ck)
-        return matches.writeStream.format("parquet").option("path", out).option("checkpointLocation", ck).start()
+        # each micro-batch's matches in a folder of its own, replaced when it is replayed
+        return (matches.writeStream.option("checkpointLocation", ck)
+                .foreachBatch(lambda df, b: df.write.mode("overwrite").parquet(f"{out}/batch={b}")).start())
 
     frames = []
     q = start()
     frames.append(_file(folders, 0, rng))
     q.processAllAvailable()
     (rules / "spike.sql").write_text(SPIKE)  # added: sees the rows from the next micro-batch on
+    (rules / "ratio.sql").write_text(DIP.replace("COUNT(*) AS n", "1 / (COUNT(*) - 3) AS n"))  # fails on data
     frames.append(_file(folders, 1, rng))
     q.processAllAvailable()
     (rules / "high.sql").write_text(HIGH2)  # edited: the old one goes, the new one starts
@@ -81,24 +97,28 @@ def test_rules_added_edited_broken_removed_and_restarted(spark, folders):
     frames.append(_file(folders, 3, rng))
     q.processAllAvailable()
     errors = rule_errors(ck)
-    assert set(errors) == {"dip", "other_key"} and "SYNTAX" in errors["dip"] and "PARTITION BY" in errors["other_key"]
+    assert set(errors) == {"dip", "other_key", "ratio"} and "SYNTAX" in errors["dip"], errors
+    assert "PARTITION BY" in errors["other_key"] and "failed on the data" in errors["ratio"], errors
     q.stop()
-    # A crash after the sink wrote micro-batch 3's files but before Spark committed it: the
-    # restart replays it with the rules it ran with, though the folder changed since.
+    # A crash after the sink wrote the last micro-batch's rows but before Spark committed it:
+    # the restart replays it with the rules it ran with, though the folder changed since.
     last = max(int(n) for n in os.listdir(os.path.join(ck, "commits")) if n.isdigit())
+    before = _rows(f"{out}/batch={last}")
+    assert any(r[0] == "spike" for r in before), before  # (so that the replay could lose it)
     for name in (str(last), f".{last}.crc"):  # (the log's checksum too, or Spark takes it for another query's)
         if os.path.exists(os.path.join(ck, "commits", name)):
             os.remove(os.path.join(ck, "commits", name))
     (rules / "spike.sql").unlink()  # removed: its state goes with the next micro-batch
     q = start()
     q.processAllAvailable()
+    assert _rows(f"{out}/batch={last}") == before
     frames.append(_file(folders, 4, rng))
     q.processAllAvailable()
     far = pd.DataFrame({"ts": [10_000] * 6, "k": ["a", "b", "c"] * 2, "g": [0, 0, 0, 1, 1, 1], "p": [10] * 6})
     far.to_json(folders / "in" / "z.json", orient="records", lines=True)  # moves the watermark past all
     q.processAllAvailable()
     q.stop()
-    got = spark.read.parquet(out).toPandas()
+    got = spark.read.parquet(out).toPandas().drop(columns="batch")
     assert list(got.columns) == ["rule", "match"]
     # dip ran from the start to the end (its broken edit kept the last good version)
     assert _matches(got, "dip") == _alone(frames, DIP) and len(_matches(got, "dip")) > 5
@@ -124,3 +144,30 @@ def test_a_stream_of_rules_says_what_it_needs(spark, folders):
                         checkpoint=str(folders / "ck"))
     with pytest.raises(OptionError, match="not both"):
         sparkcep.stream(events, DIP, rules=str(folders / "rules"), watermark="2")
+
+
+def test_matches_as_json_keep_every_kind_of_value():
+    import datetime as dt
+    import decimal
+    import math
+
+    import pyarrow as pa
+
+    from sparkcep.spark.rule_stream import as_json
+
+    t = pa.table({
+        "m": pa.array([[("a", dt.datetime(2024, 1, 1))]], pa.map_(pa.string(), pa.timestamp("us"))),
+        "x": pa.array([math.nan]), "d": pa.array([decimal.Decimal("1.50")], pa.decimal128(5, 2)),
+        "i": pa.array([dt.timedelta(seconds=90)]), "l": pa.array([[1.0, math.inf]]),
+        "s": pa.array([{"k": dt.date(2024, 2, 3)}], pa.struct([("k", pa.date32())])),
+    })
+    assert [json.loads(r) for r in as_json(t)] == [{"m": [["a", "2024-01-01T00:00:00"]], "x": "nan", "d": "1.50",
+                                                    "i": 90.0, "l": [1.0, "inf"], "s": {"k": "2024-02-03"}}]
+
+
+def test_a_checkpoint_the_workers_cannot_open_is_refused():
+    from sparkcep.spark.rule_stream import local_path
+
+    assert local_path("file:/tmp/ck") == "/tmp/ck" and local_path("file:///tmp/ck") == "/tmp/ck"
+    assert local_path("ck") == os.path.abspath("ck")
+    assert local_path("dbfs:/mnt/ck") is None and local_path("s3a://bucket/ck") is None
