@@ -16,7 +16,8 @@ def main(master: str, source: str, target: str) -> None:
         "spark.pyspark.python": sys.executable, "spark.task.maxFailures": "8",
     })
     # Shuffled into four partitions: no longer in ORDER BY order, so the run strategy sorts
-    # into batches of 2 000 rows that both executors work on (one Parquet split would be
+    # into batches of 4 000 rows that both executors work on, long enough that the kill lands
+    # inside a task rather than between two (one Parquet split would be
     # one batch, matched where it lies).
     df = spark.read.parquet(source).repartition(4)
     run = SparkRun("runs", "test")
@@ -30,7 +31,7 @@ def main(master: str, source: str, target: str) -> None:
     def job() -> None:
         try:
             with collect_errors():
-                out = match_recognize_spark(df, rip.query("Q1", maxlength=60), strategy="runs", batch=2000, run=run)
+                out = match_recognize_spark(df, rip.query("Q1", maxlength=60), strategy="runs", batch=4000, run=run)
                 out.write.mode("overwrite").parquet(target)
         except BaseException as e:  # noqa: BLE001 - reported below
             failure.append(e)
