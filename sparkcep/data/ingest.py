@@ -55,8 +55,7 @@ def to_arrow(data: Any, keep: set[str] | None = None, positions: bool = True) ->
 
         for name in data.columns:
             col = data[name]
-            textual = col.dtype.kind in "OUS" or isinstance(col.dtype, pd.CategoricalDtype)
-            if keep is not None and textual and name.upper() not in keep:
+            if keep is not None and textual(col) and name.upper() not in keep:
                 arrays.append(placeholder())
                 held.append(name)
                 continue
@@ -100,6 +99,14 @@ def to_arrow(data: Any, keep: set[str] | None = None, positions: bool = True) ->
             raise DataError("column names must be unique", column=dup)
         return data, "arrow"
     raise SparkCepError(f"data must be a pandas DataFrame, a pyarrow Table or a Spark DataFrame, not {type(data).__name__}")
+
+
+def textual(col) -> bool:
+    """Whether a pandas column is text (object, strings, categories): to_arrow holds such a
+    column for the output instead of reading it, where the query does not name it."""
+    import pandas as pd
+
+    return col.dtype.kind in "OUS" or isinstance(col.dtype, pd.CategoricalDtype)
 
 
 def _first_unreadable(col) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from sparkcep.data.ingest import placeholders, referenced_columns, to_arrow
+from sparkcep.data.ingest import placeholders, referenced_columns, textual, to_arrow
 from sparkcep.data.output import output_schema
 from sparkcep.errors import DataError
 from sparkcep.language import ast
@@ -73,14 +73,11 @@ def _kept_apart(data, rules: list[Rule], queries: list, named: list[set], names:
     """Per ALL ROWS rule, the text columns of ``data`` it does not name but another rule
     does: alone, match_recognize would pass them through untouched (as the frame holds
     them); here they were read as Arrow for the other rule, so they are put back."""
-    import pandas as pd
-
-    textual = [c for c in data.columns
-               if data[c].dtype.kind in "OUS" or isinstance(data[c].dtype, pd.CategoricalDtype)]
+    text = [c for c in data.columns if textual(data[c])]
     out = {}
     for rule, q, own in zip(rules, queries, named, strict=True):
         if q.rows_per_match.mode == "ALL":
-            cols = [c for c in textual if c.upper() in names and c.upper() not in own]
+            cols = [c for c in text if c.upper() in names and c.upper() not in own]
             if cols:
                 out[rule.name] = cols
     return out
