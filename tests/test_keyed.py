@@ -64,6 +64,18 @@ EACH = [_HEAD + q for q in [
 ]]
 
 
+# WITHIN without timeouts reported: the kernel, ending searches at the watermark.
+WITHIN = [_HEAD + q for q in [
+    "MEASURES FIRST(t) AS s, LAST(t) AS e, SUM(v) AS total PATTERN (A{2,} B) WITHIN 6 "
+    "DEFINE A AS v <= NEXT(v), B AS v > 4",
+    "MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (A B+ C) WITHIN 4 DEFINE B AS v > PREV(v), C AS v < PREV(v)",
+    "MEASURES FIRST(t) AS s, LAST(t) AS e AFTER MATCH SKIP TO NEXT ROW PATTERN (A B*) WITHIN 3 "
+    "DEFINE A AS v > 5, B AS v < 5",
+    "MEASURES FIRST(t) AS s, COUNT(*) AS c PATTERN (A+ B | C) WITHIN 5 DEFINE A AS v > 2, B AS v = 0, "
+    "C AS v = 9",
+]]
+
+
 @st.composite
 def streams(draw):
     n = draw(st.integers(0, 50))
@@ -77,9 +89,9 @@ def streams(draw):
     return times, values, keys, delay, arrival, cuts, draw(st.booleans())
 
 
-def run_keyed(query: str, times, values, keys, delay, arrival, cuts, roundtrip, bulk):
+def run_keyed(query: str, times, values, keys, delay, arrival, cuts, roundtrip, bulk, timeouts=True):
     schema = _table([], [], []).schema
-    matcher = KeyedMatcher(compile_query(query, _table([], [], [])), schema, bulk=bulk)
+    matcher = KeyedMatcher(compile_query(query, _table([], [], [])), schema, bulk=bulk, timeouts=timeouts)
     state = KeyedState.empty(schema)
     outputs, accepted = [], []
     for fresh, watermark in arrivals(times, delay, arrival, cuts):
@@ -115,6 +127,38 @@ def test_key_by_key_equals_batch(query, data):
     got, want, matcher = run_keyed(query, *data, bulk=False)
     assert not matcher.bulk
     assert _rows(got) == _rows(want)
+
+
+@pytest.mark.parametrize("bulk", [True, False])
+@pytest.mark.parametrize("query", WITHIN)
+@given(data=streams())
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_within_on_the_kernel_ends_searches_at_the_watermark(query, bulk, data):
+    got, want, matcher = run_keyed(query, *data, bulk=bulk, timeouts=False)
+    assert matcher.single.kernel is not None and matcher.bulk == bulk
+    assert _rows(got) == _rows(want)
+
+
+def test_within_stays_on_the_vm_where_timeouts_are_reported():
+    schema = _table([], [], []).schema
+    for q in WITHIN:
+        assert KeyedMatcher(compile_query(q, schema.empty_table()), schema).single.kernel is None
+        assert KeyedMatcher(compile_query(q, schema.empty_table()), schema, timeouts=False).bulk
+
+
+@pytest.mark.parametrize("bulk,timeouts", [(True, False), (False, False), (False, True)])
+def test_a_quiet_keys_search_ends_when_the_watermark_passes_its_deadline(bulk, timeouts):
+    # Key 0: A at t=0 and B at t=1, then nothing; key 1's rows move the watermark on. Once
+    # it passes t=0 + WITHIN, no row of key 0 still to come can extend the match: it is out
+    # then, not at the end of input; until then the key's timer is that deadline.
+    query = WITHIN[2]
+    schema = _table([], [], []).schema
+    matcher = KeyedMatcher(compile_query(query, schema.empty_table()), schema, bulk=bulk, timeouts=timeouts)
+    first = matcher.advance(KeyedState.empty(schema), _table([0, 1, 2], [9, 1, 0], [0, 0, 1]), 2, due_ms=2001)
+    assert first.out.num_rows == 0
+    assert 3001 in first.state.keys["timer"].tolist()  # (t=0 + WITHIN 3, on the watermark's clock)
+    second = matcher.advance(first.state, _table(list(range(3, 12)), [0] * 9, [1] * 9), 8, due_ms=3002)
+    assert second.out.to_pylist() == [{"k": 0, "s": 0, "e": 1}]
 
 
 def test_bulk_is_chosen_for_plain_queries_only():

@@ -34,6 +34,7 @@ from sparkcep.compile.plan import Plan
 from sparkcep.compile.program import ACCEPT
 from sparkcep.compile.skip import AFTER_FIRST, CODES, skip_to
 from sparkcep.jit import njit
+from sparkcep.runtime.kernel_program import past_horizon
 
 MAX_STATES = 4096  # beyond this the thread-list kernel runs the pattern
 MAX_CELLS = 1 << 16  # transitions (states x classes the data hold) built in Python, at most
@@ -152,7 +153,7 @@ class Automaton:
                    use_within: bool, order0: np.ndarray, within: float) -> tuple:
         """The selection of every whole partition [los[k], his[k]) of rows of ``classes`` in
         one pass: (starts, ends, partition of each match) as rows of the whole."""
-        return _scan_partitions(self._machine(), classes, los, his, (maxlength, use_within, order0, within))
+        return _scan_partitions(self._machine(), classes, los, his, (maxlength, use_within, order0, within, np.nan))
 
     def classes(self, masks: np.ndarray, n: int) -> np.ndarray | None:
         """Each row's class (its column of the transition table), or None when the automaton
@@ -166,12 +167,13 @@ class Automaton:
         return self.lookup[codes]
 
     def window(self, classes: np.ndarray, limit: int, complete: bool, pos: int, covered: int, maxlength: int,
-               use_within: bool, order0: np.ndarray, within: float) -> tuple:
+               use_within: bool, order0: np.ndarray, within: float, horizon: float = np.nan) -> tuple:
         """The selection resumed at start ``pos`` over the starts below ``limit`` of a window
         (rows of ``classes``) whose later rows may not have arrived (see _scan; a whole
-        partition: limit n, complete): (starts, ends, next start, covered)."""
+        partition: limit n, complete; ``horizon``: a stream's watermark, see
+        kernel_program.past_horizon): (starts, ends, next start, covered)."""
         starts, ends, pos, covered = _scan(self._machine(), classes, pos, covered, limit, complete,
-                                           (maxlength, use_within, order0, within))
+                                           (maxlength, use_within, order0, within, horizon))
         return starts, ends, int(pos), int(covered)
 
     def labels(self, classes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -238,7 +240,7 @@ class Machine(NamedTuple):
 def _scan(machine, cls, pos, covered, limit, complete, bounds):
     """The selection's matches from start ``pos`` on (``covered``: the last row inside a match
     so far), over the starts below ``limit`` (bounds: maxlength, use_within, order0,
-    within). Where a live thread would need a row past ``limit`` of a partition that goes on
+    within, horizon). Where a live thread would need a row past ``limit`` of a partition that goes on
     (``complete`` false), the answer is not known yet and the selection stops there, as the
     thread-list kernel's does. Returns (starts, ends, next start, covered)."""
     starts = np.empty(16, dtype=np.int64)
@@ -247,7 +249,7 @@ def _scan(machine, cls, pos, covered, limit, complete, bounds):
     # (asked per match, it cost a third of the scan)
     place, _ = skip_to(machine.skip_code, np.zeros(0, dtype=np.bool_), np.zeros(0, dtype=np.int64), 0, 1)
     past_last = place != AFTER_FIRST
-    maxlength, use_within, order0, within = bounds
+    maxlength, use_within, order0, within, horizon = bounds
     table, accepting, live = machine.table, machine.accepting, machine.live
     # Where the start state accepts nothing, only rows whose class a thread can take from
     # it may start a match: the others are passed over without a search (a branch per
@@ -283,6 +285,8 @@ def _scan(machine, cls, pos, covered, limit, complete, bounds):
             if p >= stop:
                 # (a row past ``limit`` is unknown unless MAXLENGTH ends the search first)
                 unresolved = p >= limit and not complete and (maxlength < 0 or p < s + maxlength)
+                if unresolved and use_within and past_horizon(s, p, order0, cls.shape[0], horizon, within):
+                    unresolved = False
                 break
             if use_within and not abs(order0[p] - order0[s]) <= within:
                 break
@@ -317,8 +321,8 @@ def _scan_partitions(machine, cls, los, his, bounds):
     for j in range(los.shape[0]):
         lo = los[j]
         hi = his[j]
-        maxlength, use_within, order0, within = bounds
-        own = (maxlength, use_within, order0[lo:hi] if use_within else order0, within)
+        maxlength, use_within, order0, within, horizon = bounds
+        own = (maxlength, use_within, order0[lo:hi] if use_within else order0, within, horizon)
         s, e, _, _ = _scan(machine, cls[lo:hi], 0, -1, hi - lo, True, own)
         got = s.shape[0]
         if k + got > starts.shape[0]:

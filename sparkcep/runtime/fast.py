@@ -114,7 +114,21 @@ class KernelMatcher:
         masks, cols, valid, order0, within = arr
         return program(self.code, self.conditions,
                        (masks, cols, valid, order0, within if self.plan.query.within is not None else None),
-                       part.n, part.complete, part.base, self.maxlength, bounds)
+                       part.n, part.complete, part.base, self.maxlength, bounds, self._horizon(part))
+
+    def _horizon(self, part: PartitionData) -> float:
+        """A stream window's watermark (``part.horizon``) in the units of the kernel's
+        ``order0`` (microseconds for a timestamp), NaN where there is none or no WITHIN."""
+        if part.horizon is None or self.plan.query.within is None or part.complete:
+            return np.nan
+        column = _arrow_column(part, part.order_index)
+        if column is not None and pa.types.is_timestamp(column.type):
+            micros = timestamp_micros(pa.array([part.horizon], type=column.type))
+            return float(micros[0].as_py()) if micros is not None else np.nan
+        try:
+            return float(part.horizon)
+        except (TypeError, ValueError):
+            return np.nan
 
     def _arrays(self, part: PartitionData):
         plan, n = self.plan, part.n
@@ -299,7 +313,7 @@ class KernelMatcher:
             return None
         self.determinised = True
         return automaton.window(classes, part.limit, part.complete, pos, covered, self.maxlength,
-                                self.plan.query.within is not None, order0, within)
+                                self.plan.query.within is not None, order0, within, self._horizon(part))
 
     @staticmethod
     def _classes(automaton: Automaton, part: PartitionData, masks) -> np.ndarray | None:

@@ -76,7 +76,7 @@ class IncrementalMatcher:
     """Feeds one key's rows through the sequential engine as the watermark seals them."""
 
     def __init__(self, plan: Plan, schema: pa.Schema, use_kernel: bool | None = None,
-                 max_rows: int = DEFAULT_MAX_ROWS):
+                 max_rows: int = DEFAULT_MAX_ROWS, timeouts: bool = True):
         q = plan.query
         if not q.order_by:
             raise QueryError("NOT_SUPPORTED", "matching a stream needs ORDER BY (its first column is event time)")
@@ -95,9 +95,10 @@ class IncrementalMatcher:
         # EVENT SELECTION and negation run on NFA^b, as in batch (runtime.nfab).
         self.matcher = NFAbMatcher(plan) if q.gapped else Matcher(plan)
         # The compiled kernel answers the searches of plain queries (as for the run
-        # strategy's windows); WITHIN stays on the Python VM, which ends searches at the
-        # watermark (the kernel would wait for a later row) and reports timeouts.
-        kernel_ok = q.within is None and not q.gapped and q.skip_mode != "ALL_MATCHES"
+        # strategy's windows), WITHIN's too, ended at the watermark as the VM ends them
+        # (PartitionData.horizon); where timeouts are reported (``timeouts``), WITHIN
+        # stays on the Python VM, which records the partial matches a deadline ended.
+        kernel_ok = (q.within is None or not timeouts) and not q.gapped and q.skip_mode != "ALL_MATCHES"
         self.kernel = KernelMatcher.for_plan(plan) if kernel_ok and use_kernel is not False else None
         self.types = measure_types(q, schema)
         self.columnar = self.kernel is not None and columnar_measures.supported(plan)

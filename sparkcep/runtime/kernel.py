@@ -602,7 +602,7 @@ def _window(prog, lo, n, limit, base):
                    prog.dyn_int, prog.dyn_float, prog.cols[:, lo:lo + n].copy(), prog.valid[:, lo:lo + n].copy(),
                    n, prog.complete, base, prog.maxlength, prog.use_within,
                    prog.order0[lo:lo + n].copy() if prog.use_within else prog.order0, prog.within, prog.n_regs,
-                   prog.n_slots, prog.max_runs, prog.max_nodes)
+                   prog.n_slots, prog.max_runs, prog.max_nodes, prog.horizon)
 
 
 @njit

@@ -52,8 +52,9 @@ class Program(NamedTuple):
     ``dyn_float``: the conditions (compile.kernel_spec); ``cols``/``valid``: the columns the
     dynamic comparisons read, as float64 with a validity mask; ``n`` rows, of which
     ``complete`` says whether later ones may still arrive; ``base``: the window's first row
-    in its partition (for ^); ``maxlength`` (-1: none); WITHIN over ``order0``; ``max_runs``
-    and ``max_nodes``: ALL MATCHES' bounds (NO_BOUND elsewhere)."""
+    in its partition (for ^); ``maxlength`` (-1: none); WITHIN over ``order0``, with
+    ``horizon`` (a stream's watermark in ``order0``'s units, NaN: none) below which no row is
+    still to come; ``max_runs`` and ``max_nodes``: ALL MATCHES' bounds (NO_BOUND elsewhere)."""
 
     op: np.ndarray
     a: np.ndarray
@@ -76,6 +77,7 @@ class Program(NamedTuple):
     n_slots: int
     max_runs: int
     max_nodes: int
+    horizon: float
 
 
 class History(NamedTuple):
@@ -107,7 +109,7 @@ NO_BOUND = 1 << 62  # the bound of searches that keep one thread a place (not AL
 
 
 def program(code, conditions, arrays, n: int, complete: bool = True, base: int = 0, maxlength: int = -1,
-            bounds: tuple[int, int] = (NO_BOUND, NO_BOUND)) -> Program:
+            bounds: tuple[int, int] = (NO_BOUND, NO_BOUND), horizon: float = np.nan) -> Program:
     """A Program from the automaton ``code`` (op, a, Closures, loop slots), the kernel spec's
     ``conditions`` (reg_member, reg_kind, dyn_int, dyn_float) and the partition's ``arrays``
     (masks, cols, valid, order0, within or None), with every scalar of one type, so that
@@ -118,7 +120,7 @@ def program(code, conditions, arrays, n: int, complete: bool = True, base: int =
     return Program(op, a, cl, masks, reg_member, reg_kind, dyn_int, dyn_float, cols, valid, int(n), bool(complete),
                    int(base), int(maxlength), within is not None, order0,
                    float(within) if within is not None else 0.0, int(reg_member.shape[0]), int(n_slots),
-                   int(bounds[0]), int(bounds[1]))
+                   int(bounds[0]), int(bounds[1]), float(horizon))
 
 
 def closure_table(prog) -> Closures:
@@ -294,13 +296,27 @@ def _fold(cur, i, label, pos, prog, regs):
 
 
 @njit(_nrt=False, inline='always')
+def past_horizon(start, pos, order0, n, horizon, within):
+    """Whether WITHIN ends a match from ``start`` at row ``pos`` of a stream's window whose
+    later rows have not arrived (or are not sealed): rows come in time order, so if the
+    next row (``pos`` if here, else any still to come, at least the watermark ``horizon``)
+    is past WITHIN, so is every later one. NaN (no horizon) is never past."""
+    nxt = order0[pos] if pos < n else horizon
+    return nxt - order0[start] > within
+
+
+@njit(_nrt=False, inline='always')
 def extend(start, pos, limit, prog):
     """May a match from ``start`` take row ``pos``: 1 yes, 0 no, -1 not known yet (the row is
     past the window of a partition that goes on)."""
     if prog.maxlength >= 0 and pos - start + 1 > prog.maxlength:
         return 0
     if pos >= limit:
-        return 0 if prog.complete else -1
+        if prog.complete:
+            return 0
+        if prog.use_within and past_horizon(start, pos, prog.order0, prog.n, prog.horizon, prog.within):
+            return 0
+        return -1
     if prog.use_within and not abs(prog.order0[pos] - prog.order0[start]) <= prog.within:  # NaN is never within
         return 0
     return 1

@@ -184,9 +184,9 @@ class KeyedMatcher:
     arrived, ``finish`` at the end of input."""
 
     def __init__(self, plan: Plan, schema: pa.Schema, use_kernel: bool | None = None,
-                 max_rows: int | None = None, bulk: bool | None = None):
+                 max_rows: int | None = None, bulk: bool | None = None, timeouts: bool = True):
         kw = {} if max_rows is None else {"max_rows": max_rows}
-        self.single = IncrementalMatcher(plan, schema, use_kernel, **kw)
+        self.single = IncrementalMatcher(plan, schema, use_kernel, timeouts=timeouts, **kw)
         self.plan, self.schema = plan, schema
         q = plan.query
         self.clock = EventClock(schema.field(q.order_by[0].index).type, q.order_by[0].column)
@@ -290,7 +290,7 @@ class KeyedMatcher:
         pos = meta["pos"] - meta["base"]
         active = np.flatnonzero(pos < limit)
         cols = LazyColumns([table.column(i) for i in range(table.num_columns)])
-        part = PartitionData(cols, table.num_rows, self.time_index, complete=False)
+        part = PartitionData(cols, table.num_rows, self.time_index, complete=False, horizon=None if final else seal)
         kernel = single.kernel
         got = kernel.select_windows(part, lo[active], sealed[active], limit[active], meta["base"][active],
                                     pos[active], (meta["covered"] - meta["base"])[active], final,
@@ -322,6 +322,8 @@ class KeyedMatcher:
         local = meta["pos"] - base
         drop = np.where(pos < limit, np.maximum(np.minimum(local, sealed) - plan.lookbehind, 0), 0)
         meta["timer"] = self._first_waiting(table, lo, sealed, size)
+        if plan.query.within is not None:
+            self._deadlines(table, lo, size, meta)
         return out, single.timeout_schema().empty_table(), drop
 
     def _measure(self, table: pa.Table, part: PartitionData, active, lo, sealed, meta, starts, ends, wins,
@@ -369,6 +371,15 @@ class KeyedMatcher:
                                                else times)
         return timer
 
+    def _deadlines(self, table: pa.Table, lo, size, meta) -> None:
+        """Each key's timer moved up to its first undecided start's WITHIN deadline, as
+        _timer does key by key: a quiet key's search ends when the watermark passes it."""
+        first = meta["pos"] - meta["base"]
+        times, timer = table.column(self.time_index), meta["timer"]
+        for j in np.flatnonzero((first >= 0) & (first < size)).tolist():
+            deadline = self._deadline(times[int(lo[j] + first[j])].as_py())
+            timer[j] = min(timer[j], deadline) if timer[j] else deadline
+
     # ------------------------------------------------------------------ one key at a time
     def _each(self, table: pa.Table, lo, size, sealed, meta, due, seal, final: bool):
         """The keys in ``due`` through the incremental matcher of one key each."""
@@ -408,17 +419,20 @@ class KeyedMatcher:
         waiting = times if seal is None else pc.filter(times, pc.greater_equal(times, pa.scalar(
             seal, type=times.type)))
         timer = self.clock.timer(pc.min(waiting).as_py()) if len(waiting) else 0
-        within = self.plan.query.within
         first = st.selection.pos - st.base
-        if within is not None and 0 <= first < st.rows.num_rows:
-            try:
-                end = times[first].as_py() + within
-            except OverflowError:  # past the last datetime: no deadline the clock can hold
-                raise DataError(f"the event time {times[first].as_py()!r} plus WITHIN is past the largest time",
-                                column=self.clock.column) from None
-            deadline = self.clock.timer(end)
+        if self.plan.query.within is not None and 0 <= first < st.rows.num_rows:
+            deadline = self._deadline(times[first].as_py())
             timer = min(timer, deadline) if timer else deadline
         return timer
+
+    def _deadline(self, start) -> int:
+        """The timer of a search from a start at event time ``start``: its WITHIN deadline."""
+        try:
+            end = start + self.plan.query.within
+        except OverflowError:  # past the last datetime: no deadline the clock can hold
+            raise DataError(f"the event time {start!r} plus WITHIN is past the largest time",
+                            column=self.clock.column) from None
+        return self.clock.timer(end)
 
 
 def _measures_inside_match(plan: Plan) -> bool:

@@ -25,6 +25,7 @@ import pathlib
 import uuid
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from sparkcep.errors import DataError, OptionError, QueryError, SparkCepError
@@ -384,7 +385,8 @@ class RulesOperator:
         key = (rid, self.checker.schema_bytes, self.checker.mode, self.max_rows)
         got = _MATCHERS.get(key)
         if got is None:
-            got = _MATCHERS[key] = KeyedMatcher(self.checker.plan(text), self.checker.schema, max_rows=self.max_rows)
+            got = _MATCHERS[key] = KeyedMatcher(self.checker.plan(text), self.checker.schema, max_rows=self.max_rows,
+                                                timeouts=False)
             while len(_MATCHERS) > 4096:
                 _MATCHERS.pop(next(iter(_MATCHERS)))
         return got
@@ -472,8 +474,9 @@ class RulesOperator:
         if out:
             import pandas as pd
 
-            names = [name for name, t in out for _ in range(t.num_rows)]
-            yield pd.DataFrame({"rule": names, "match": [row for _, t in out for row in as_json(t)]})
+            names = np.repeat(np.array([name for name, _ in out], dtype=object), [t.num_rows for _, t in out])
+            yield pd.DataFrame({"rule": names, "match": pa.concat_arrays([as_json(t) for _, t in out]).to_numpy(
+                zero_copy_only=False)})
 
     def _check_times(self, rows: pa.Table) -> None:
         import pyarrow.compute as pc
@@ -499,10 +502,50 @@ class RulesOperator:
                     self.checker.event_time, first, watermark)
 
 
-def as_json(table: pa.Table) -> list[str]:
+def as_json(table: pa.Table) -> pa.Array:
     """Each row as a JSON object (timestamps and dates in ISO 8601, intervals in seconds,
-    decimals, NaN and infinities as strings, bytes as hex)."""
-    return [json.dumps({k: _plain(v) for k, v in row.items()}, allow_nan=False) for row in table.to_pylist()]
+    decimals, NaN and infinities as strings, bytes as hex), column by column: numbers,
+    booleans and text by Arrow's kernels, other values one by one in Python."""
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    parts: list = []
+    for i, field in enumerate(table.schema):
+        parts += [pa.scalar(("{" if i == 0 else ", ") + json.dumps(field.name) + ": "), _json_values(table.column(i))]
+    if not parts:
+        return pa.array(["{}"] * n, pa.string())
+    parts.append(pa.scalar("}"))
+    got = pc.binary_join_element_wise(*parts, "")
+    return got.combine_chunks() if isinstance(got, pa.ChunkedArray) else got
+
+
+def _json_values(column) -> pa.Array:
+    """A column's values as JSON text, NULL as null."""
+    import pyarrow.compute as pc
+
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    t = column.type
+    if pa.types.is_dictionary(t):
+        column, t = column.cast(t.value_type), t.value_type
+    if pa.types.is_boolean(t):
+        text = pc.if_else(column, "true", "false")
+    elif pa.types.is_integer(t):
+        text = column.cast(pa.string())
+    elif pa.types.is_floating(t):
+        text = column.cast(pa.float64()).cast(pa.string())
+        # Python writes whole floats with ".0" (Arrow: "1"), and NaN and infinities as strings here.
+        whole = pc.match_substring_regex(text, r"^-?[0-9]+$")
+        text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+        finite = pc.is_finite(column)
+        text = pc.if_else(finite, text, pc.binary_join_element_wise('"', text, '"', ""))
+    elif (pa.types.is_string(t) or pa.types.is_large_string(t)) and not pc.any(
+            pc.match_substring_regex(column, "[\\x00-\\x1f]")).as_py():
+        escaped = pc.replace_substring(pc.replace_substring(column.cast(pa.string()), "\\", "\\\\"), '"', '\\"')
+        text = pc.binary_join_element_wise('"', escaped, '"', "")
+    else:
+        text = pa.array([None if v is None else json.dumps(_plain(v), allow_nan=False) for v in column.to_pylist()],
+                        pa.string())
+    return pc.fill_null(text, "null")
 
 
 def _plain(v):

@@ -575,7 +575,8 @@ class _Finisher:
 
         with errors_to_driver():
             arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema))
-            matcher = KeyedMatcher(_plan_for(self.clause, self.mode, arrow_schema), arrow_schema)
+            matcher = KeyedMatcher(_plan_for(self.clause, self.mode, arrow_schema), arrow_schema,
+                                   timeouts=self.timeouts)
             for batch in batches:
                 for bucket in batch.column(0).to_pylist():
                     if bucket is None:
@@ -697,7 +698,7 @@ class _BucketOperator:
 
         self.arrow_schema = pa.ipc.read_schema(pa.py_buffer(self.schema_bytes))
         plan = _plan_for(self.clause, self.mode, self.arrow_schema)
-        self.matcher = KeyedMatcher(plan, self.arrow_schema, max_rows=self.max_rows)
+        self.matcher = KeyedMatcher(plan, self.arrow_schema, max_rows=self.max_rows, timeouts=self.timeouts)
         self.time_column = plan.query.order_by[0].column
 
     def __call__(self, bucket, pdfs, state) -> Iterator:

@@ -12,10 +12,13 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep.errors import OptionError
 from sparkcep.spark.rule_stream import rule_errors
+from tests.tiers import examples
 
 DIP = ("PARTITION BY k ORDER BY ts MEASURES FIRST(A.p) AS top, LAST(C.p) AS end_p, COUNT(*) AS n "
        "PATTERN (A B+ C) DEFINE B AS p < PREV(p), C AS p > PREV(p)")
@@ -161,8 +164,33 @@ def test_matches_as_json_keep_every_kind_of_value():
         "i": pa.array([dt.timedelta(seconds=90)]), "l": pa.array([[1.0, math.inf]]),
         "s": pa.array([{"k": dt.date(2024, 2, 3)}], pa.struct([("k", pa.date32())])),
     })
-    assert [json.loads(r) for r in as_json(t)] == [{"m": [["a", "2024-01-01T00:00:00"]], "x": "nan", "d": "1.50",
+    assert [json.loads(r) for r in as_json(t).to_pylist()] == [{"m": [["a", "2024-01-01T00:00:00"]], "x": "nan", "d": "1.50",
                                                     "i": 90.0, "l": [1.0, "inf"], "s": {"k": "2024-02-03"}}]
+
+
+_FLOATS = st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.0, -0.0, 1.0, 1e16, 1e-7, 5e-324])
+
+
+@given(ints=st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), min_size=4, max_size=4),
+       floats=st.lists(st.one_of(st.none(), _FLOATS), min_size=4, max_size=4),
+       texts=st.lists(st.one_of(st.none(), st.text()), min_size=4, max_size=4),
+       flags=st.lists(st.one_of(st.none(), st.booleans()), min_size=4, max_size=4))
+@settings(max_examples=examples(200), deadline=None)
+def test_matches_as_json_are_what_python_writes(ints, floats, texts, flags):
+    # Column by column (Arrow's kernels) against row by row (json.dumps): the same objects,
+    # floats told apart from integers, -0.0 from 0.0, NaN and infinities as strings.
+    import pyarrow as pa
+
+    from sparkcep.spark.rule_stream import _plain, as_json
+
+    t = pa.table({"i": pa.array(ints, pa.int64()), "f": pa.array(floats, pa.float64()),
+                  "r": pa.array(floats, pa.float64()).cast(pa.float32(), safe=False),
+                  "s": pa.array(texts, pa.string()), "b": pa.array(flags, pa.bool_()),
+                  "d": pa.array(texts, pa.string()).dictionary_encode()})
+    want = [json.dumps({k: _plain(v) for k, v in row.items()}, allow_nan=False) for row in t.to_pylist()]
+    got = as_json(t).to_pylist()
+    assert [repr(json.loads(g)) for g in got] == [repr(json.loads(w)) for w in want]
+    assert as_json(t.slice(0, 0)).to_pylist() == []
 
 
 def test_a_checkpoint_the_workers_cannot_open_is_refused():
