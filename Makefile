@@ -40,6 +40,7 @@ bench: install
 	$(BIN)/python -m benchmarks.matchregex
 	$(BIN)/python -m benchmarks.spark_strategies
 	$(BIN)/python -m benchmarks.spark_scale
+	$(BIN)/python -m benchmarks.rule_stream
 	$(BIN)/python -m benchmarks.rip_batches
 	$(BIN)/python -m benchmarks.sase
 	$(BIN)/python -m benchmarks.trex

@@ -6,6 +6,7 @@ through bytes between chunks."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep.api import compile_query
+from sparkcep.data.partitions import sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime.keyed import EventClock, KeyedMatcher, KeyedState
 from tests.test_incremental import _table, arrivals
@@ -89,15 +91,20 @@ def streams(draw):
     return times, values, keys, delay, arrival, cuts, draw(st.booleans())
 
 
-def run_keyed(query: str, times, values, keys, delay, arrival, cuts, roundtrip, bulk, timeouts=True):
+def run_keyed(query: str, times, values, keys, delay, arrival, cuts, roundtrip, bulk, timeouts=True,
+              presorted=False):
     schema = _table([], [], []).schema
     matcher = KeyedMatcher(compile_query(query, _table([], [], [])), schema, bulk=bulk, timeouts=timeouts)
     state = KeyedState.empty(schema)
     outputs, accepted = [], []
     for fresh, watermark in arrivals(times, delay, arrival, cuts):
         accepted += fresh
-        got = matcher.advance(state, _table([times[r] for r in fresh], [values[r] for r in fresh],
-                                            [keys[r] for r in fresh]), watermark, due_ms=watermark * 1000 + 1)
+        rows = _table([times[r] for r in fresh], [values[r] for r in fresh], [keys[r] for r in fresh])
+        bounds = None
+        if presorted:  # sorted once for every rule that sorts alike (a stream of rules)
+            parts = sort_and_partition(rows, matcher.plan.query)
+            rows, bounds = rows.take(pa.array(parts.order, pa.int64())), parts.bounds
+        got = matcher.advance(state, rows, watermark, due_ms=watermark * 1000 + 1, fresh_bounds=bounds)
         outputs.append(got.out)
         state = KeyedState.from_bytes(got.state.to_bytes()) if roundtrip else got.state
     outputs.append(matcher.finish(state).out)
@@ -136,6 +143,14 @@ def test_key_by_key_equals_batch(query, data):
 def test_within_on_the_kernel_ends_searches_at_the_watermark(query, bulk, data):
     got, want, matcher = run_keyed(query, *data, bulk=bulk, timeouts=False)
     assert matcher.single.kernel is not None and matcher.bulk == bulk
+    assert _rows(got) == _rows(want)
+
+
+@pytest.mark.parametrize("query", BULK[:2] + WITHIN[:2] + EACH[:1])
+@given(data=streams())
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_new_rows_sorted_once_merge_with_each_keys_buffer(query, data):
+    got, want, _ = run_keyed(query, *data, bulk=None, timeouts=False, presorted=True)
     assert _rows(got) == _rows(want)
 
 
@@ -387,3 +402,42 @@ def test_a_stream_error_names_its_row_by_key_and_time(query, bulk, data):
 def _accepted(times, values, keys, delay, arrival, cuts, roundtrip) -> list[int]:
     """The rows a stream takes (those not late), in arrival order."""
     return [r for fresh, _ in arrivals(times, delay, arrival, cuts) for r in fresh]
+
+
+@st.composite
+def _split_tables(draw):
+    """A table cut in two, a head of n rows and the rest; ``ordered``: the stream's usual
+    case, every head row at or before every other row's time."""
+    n = draw(st.integers(0, 30))
+    m = draw(st.integers(0, 60))
+    ordered = draw(st.booleans())
+    keys = st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d"]))
+    early = st.sampled_from([0.0, 1.0]) if ordered else st.one_of(st.none(), st.sampled_from([0.0, 2.0, float("nan")]))
+    late = st.sampled_from([1.0, 2.0, 3.0]) if ordered else early
+    head = draw(st.lists(st.tuples(keys, early, st.integers(0, 3)), min_size=n, max_size=n))
+    tail = draw(st.lists(st.tuples(keys, late, st.integers(0, 3)), min_size=m, max_size=m))
+    rows = head + tail
+    return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], n, ordered
+
+
+@given(data=_split_tables(), descending=st.booleans())
+@settings(max_examples=examples(300), deadline=None)
+def test_a_sorted_tail_merges_as_the_whole_sorts(data, descending):
+    from sparkcep.data.partitions import merge_sorted, sort_and_partition
+
+    keys, times, seqs, n, ordered = data
+    table = pa.table({"k": pa.array(keys, pa.string()), "t": pa.array(times, pa.float64()),
+                      "s": pa.array(seqs, pa.int64())})
+    q = compile_query("PARTITION BY k ORDER BY t" + (" DESC" if descending else "") + " MEASURES COUNT(*) AS c "
+                      "PATTERN (A) DEFINE A AS true", table).query
+    head, tail = table.slice(0, n), table.slice(n)
+    tail_parts = sort_and_partition(tail, q)
+    tail = tail.take(pa.array(tail_parts.order, pa.int64()))
+    want = sort_and_partition(pa.concat_tables([head, tail]), q)
+    got = merge_sorted(head, tail, tail_parts.bounds, q)
+    if got is not None:
+        assert got.order.tolist() == want.order.tolist() and got.bounds == want.bounds
+    else:  # only where a head row sorts after a row of the tail of its key
+        assert not (ordered and not descending)
+        assert any((want.order[a:b][int(np.argmax(want.order[a:b] >= n)):] < n).any()
+                   for a, b in want.bounds if (want.order[a:b] >= n).any())

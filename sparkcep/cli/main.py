@@ -672,13 +672,14 @@ BENCHMARKS = {
     "keys": "benchmarks.keys",
     "first": "benchmarks.first_answer",
     "rules": "benchmarks.rules",
+    "rule-stream": "benchmarks.rule_stream",
 }
 
 
 @app.command()
 def bench(
     name: str = typer.Argument(..., help="rip, numpy, peers, matchregex, spark, scale, batches, sase, trex, stream, thesis, speculative, keys, first, "
-                                    "rules or rip-sb"),
+                                    "rules, rule-stream or rip-sb"),
     rows: int | None = typer.Option(None, "--rows", "-n"),
 ) -> None:
     """Run a benchmark from a checkout of sparkcep (JSON and PNG land in out/bench/)."""

@@ -108,6 +108,40 @@ def sort_and_partition(table: pa.Table, q: AnalyzedQuery) -> Partitions:
     return Partitions(order, bounds)
 
 
+def merge_sorted(head: pa.Table, tail: pa.Table, tail_bounds: list[tuple[int, int]], q: AnalyzedQuery
+                 ) -> Partitions | None:
+    """sort_and_partition(concat([head, tail]), q) where ``tail`` (the many rows: a stream's
+    new rows, sorted once for every rule that sorts alike) stands in this order already, its
+    keys at ``tail_bounds``, and ``head`` (a rule's few buffered rows) does not: only head
+    and each tail key's first row are sorted. None where a key's head rows do not all come
+    before its tail rows (the caller sorts the whole)."""
+    n_head = head.num_rows
+    firsts = tail.take(pa.array([lo for lo, _ in tail_bounds], pa.int64()))
+    small = sort_and_partition(pa.concat_tables([head, firsts]), q)
+    small_order = small.order.astype(np.int64, copy=False)  # (sort_indices gives uint64)
+    pieces: list[np.ndarray] = []
+    bounds: list[tuple[int, int]] = []
+    at = 0
+    for lo, hi in small.bounds:
+        rows = small_order[lo:hi]
+        first = int(rows[-1]) - n_head  # the tail key's first row, if any, sorts after its head rows
+        if first >= 0:
+            if (rows[:-1] >= n_head).any():
+                return None  # (two tail keys grouped as one: not as sort_and_partition cut them)
+            a, b = tail_bounds[first]
+            pieces += [rows[:-1], np.arange(n_head + a, n_head + b, dtype=np.int64)]
+            size = hi - lo - 1 + b - a
+        elif (rows >= n_head).any():
+            return None  # a head row sorts after the tail key's first row: the whole must be sorted
+        else:
+            pieces.append(rows)
+            size = hi - lo
+        bounds.append((at, at + size))
+        at += size
+    order = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int64)
+    return Partitions(order, bounds)
+
+
 def _rankable(t: pa.DataType) -> bool:
     """Key types whose distinct values sort and group alike (no -0.0 beside 0.0, no NaN):
     ranks of their distinct values order the rows."""

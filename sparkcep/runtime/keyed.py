@@ -31,7 +31,7 @@ from sparkcep.analysis.bound import BNav, nodes
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import pack, table_from_ipc, table_to_ipc, unpack
 from sparkcep.data.output import output_table
-from sparkcep.data.partitions import LazyColumns, named_by_key, sort_and_partition
+from sparkcep.data.partitions import LazyColumns, merge_sorted, named_by_key, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.runtime import columnar as columnar_measures
 from sparkcep.runtime.fast import numbered_within
@@ -203,11 +203,14 @@ class KeyedMatcher:
         return {k.column: rows.column(k.index)[row].as_py() for k in self.plan.query.partition_by}
 
     # ------------------------------------------------------------------ one call
-    def advance(self, state: KeyedState, fresh: pa.Table, seal, due_ms: int = 0, final: bool = False) -> Stepped:
+    def advance(self, state: KeyedState, fresh: pa.Table, seal, due_ms: int = 0, final: bool = False,
+                fresh_bounds: list[tuple[int, int]] | None = None) -> Stepped:
         """Buffer ``fresh`` (rows on time, in arrival order) and decide what the rows below
         ``seal`` (an event-time value; None: nothing sealed) settle, for every key that got
         rows or whose timer is at most ``due_ms``, and on the bulk path for every key.
-        ``final``: each key's rows end its partition."""
+        ``final``: each key's rows end its partition. ``fresh_bounds``: ``fresh`` stands
+        sorted already as sort_and_partition sorts it for this query, its keys at these
+        bounds (rules that sort alike share that sort; only the buffered rows are merged in)."""
         single = self.single
         if fresh.num_rows:
             single.check_times(fresh)
@@ -217,7 +220,9 @@ class KeyedMatcher:
         owner = np.concatenate([np.repeat(np.arange(state.count, dtype=np.int64), k["size"]),
                                 np.full(fresh.num_rows, -1, dtype=np.int64)])
         if fresh.num_rows:
-            parts = sort_and_partition(table, self.plan.query)  # PARTITION BY, ORDER BY, arrival
+            parts = None if fresh_bounds is None else merge_sorted(state.rows, fresh, fresh_bounds, self.plan.query)
+            if parts is None:
+                parts = sort_and_partition(table, self.plan.query)  # PARTITION BY, ORDER BY, arrival
             table = table.take(pa.array(parts.order))
             owner = owner[parts.order]
             bounds = np.array(parts.bounds, dtype=np.int64).reshape(-1, 2)

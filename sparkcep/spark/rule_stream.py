@@ -446,13 +446,14 @@ class RulesOperator:
             if fresh.num_rows:
                 latest = max(latest, clock.millis(pc.max(fresh.column(event_time)).as_py()))
         sealed = max(ms, sealed, latest - self.delay_ms if latest else 0)
-        kept, pending, out = {}, [], []
+        kept, pending, out, sorts = {}, [], [], {}
         for name, text in rules["rules"].items():
             rid = rule_id(name, text)
             matcher = self._matcher(rid, text)
+            rows, bounds = _sorted_once(sorts, fresh, matcher.plan.query)
             try:
-                stepped = matcher.advance(states.get(rid) or KeyedState.empty(schema), fresh, clock.value(sealed),
-                                          due_ms=ms)
+                stepped = matcher.advance(states.get(rid) or KeyedState.empty(schema), rows, clock.value(sealed),
+                                          due_ms=ms, fresh_bounds=bounds)
             except SparkCepError as e:
                 # A rule that fails on the data stops, not the stream: its keys here go, and
                 # from the next micro-batch it is skipped until its file changes (the same
@@ -500,6 +501,21 @@ class RulesOperator:
                             column=self.checker.event_time, key={**key, self.checker.event_time: first})
         log.warning("stream: %d late row(s) dropped (the first: %s, %s = %s; watermark %s)", late.num_rows, key,
                     self.checker.event_time, first, watermark)
+
+
+def _sorted_once(sorts: dict, fresh: pa.Table, q) -> tuple[pa.Table, list | None]:
+    """The micro-batch's rows sorted as ``q`` sorts them, and their keys' bounds: once for
+    every rule with the same PARTITION BY and ORDER BY (kept in ``sorts``)."""
+    from sparkcep.data.partitions import sort_and_partition
+
+    if not fresh.num_rows:
+        return fresh, None
+    key = (tuple(k.index for k in q.partition_by), tuple((k.index, k.descending, k.nulls_first) for k in q.order_by))
+    got = sorts.get(key)
+    if got is None:
+        parts = sort_and_partition(fresh, q)
+        got = sorts[key] = (fresh.take(pa.array(parts.order, pa.int64())), parts.bounds)
+    return got
 
 
 def as_json(table: pa.Table) -> pa.Array:

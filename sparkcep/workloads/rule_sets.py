@@ -56,6 +56,21 @@ def rule_set(count: int, *, seed: int = 0) -> dict[str, str]:
     return out
 
 
+# Templates whose searches may stay undecided for ever on an unbounded stream: finance4's
+# GAP* takes every row after a high that no later trade passes, so its keys' buffered rows
+# grow with the stream. A stream's copy bounds them, as the streams page advises.
+UNBOUNDED = {"finance4": "WITHIN INTERVAL '30' MINUTE"}
+
+
+def stream_rule_set(count: int, *, seed: int = 0) -> dict[str, str]:
+    """rule_set's rules, those of UNBOUNDED templates with their bound (for streams)."""
+    out = {}
+    for name, text in rule_set(count, seed=seed).items():
+        bound = UNBOUNDED.get(name.rsplit("_", 1)[0])
+        out[name] = text if bound is None else re.sub(r"(PATTERN\s*\([^()]*\))", r"\1 " + bound, text, count=1)
+    return out
+
+
 def template(name: str) -> str:
     """The clause of one template, partitioned by symbol, ordered by timestamp and tradeId."""
     if name.startswith("rip_"):
