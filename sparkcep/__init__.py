@@ -63,10 +63,11 @@ def stream(df, clause: str | None = None, **options):
 
 
 @guarded
-def flush(spark, clause: str, checkpoint: str, **options):
+def flush(spark, clause: str | None, checkpoint: str, **options):
     """End of input for a stream that has stopped: the matches still waiting in its
     checkpoint, as a batch DataFrame (options ``mode``, ``timeouts``; see
-    sparkcep.spark.stream.flush). Not for a Spark file sink's folder, whose readers see only
+    sparkcep.spark.stream.flush); ``clause`` None for a stream of rules (its checkpoint
+    keeps them). Not for a Spark file sink's folder, whose readers see only
     the files in its log: write such a stream with ``run_to_end``."""
     from sparkcep.spark.stream import flush as _flush
 
@@ -75,11 +76,13 @@ def flush(spark, clause: str, checkpoint: str, **options):
 
 
 @guarded
-def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark, **options) -> dict:
+def run_to_end(df, clause: str | None = None, path: str | None = None, checkpoint: str | None = None, *,
+               watermark, **options) -> dict:
     """Run the stream ``df`` over the input it has now and end its input: every match, the
     end of input's included, in the folder ``path`` as Parquet files that
     ``spark.read.parquet(path)`` sees. ``watermark`` is required; options as ``stream``
-    (see sparkcep.spark.sink.run_to_end). Returns the counts written."""
+    (``rules=`` a folder of rules instead of a clause; see sparkcep.spark.sink.run_to_end).
+    Returns the counts written."""
     from sparkcep.spark.sink import run_to_end as _run_to_end
 
     _checked(_run_to_end, "run_to_end", (df, clause, path, checkpoint), dict(options, watermark=watermark))

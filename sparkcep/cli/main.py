@@ -222,7 +222,15 @@ def run(
 
 @app.command()
 def stream(
-    query: pathlib.Path = typer.Option(..., "--query", "-q", help="file with the text inside MATCH_RECOGNIZE ( ... )"),
+    query: pathlib.Path | None = typer.Option(None, "--query", "-q",
+                                              help="file with the text inside MATCH_RECOGNIZE ( ... )"),
+    rules: pathlib.Path | None = typer.Option(None, "--rules", help="instead of --query: a folder of rules, one "
+                                              ".sql file each, read again at each micro-batch (output: rule, match "
+                                              "as JSON)"),
+    event_time: str | None = typer.Option(None, "--event-time", help="with --rules: the column every rule orders "
+                                          "by first"),
+    partition_by: str = typer.Option("", "--partition-by", help="with --rules: the stream's key columns, "
+                                     "comma-separated (every rule partitions by them)"),
     input: str = typer.Option(..., "--input", "-i", help="folder the stream reads: files added there are new rows"),
     output: str = typer.Option(..., "--output", "-o", help="folder for the matches (one Parquet file per micro-batch)"),
     checkpoint: str = typer.Option(..., "--checkpoint", help="the stream's checkpoint folder (resume from it)"),
@@ -243,18 +251,29 @@ def stream(
     timeouts: bool = typer.Option(False, "--timeouts", help="also write the partial matches WITHIN ended, to "
                                   "OUTPUT/_timeouts/ (reading OUTPUT gives the matches alone)"),
 ) -> None:
-    """Match a stream of files with Spark Structured Streaming, exactly once."""
+    """Match a stream of files with Spark Structured Streaming, exactly once: one query, or a
+    folder of rules that may change while the stream runs."""
     import sparkcep
-    from sparkcep.spark.session import get_session
+    from sparkcep.spark.session import get_session, is_connect
     from sparkcep.spark.sink import FolderSink, run_to_end
     from sparkcep.spark.stream import StreamMetrics, check_checkpoint
     from sparkcep.spark.wire import reraise as _reraise
 
-    if not query.exists():
+    if (query is None) == (rules is None):
+        _fail("give --query FILE or --rules FOLDER (one of them)")
+    if query is not None and not query.exists():
         _fail(f"query file {str(query)!r} does not exist")
+    if rules is not None and not rules.is_dir():
+        _fail(f"rules folder {str(rules)!r} does not exist")
+    if rules is not None and not event_time:
+        _fail("--rules needs --event-time, the column every rule orders by first")
+    if rules is None and (event_time or partition_by):
+        _fail("--event-time and --partition-by go with --rules (a query says its own)")
     if end_of_input and trigger != "available-now":
         _fail("--end-of-input needs --trigger available-now (an input that ends)")
-    text = query.read_text()
+    text = query.read_text() if query is not None else None
+    chosen = {} if rules is None else {"rules": str(rules), "event_time": event_time,
+                                       "partition_by": [c.strip() for c in partition_by.split(",") if c.strip()]}
     try:
         check_checkpoint(checkpoint)
         spark = get_session(master)
@@ -272,11 +291,13 @@ def stream(
         reader = spark.readStream.format(fmt).schema(ddl).option("maxFilesPerTrigger", max_files)
         if fmt == "csv":
             reader = reader.option("header", True)
-        metrics = StreamMetrics.create(spark)
-        options = dict(watermark=watermark, mode=mode.value, late=late, timeouts=timeouts, metrics=metrics)
+        # (a stream of rules on Connect has no metrics yet: its status line has the query's progress)
+        metrics = None if rules is not None and is_connect(spark) else StreamMetrics.create(spark)
+        options = dict(watermark=watermark, mode=mode.value, late=late, timeouts=timeouts, metrics=metrics, **chosen)
+        skipped = (lambda: _skipped(checkpoint)) if rules is not None else None
         if end_of_input:
             result = run_to_end(reader.load(input), text, output, checkpoint,
-                                follow=lambda q, sink: _follow(q, sink.totals, metrics), **options)
+                                follow=lambda q, sink: _follow(q, sink.totals, metrics, skipped), **options)
             totals = {"matches": result["matches"], "timeouts": result["timeouts"]}
             console.print(f"end of input: {result['end_of_input_matches']:,} more matches"
                           + (f", {result['end_of_input_timeouts']:,} more timeouts" if timeouts else ""))
@@ -290,7 +311,7 @@ def stream(
                                            else {"processingTime": trigger}))
             q = writer.start()
             try:
-                _follow(q, totals, metrics)
+                _follow(q, totals, metrics, skipped)
             except Exception as e:  # noqa: BLE001 - a worker's DataError comes back as it was
                 _reraise(e)
                 raise
@@ -299,6 +320,21 @@ def stream(
         return
     console.print(f"stream: {totals['matches']:,} matches in {output}"
                   + (f", {totals['timeouts']:,} timed-out partial matches in {output}/_timeouts" if timeouts else ""))
+    if rules is not None:
+        from sparkcep.spark.rule_stream import rule_errors
+
+        for name, why in rule_errors(checkpoint).items():
+            console.print(f"rule {name} skipped: {why}")
+
+
+def _skipped(checkpoint: str) -> int:
+    """How many rules the stream skipped in its latest micro-batch (the status line's)."""
+    from sparkcep.spark.rule_stream import rule_errors
+
+    try:
+        return len(rule_errors(checkpoint))
+    except (OSError, ValueError):  # (a rule set being written as it is read)
+        return 0
 
 
 def _interval(spark, text: str) -> bool:
@@ -312,19 +348,24 @@ def _interval(spark, text: str) -> bool:
     return True
 
 
-def _follow(q, totals: dict, metrics) -> None:
+def _follow(q, totals: dict, metrics, skipped=None) -> None:
     """A live status line until the query stops: rows in, matches out, partial matches
-    alive, state, watermark, late rows."""
+    alive, state, watermark, late rows; ``skipped()``: the rules a stream of rules skips."""
     from rich.live import Live
 
     def line() -> str:
         p = q.lastProgress or {}
         ops = p.get("stateOperators") or [{}]
+        watermark = (p.get("eventTime") or {}).get("watermark", "-")
+        rules = f", rules skipped {skipped()}" if skipped is not None else ""
+        if metrics is None:  # only the query's progress
+            return (f"rows in batch {p.get('batchId', '-')}: {p.get('numInputRows', 0):,}, matches out "
+                    f"{totals['matches']:,}, {ops[0].get('numRowsTotal', 0):,} state entries, watermark "
+                    f"{watermark}{rules}")
         m = metrics.snapshot()
         return (f"rows in {m['rows']:,} (batch {p.get('batchId', '-')}), matches out {totals['matches']:,}, "
                 f"undecided starts {m['undecided']:,}, rows in state {m['buffered']:,} ({m['state_bytes'] / 1e6:.1f} MB,"
-                f" {ops[0].get('numRowsTotal', 0):,} keys), watermark {(p.get('eventTime') or {}).get('watermark', '-')}, "
-                f"late rows {m['late']:,}")
+                f" {ops[0].get('numRowsTotal', 0):,} keys), watermark {watermark}, late rows {m['late']:,}{rules}")
 
     with Live(console=console, refresh_per_second=2, transient=False) as live:
         while q.isActive:

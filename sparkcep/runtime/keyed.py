@@ -21,6 +21,7 @@ comparing key values in Python).
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 import numpy as np
@@ -380,10 +381,22 @@ class KeyedMatcher:
         """Each key's timer moved up to its first undecided start's WITHIN deadline, as
         _timer does key by key: a quiet key's search ends when the watermark passes it."""
         first = meta["pos"] - meta["base"]
-        times, timer = table.column(self.time_index), meta["timer"]
-        for j in np.flatnonzero((first >= 0) & (first < size)).tolist():
-            deadline = self._deadline(times[int(lo[j] + first[j])].as_py())
-            timer[j] = min(timer[j], deadline) if timer[j] else deadline
+        waiting = np.flatnonzero((first >= 0) & (first < size))
+        if not len(waiting):
+            return
+        starts = table.column(self.time_index).take(pa.array(lo[waiting] + first[waiting]))
+        starts = starts.combine_chunks() if isinstance(starts, pa.ChunkedArray) else starts
+        within, t = self.plan.query.within, starts.type
+        deadline = None
+        if pa.types.is_timestamp(t) and t.unit in ("us", "ns") and isinstance(within, dt.timedelta):
+            try:  # (exact in the column's own unit; past the largest time: key by key, as _timer says it)
+                deadline = self.clock.timers(pc.add_checked(starts, pa.scalar(within, pa.duration(t.unit))))
+            except pa.ArrowInvalid:
+                deadline = None
+        if deadline is None:
+            deadline = np.array([self._deadline(v) for v in starts.to_pylist()], dtype=np.int64)
+        timer = meta["timer"]
+        timer[waiting] = np.where(timer[waiting] > 0, np.minimum(timer[waiting], deadline), deadline)
 
     # ------------------------------------------------------------------ one key at a time
     def _each(self, table: pa.Table, lo, size, sealed, meta, due, seal, final: bool):

@@ -2,8 +2,9 @@
 
 The stream's keys (``partition_by``) hash into buckets as a single query's do, and one
 stateful call per bucket runs every rule over the bucket's rows, each rule's keys with their
-own state (runtime.keyed). Which rules run in micro-batch ``b`` is decided once, by the first
-of its tasks to ask, and kept in the checkpoint (``sparkcep-rules/``): the folder's ``.sql``
+own state (runtime.keyed). Which rules run in a micro-batch is decided once, by the first
+of its tasks to ask, and kept in the checkpoint (``sparkcep-rules/``, named by the
+micro-batch's time): the folder's ``.sql``
 files that parse and analyze for this stream, a rule whose new text does not keeping its
 last good one. A replayed micro-batch (a restart) reads the same set, so every match of every
 rule comes out exactly once. A rule is its name and text: a new one starts with the rows of
@@ -43,12 +44,16 @@ log = logging.getLogger("sparkcep")
 
 
 def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), checkpoint: str, mode: str = "sql",
-                 late: str = "drop", max_state_rows: int = 1_000_000, buckets: int | None = None):
+                 late: str = "drop", max_state_rows: int = 1_000_000, buckets: int | None = None,
+                 end_of_input: bool = False, metrics=None):
     """Matches of every rule of the folder ``rules`` over the streaming DataFrame ``df``:
     rows ``(rule, match)``, ``match`` the rule's output row as a JSON object. Every rule must
     ORDER BY ``event_time`` first and PARTITION BY at least the columns ``partition_by``
     (the stream's keys); ``checkpoint`` is the folder the query is started with (required:
-    the rule set of each micro-batch is kept there). Other options as sparkcep.stream."""
+    the rule set of each micro-batch is kept there). ``end_of_input``: the input ends (an
+    ``availableNow`` run, then ``flush(spark, None, checkpoint)``), so rules may use ``$``.
+    ``metrics``: a StreamMetrics of a classic session (rows, late rows, matches, and the
+    state gauges summed over rules). Other options as sparkcep.stream."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
 
@@ -76,14 +81,18 @@ def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), chec
         raise OptionError(f"late must be one of {', '.join(LATE_POLICIES)}, not {late!r}")
     if not isinstance(max_state_rows, int) or max_state_rows < 1:
         raise OptionError("max_state_rows must be a positive number of rows")
+    if metrics is not None and metrics.observed is not None:
+        raise OptionError("a stream of rules on Spark Connect takes no metrics yet (they are summed by accumulators, "
+                          "which Connect has not); read the query's progress, and rule_errors(checkpoint) for the "
+                          "rules skipped")
     check_workers(df.sparkSession)
     arrow_schema = to_arrow_schema(df.schema, timezone=TZ)
     store = os.path.join(local, SNAPSHOTS)
-    checker = RuleCheck(arrow_schema.serialize().to_pybytes(), mode, event_time, tuple(keys))
+    checker = RuleCheck(arrow_schema.serialize().to_pybytes(), mode, event_time, tuple(keys), end_of_input)
     for name, error in checker.errors(folder).items():  # told now; the stream skips them
         log.warning("sparkcep: rule %s is skipped: %s", name, error)
     data, wire, delay_millis, buckets = prepared(df, event_time, watermark, keys, buckets, local, arrow_schema)
-    operator = RulesOperator(str(folder), store, checker, buckets, late, max_state_rows, delay_millis, wire)
+    operator = RulesOperator(str(folder), store, checker, buckets, late, max_state_rows, delay_millis, wire, metrics)
     return data.groupBy(BUCKET).applyInPandasWithState(
         operator, outputStructType=OUTPUT, stateStructType=state_type(buckets), outputMode="append",
         timeoutConf=GroupStateTimeout.EventTimeTimeout)
@@ -109,7 +118,7 @@ def rule_errors(checkpoint: str) -> dict[str, str]:
     """The rules the stream with checkpoint ``checkpoint`` skipped in its latest micro-batch,
     by name: why (a rule whose new text was refused keeps running its last good one)."""
     store = os.path.join(local_path(checkpoint) or str(checkpoint), SNAPSHOTS)
-    latest = _latest(store, None)
+    latest = _newest(store)
     return {} if latest is None else dict(_read(store, latest)["errors"])
 
 
@@ -118,8 +127,9 @@ class RuleCheck:
     stream's columns, orders by its event time first, partitions by (at least) its keys, and
     is a query a stream runs."""
 
-    def __init__(self, schema: bytes, mode: str, event_time: str, keys: tuple[str, ...]):
+    def __init__(self, schema: bytes, mode: str, event_time: str, keys: tuple[str, ...], end_of_input: bool = False):
         self.schema_bytes, self.mode, self.event_time, self.keys = schema, mode, event_time, keys
+        self.end_of_input = end_of_input  # the input ends: $ can be decided
         self._schema: pa.Schema | None = None
 
     @property
@@ -155,9 +165,10 @@ class RuleCheck:
             raise QueryError("NOT_SUPPORTED", f"a rule of this stream must PARTITION BY its key columns "
                              f"({', '.join(self.keys)}), and may add others; this one lacks {', '.join(missing)}")
         end = find_in_pattern(q.pattern, (ast.PEnd,))
-        if end is not None:
+        if end is not None and not self.end_of_input:
             raise QueryError("NOT_SUPPORTED", "$ (after the partition's last row) cannot be decided on an "
-                             "unbounded stream", end.span, text)
+                             "unbounded stream (a stream whose input ends takes it: end_of_input=True, then flush)",
+                             end.span, text)
         IncrementalMatcher(plan, self.schema)  # refuses what a stream cannot run
         return plan
 
@@ -182,17 +193,19 @@ def _read_rule(path: pathlib.Path) -> Rule:
 
 # ---------------------------------------------------------------- rule sets per micro-batch
 def rule_set(store: str, batch: int, folder: str, checker: RuleCheck) -> dict:
-    """Micro-batch ``batch``'s rules: {"rules": {name: text}, "since": {name: the micro-batch
-    its version started in}, "errors": {name: why}, "news": the errors that are new since the
-    micro-batch before, if this call decided}, read from the checkpoint if a task of this
-    micro-batch (or its first run) decided it, else decided now from the folder and the
-    previous micro-batch's set, and kept."""
+    """The rules of the micro-batch of time ``batch``: {"rules": {name: text}, "seq": the set's
+    place in the order they were decided, "since": {name: the seq its version started in},
+    "errors": {name: why}, "news": the errors that are new since the set before, if this call
+    decided}, read from the checkpoint if a task of this micro-batch (or its first run)
+    decided it, else decided now from the folder and the set decided before, and kept. Sets
+    are ordered by seq, not by time (a clock may step back between micro-batches)."""
     path = os.path.join(store, f"{batch:020d}.json")
     if os.path.exists(path):
         return {**_read(store, batch), "news": {}}
     os.makedirs(os.path.join(store, "texts"), exist_ok=True)
-    before = _latest(store, batch)
-    previous = _read(store, before) if before is not None else {"rules": {}, "since": {}, "errors": {}}
+    before = _newest(store, other_than=batch)
+    previous = _read(store, before) if before is not None else {"rules": {}, "since": {}, "errors": {}, "seq": 0}
+    seq = previous["seq"] + 1
     failed = _failed(store)
     rules, errors = {}, {}
     try:
@@ -215,14 +228,14 @@ def rule_set(store: str, batch: int, folder: str, checker: RuleCheck) -> dict:
             last = previous["rules"].get(rule.name)
             if why is None and last is not None and rule_id(rule.name, last) not in failed:
                 rules[rule.name] = last  # its last good version runs on
-    body = {"batch": batch, "rules": {}, "errors": errors}
+    body = {"batch": batch, "seq": seq, "rules": {}, "errors": errors}
     for name, text in rules.items():
         digest = _digest(text)
         _keep_text(store, digest, text)
         kept = previous["rules"].get(name) == text and name in previous["since"]
-        body["rules"][name] = [digest, previous["since"][name] if kept else batch]
+        body["rules"][name] = [digest, previous["since"][name] if kept else seq]
     decided = _create_once(path, json.dumps(body))  # the first to decide wins; the others read its set
-    _prune(store, batch)
+    _prune(store)
     # What the decider reports (once, not once a worker): rules refused since the set before.
     news = {n: why for n, why in errors.items() if previous["errors"].get(n) != why} if decided else {}
     return {**_read(store, batch), "news": news}
@@ -314,7 +327,12 @@ def _read(store: str, batch: int) -> dict:
     for name, (digest, first) in body["rules"].items():
         texts[name] = _text(os.path.join(store, "texts", f"{digest}.sql"))
         since[name] = first
-    return {"rules": texts, "since": since, "errors": body["errors"]}
+    return {"rules": texts, "since": since, "errors": body["errors"], "seq": body.get("seq", batch)}
+
+
+def _seq(store: str, batch: int) -> int:
+    body = json.loads(_text(os.path.join(store, f"{batch:020d}.json")) or "{}")
+    return body.get("seq", batch)
 
 
 def _batches(store: str) -> list[int]:
@@ -325,30 +343,126 @@ def _batches(store: str) -> list[int]:
     return sorted(int(n[:-5]) for n in names if n.endswith(".json") and n[:-5].isdigit())
 
 
-def _latest(store: str, below: int | None) -> int | None:
-    found = [b for b in _batches(store) if below is None or b < below]
+def _by_seq(store: str) -> list[int]:
+    """The kept sets' micro-batch times, in the order the sets were decided."""
+    found = []
+    for b in _batches(store):
+        try:
+            found.append((_seq(store, b), b))
+        except (OSError, json.JSONDecodeError):  # (pruned or being written meanwhile)
+            continue
+    return [b for _, b in sorted(found)]
+
+
+def _newest(store: str, other_than: int | None = None) -> int | None:
+    """The micro-batch time of the set decided last (other than ``other_than``'s)."""
+    found = [b for b in _by_seq(store) if b != other_than]
     return found[-1] if found else None
 
 
-def _prune(store: str, batch: int) -> None:
-    """Rule sets of micro-batches long committed go (Spark replays only the last one)."""
-    for b in _batches(store):
-        if b < batch - _KEEP:
-            try:
-                os.unlink(os.path.join(store, f"{b:020d}.json"))
-            except FileNotFoundError:
-                pass
+def _prune(store: str) -> None:
+    """Rule sets of micro-batches long committed go (Spark replays only the last one): the
+    newest _KEEP stay."""
+    for b in _by_seq(store)[:-_KEEP]:
+        try:
+            os.unlink(os.path.join(store, f"{b:020d}.json"))
+        except FileNotFoundError:
+            pass
 
 
-def _batch_id() -> int:
-    """The running micro-batch's number (Spark sets it on every task of the micro-batch)."""
-    from pyspark import TaskContext
+def _batch_id(state) -> int:
+    """The running micro-batch's identity: its batch time (ms), the same for every task of
+    the micro-batch and kept in Spark's offset log for a replay. (Its number is not: on
+    Spark Connect, foreachBatch runs the micro-batch from another thread, whose tasks do not
+    carry it.) Rule sets are named and ordered by it."""
+    return int(state.getCurrentProcessingTimeMs())
 
-    context = TaskContext.get()
-    value = context.getLocalProperty("streaming.sql.batchId") if context is not None else None
-    if value is None:
-        raise SparkCepError("a stream of rules runs inside a Spark streaming query (no micro-batch number here)")
-    return int(value)
+
+def load_states(blob: bytes, since: dict[str, int]) -> tuple[dict, dict]:
+    """A bucket's (meta, each rule version's keys) by rule id: a version's keys saved before
+    it started (it was removed and came back while this bucket was not called), or of a
+    version not in ``since`` (removed), are dropped."""
+    from sparkcep.data.ingest import unpack
+    from sparkcep.runtime.keyed import KeyedState
+
+    got = unpack(blob, _MAGIC)
+    if got is None:
+        raise SparkCepError("this checkpoint's state was written by a stream of one clause; a stream of rules "
+                            "starts from a checkpoint of its own")
+    meta = json.loads(got[0])
+    states, at = {}, 0
+    for rid, size, saved in meta.pop("rules"):
+        if saved >= since.get(rid, saved + 1):
+            states[rid] = KeyedState.from_bytes(got[1][at:at + size])
+        at += size
+    return meta, states
+
+
+def flush_rules(spark, checkpoint: str, *, mode: str = "sql"):
+    """A stopped stream of rules' end of input (see stream.flush): every rule of its last
+    micro-batch's set, each key's buffered rows ending its partition; rows ``(rule, match)``."""
+    from sparkcep.spark.stream import state_blobs
+
+    store = os.path.join(local_path(checkpoint) or str(checkpoint), SNAPSHOTS)
+    latest = _committed_set(checkpoint, store)
+    blobs = state_blobs(spark, checkpoint)
+    if blobs is None or latest is None:
+        return spark.createDataFrame([], OUTPUT)
+    return blobs.mapInArrow(_Finisher(store, latest, mode), OUTPUT)
+
+
+def is_rule_checkpoint(checkpoint: str) -> bool:
+    """Whether a stream of rules wrote ``checkpoint`` (it keeps its rule sets there)."""
+    return os.path.isdir(os.path.join(local_path(checkpoint) or str(checkpoint), SNAPSHOTS))
+
+
+def _committed_set(checkpoint: str, store: str) -> int | None:
+    """The rule set of the last micro-batch the checkpoint committed (the one its state is
+    of), by that micro-batch's time in Spark's offset log; else the set decided last."""
+    folder = local_path(checkpoint) or str(checkpoint)
+    try:
+        done = [int(n) for n in os.listdir(os.path.join(folder, "commits")) if n.isdigit()]
+        with open(os.path.join(folder, "offsets", str(max(done))), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        batch = int(json.loads(lines[1])["batchTimestampMs"])
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        return _newest(store)
+    return batch if os.path.exists(os.path.join(store, f"{batch:020d}.json")) else _newest(store)
+
+
+class _Finisher:
+    """mapInArrow over a stopped stream of rules' buckets: each rule's keys to their end."""
+
+    def __init__(self, store: str, batch: int, mode: str):
+        self.store, self.batch, self.mode = store, batch, mode
+
+    def __call__(self, batches):
+        from sparkcep.query import compile_query
+        from sparkcep.runtime.keyed import KeyedMatcher
+        from sparkcep.spark.wire import errors_to_driver
+
+        with errors_to_driver():
+            rules, failed = _read(self.store, self.batch), _failed(self.store)
+            by_id = {rule_id(n, t): (n, t) for n, t in rules["rules"].items()}
+            by_id = {rid: rule for rid, rule in by_id.items() if rid not in failed}  # (they stopped)
+            since = {rid: rules["since"][n] for rid, (n, _) in by_id.items()}
+            for batch in batches:
+                for blob in batch.column(0).to_pylist():
+                    if blob is None:
+                        continue
+                    for rid, keys in load_states(blob, since)[1].items():
+                        name, text = by_id[rid]
+                        try:
+                            plan = compile_query(text, keys.rows.schema.empty_table(), self.mode)
+                            done = KeyedMatcher(plan, keys.rows.schema, timeouts=False).finish(keys).out
+                        except SparkCepError as e:  # it stops, not the end of input (as in the stream)
+                            why = str(in_rule(e, Rule(name, text)))
+                            log.warning("sparkcep: rule %s failed on the data at the end of input: %s", name, why)
+                            rule_failed(self.store, rid, f"failed on the data at the end of input: {why}")
+                            continue
+                        if done.num_rows:
+                            yield pa.record_batch([pa.array([name] * done.num_rows, pa.string()), as_json(done)],
+                                                  names=["rule", "match"])
 
 
 # ---------------------------------------------------------------- the bucket operator
@@ -357,9 +471,10 @@ class RulesOperator:
     bucket's keys, matched by every rule of the micro-batch, each with its keys' state."""
 
     def __init__(self, folder: str, store: str, checker: RuleCheck, buckets: int, late: str, max_rows: int,
-                 delay_ms: int, wire: tuple):
+                 delay_ms: int, wire: tuple, metrics=None):
         self.folder, self.store, self.checker, self.buckets = folder, store, checker, buckets
         self.late_policy, self.max_rows, self.delay_ms, self.wire = late, max_rows, delay_ms, wire
+        self.metrics = metrics  # a classic session's StreamMetrics (accumulators), or None
         self._sets: dict = {}
 
     def __getstate__(self):
@@ -369,7 +484,7 @@ class RulesOperator:
         from sparkcep.spark.wire import errors_to_driver
 
         with errors_to_driver():
-            batch = _batch_id()
+            batch = _batch_id(state)
             rules = self._sets.get(batch)
             if rules is None:
                 rules = rule_set(self.store, batch, self.folder, self.checker)
@@ -392,26 +507,11 @@ class RulesOperator:
         return got
 
     def _load(self, state, since: dict[str, int]) -> tuple[dict, dict]:
-        """(meta, each rule version's keys): a version's keys saved before it started (it
-        was removed and came back while this bucket was not called) are dropped."""
-        from sparkcep.data.ingest import unpack
-        from sparkcep.runtime.keyed import KeyedState
-
         if not state.exists:
             return {"latest": 0, "sealed": 0}, {}
-        got = unpack(bytes(state.get[0]), _MAGIC)
-        if got is None:
-            raise SparkCepError("this checkpoint's state was written by a stream of one clause; a stream of rules "
-                                "starts from a checkpoint of its own")
-        meta = json.loads(got[0])
-        states, at = {}, 0
-        for rid, size, saved in meta.pop("rules"):
-            if saved >= since.get(rid, saved + 1):
-                states[rid] = KeyedState.from_bytes(got[1][at:at + size])
-            at += size
-        return meta, states
+        return load_states(bytes(state.get[0]), since)
 
-    def _save(self, state, meta: dict, states: dict, batch: int) -> None:
+    def _save(self, state, meta: dict, states: dict, seq: int) -> None:
         from sparkcep.data.ingest import pack
 
         if not states:
@@ -419,7 +519,7 @@ class RulesOperator:
                 state.remove()
             return
         blobs = [(rid, ks.to_bytes()) for rid, ks in states.items()]
-        meta = {**meta, "rules": [[rid, len(b), batch] for rid, b in blobs]}
+        meta = {**meta, "rules": [[rid, len(b), seq] for rid, b in blobs]}
         state.update((pack(_MAGIC, json.dumps(meta).encode(), b"".join(b for _, b in blobs)), None))
 
     def _run(self, pdfs, state, rules: dict, batch: int) -> Iterator:
@@ -442,26 +542,39 @@ class RulesOperator:
             late = pc.fill_null(pc.less(times, pa.scalar(watermark, type=times.type)), False)
             if pc.any(late).as_py():
                 self._late(fresh.filter(late), watermark)
+                if self.metrics is not None:
+                    self.metrics.late.add(int(pc.sum(late).as_py()))
                 fresh = fresh.filter(pc.invert(late))
+            if self.metrics is not None:
+                self.metrics.rows.add(fresh.num_rows)
             if fresh.num_rows:
                 latest = max(latest, clock.millis(pc.max(fresh.column(event_time)).as_py()))
         sealed = max(ms, sealed, latest - self.delay_ms if latest else 0)
-        kept, pending, out, sorts = {}, [], [], {}
+        kept, pending, out, sorts, stepped_by = {}, [], [], {}, {}
         for name, text in rules["rules"].items():
             rid = rule_id(name, text)
-            matcher = self._matcher(rid, text)
-            rows, bounds = _sorted_once(sorts, fresh, matcher.plan.query)
-            try:
-                stepped = matcher.advance(states.get(rid) or KeyedState.empty(schema), rows, clock.value(sealed),
-                                          due_ms=ms, fresh_bounds=bounds)
-            except SparkCepError as e:
+            # Copies of a rule (one text, started in the same micro-batch, their keys alike)
+            # hold the same state and give the same matches: they step once.
+            held = states.get(rid)
+            twin = (text, rules["since"][name], None if held is None else (held.count, held.rows.num_rows))
+            stepped = stepped_by.get(twin)
+            if stepped is None:
+                matcher = self._matcher(rid, text)
+                rows, bounds = _sorted_once(sorts, fresh, matcher.plan.query)
+                try:
+                    stepped = matcher.advance(held or KeyedState.empty(schema), rows, clock.value(sealed), due_ms=ms,
+                                              fresh_bounds=bounds)
+                except SparkCepError as e:
+                    stepped = e
+                stepped_by[twin] = stepped
+            if isinstance(stepped, SparkCepError):
                 # A rule that fails on the data stops, not the stream: its keys here go, and
                 # from the next micro-batch it is skipped until its file changes (the same
                 # data fails it again on a replay: the outcome is the same).
-                why = str(in_rule(e, Rule(name, text)))
+                why = str(in_rule(stepped, Rule(name, text)))
                 log.warning("sparkcep: rule %s failed on the data and stops (edit its file to start it again): %s",
                             name, why)
-                rule_failed(self.store, rid, f"failed on the data in micro-batch {batch}: {why}")
+                rule_failed(self.store, rid, f"failed on the data in the micro-batch of time {batch}: {why}")
                 continue
             if stepped.state.count:
                 kept[rid] = stepped.state
@@ -471,13 +584,31 @@ class RulesOperator:
                 out.append((name, stepped.out))
         if pending:
             state.setTimeoutTimestamp(max(int(min(pending)) - 1, ms, 1))
-        self._save(state, {"buckets": self.buckets, "latest": latest, "sealed": sealed}, kept, batch)
+        new_meta = {"buckets": self.buckets, "latest": latest, "sealed": sealed}
+        m = self.metrics
+        if m is not None:
+            m.matches.add(sum(t.num_rows for _, t in out))
+            # Gauges summed over buckets as differences from what this bucket last reported
+            # in this run (as a stream of one clause reports them), over all its rules' keys.
+            now = [sum(x) for x in zip(*(ks.gauges() for ks in kept.values()), strict=True)] if kept else [0, 0, 0]
+            before = meta.get("reported", [0, 0, 0]) if meta.get("run") == m.run else [0, 0, 0]
+            m.buffered.add(now[0] - before[0])
+            m.undecided.add(now[1] - before[1])
+            m.state_bytes.add(now[2] - before[2])
+            new_meta.update(reported=now, run=m.run)
+        self._save(state, new_meta, kept, rules["seq"])
         if out:
             import pandas as pd
 
+            # (Object columns: PySpark 4.3 fails on Arrow-backed ones here, handing a chunked
+            # array to RecordBatch.from_arrays.)
             names = np.repeat(np.array([name for name, _ in out], dtype=object), [t.num_rows for _, t in out])
-            yield pd.DataFrame({"rule": names, "match": pa.concat_arrays([as_json(t) for _, t in out]).to_numpy(
-                zero_copy_only=False)})
+            written: dict[int, pa.Array] = {}  # (copies: one table, written once)
+            for _, t in out:
+                if id(t) not in written:
+                    written[id(t)] = as_json(t)
+            texts = [written[id(t)] for _, t in out]
+            yield pd.DataFrame({"rule": names, "match": pa.concat_arrays(texts).to_numpy(zero_copy_only=False)})
 
     def _check_times(self, rows: pa.Table) -> None:
         import pyarrow.compute as pc

@@ -98,9 +98,10 @@ def write_parquet(table: pa.Table, path: pathlib.Path) -> None:
         raise SparkCepError(f"cannot write {path}: {e.strerror or e}") from None
 
 
-def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | float, mode: str = "sql",
-               late: str = "drop", timeouts: bool = False, metrics=None, max_state_rows: int = 1_000_000,
-               buckets: int | None = None, follow: Callable | None = None) -> dict:
+def run_to_end(df, clause: str | None = None, path: str | None = None, checkpoint: str | None = None, *,
+               watermark: str | float, mode: str = "sql", late: str = "drop", timeouts: bool = False, metrics=None,
+               max_state_rows: int = 1_000_000, buckets: int | None = None, follow: Callable | None = None,
+               rules=None, event_time: str | None = None, partition_by=()) -> dict:
     """Run the stream ``df`` (a file source, say) over the input it has now, then end its
     input: every match, the end of input's included, written to the folder ``path`` where
     ``spark.read.parquet(path)`` sees them all. Equal to ``match_recognize`` over every row
@@ -108,7 +109,9 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | 
     a checkpoint ends once, and a run whose end of input failed to be written can be
     retried. ``follow(query, sink)``, if given, runs while the query does (a progress
     display). Returns the counts written: matches, timeouts, those of them the
-    end of input added, and the micro-batches this run wrote."""
+    end of input added, and the micro-batches this run wrote. ``rules`` (with
+    ``event_time`` and ``partition_by``) instead of ``clause``: a stream of rules (see
+    ``stream``), rows ``(rule, match)``."""
     from sparkcep.spark.session import is_connect
     from sparkcep.spark.stream import flush, mark_flushed, refuse_flushed, stream
     from sparkcep.spark.wire import collect_errors
@@ -121,7 +124,8 @@ def run_to_end(df, clause: str, path: str, checkpoint: str, *, watermark: str | 
     refuse_flushed(checkpoint)
     refuse_file_sink_folder(path)  # stream() below checks the checkpoint itself
     matches = stream(df, clause, watermark=watermark, mode=mode, end_of_input=True, late=late, timeouts=timeouts,
-                     metrics=metrics, max_state_rows=max_state_rows, buckets=buckets, checkpoint=checkpoint)
+                     metrics=metrics, max_state_rows=max_state_rows, buckets=buckets, checkpoint=checkpoint,
+                     rules=rules, event_time=event_time, partition_by=partition_by)
     sink = FolderSink(path, timeouts)
     elsewhere = is_connect(df.sparkSession)  # foreachBatch runs on the Connect server, not in this sink
     first = _committed(checkpoint) + 1

@@ -165,22 +165,25 @@ def stream(df, clause: str | None = None, *, watermark: str | float, mode: str =
     ``rules`` instead of ``clause``: a folder of rules read again at each micro-batch (see
     sparkcep.spark.rule_stream), with ``event_time`` (the column every rule orders by first),
     ``partition_by`` (the stream's keys: every rule partitions by them, and may add others)
-    and ``checkpoint`` required; rows ``(rule, match)``."""
+    and ``checkpoint`` required; rows ``(rule, match)``; ``end_of_input`` and ``metrics`` as
+    for a clause (metrics: classic sessions only, for now)."""
     if rules is not None or clause is None:
         if clause is not None:
             raise OptionError("give a clause or rules=, not both")
         if rules is None:
             raise OptionError("give the clause to match (or rules=, a folder of rules)")
-        if end_of_input or timeouts or metrics is not None:
-            raise OptionError("a stream of rules takes no end_of_input, timeouts or metrics (yet): run each rule "
-                              "that needs them as its own stream")
+        if timeouts:
+            raise OptionError("a stream of rules reports no timeouts (yet): run a rule that needs them as its own "
+                              "stream")
+        if metrics is not None and not isinstance(metrics, StreamMetrics):
+            raise OptionError(f"metrics must be a sparkcep.StreamMetrics (its counters are filled in), not {metrics!r}")
         if event_time is None:
             raise OptionError("a stream of rules needs event_time=, the column every rule orders by first")
         from sparkcep.spark.rule_stream import stream_rules
 
         return stream_rules(df, rules, watermark=watermark, event_time=event_time, partition_by=partition_by,
                             checkpoint=checkpoint, mode=mode, late=late, max_state_rows=max_state_rows,
-                            buckets=buckets)
+                            buckets=buckets, end_of_input=end_of_input, metrics=metrics)
     if event_time is not None or partition_by:
         raise OptionError("event_time and partition_by belong to a stream of rules (rules=); a clause says its own")
     from pyspark.sql import functions as F
@@ -456,7 +459,8 @@ def check_checkpoint(checkpoint: str) -> None:
                                 "stream from a new checkpoint (it replays the input its source still holds)")
 
 
-def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: bool = False, mark: bool = True):
+def flush(spark, clause: str | None, checkpoint: str, *, mode: str = "sql", timeouts: bool = False,
+          mark: bool = True):
     """End of input for a stream that has stopped (e.g. after ``trigger(availableNow=True)``):
     the matches still waiting in its checkpoint's state, each key's buffered rows taken as
     the end of its partition (the last watermark moved to +∞), as a batch DataFrame to append
@@ -464,14 +468,27 @@ def flush(spark, clause: str, checkpoint: str, *, mode: str = "sql", timeouts: b
     every row the stream accepted. A checkpoint is flushed once: a marker file in it records
     the call (``mark=False`` leaves that to the caller, see ``mark_flushed``); if writing the
     result fails, delete ``_sparkcep_flushed`` from the checkpoint to flush again. A stream
-    that committed no micro-batch (its input was empty) has nothing waiting."""
+    that committed no micro-batch (its input was empty) has nothing waiting. ``clause`` None:
+    the checkpoint is a stream of rules' (``stream(..., rules=)``), whose rules it keeps;
+    rows ``(rule, match)``."""
     import os
+
+    from sparkcep.spark.rule_stream import flush_rules, is_rule_checkpoint
 
     if not os.path.isdir(checkpoint):
         raise SparkCepError(f"no stream checkpoint at {checkpoint}")
+    if is_rule_checkpoint(checkpoint) != (clause is None):
+        raise OptionError(f"the checkpoint at {checkpoint} is a stream of rules': flush(spark, None, checkpoint)"
+                          if clause is not None else f"the checkpoint at {checkpoint} is a stream of one clause's: "
+                          "flush(spark, clause, checkpoint) with the clause it ran")
     refuse_flushed(checkpoint)
     check_checkpoint(checkpoint)
-    result = _waiting(spark, clause, checkpoint, mode, timeouts)
+    if clause is None:
+        if timeouts:
+            raise OptionError("a stream of rules reports no timeouts")
+        result = flush_rules(spark, checkpoint, mode=mode)
+    else:
+        result = _waiting(spark, clause, checkpoint, mode, timeouts)
     if mark:
         mark_flushed(checkpoint)
     return result
@@ -518,28 +535,35 @@ def _state_path(checkpoint: str) -> str:
     return link
 
 
-def _waiting(spark, clause: str, checkpoint: str, mode: str, timeouts: bool):
-    """What a stopped stream's checkpoint still holds, run to the end of each key's partition."""
+def state_blobs(spark, checkpoint: str):
+    """The stopped stream's state, a DataFrame of one ``blob`` per bucket, or None where no
+    micro-batch was committed."""
     import os
-
-    from pyspark.sql.types import StructType
-
-    from sparkcep.data.output import output_schema
 
     commits = os.path.join(checkpoint, "commits")
     if not os.path.isdir(commits) or not any(n.isdigit() for n in os.listdir(commits)):
-        return spark.createDataFrame([], StructType([]))  # no micro-batch committed: no state
+        return None
     try:
         states = spark.read.format("statestore").load(_state_path(checkpoint))
-        blobs = states.select("value.groupState.blob")
+        return states.select("value.groupState.blob")
     except Exception as e:  # noqa: BLE001 - Spark's analysis errors: a checkpoint of another operator
         first = (str(e).strip().splitlines() or [""])[0][:300]
         raise SparkCepError(f"the checkpoint at {checkpoint} cannot be read as sparkcep.stream's (which keeps one "
                             f"state entry per hash bucket of keys): if another version or query wrote it, start the "
                             f"stream again from a new checkpoint and replay its input ({type(e).__name__}: "
                             f"{first})") from None
-    first = blobs.limit(1).collect()
-    if not first:
+
+
+def _waiting(spark, clause: str, checkpoint: str, mode: str, timeouts: bool):
+    """What a stopped stream's checkpoint still holds, run to the end of each key's partition."""
+
+    from pyspark.sql.types import StructType
+
+    from sparkcep.data.output import output_schema
+
+    blobs = state_blobs(spark, checkpoint)
+    first = blobs.limit(1).collect() if blobs is not None else []
+    if not first:  # no micro-batch committed, or no key holds rows: no state
         return spark.createDataFrame([], StructType([]))
     arrow_schema = read_bucket(bytes(first[0][0]))[1].rows.schema
     plan = _plan_for(clause, mode, arrow_schema)

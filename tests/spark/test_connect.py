@@ -107,13 +107,28 @@ SCRIPT = textwrap.dedent("""
     out["stream"] = [done["matches"], got.sort_values(["k", "top", "gain", "n"]).to_dict("records"), rows,
                      stream_query]
     out["metrics"] = [metrics.snapshot(), done]
+    # A stream of rules over the same files, ended (a folder read on the server: same machine)
+    folder = os.path.join(d, "rules")
+    os.mkdir(folder)
+    for name, text in RULES.items():
+        with open(os.path.join(folder, name + ".sql"), "w") as fh:
+            fh.write(text)
+    done = sparkcep.run_to_end(events, path=os.path.join(d, "rules-out"), checkpoint=os.path.join(d, "rules-ck"),
+                               rules=folder, event_time="ts", partition_by="k", watermark="3 seconds")
+    got = spark.read.parquet(os.path.join(d, "rules-out")).toPandas()
+    out["rule stream"] = [done["matches"], [[r, json.loads(m)] for r, m in zip(got["rule"], got["match"])]]
     print("RESULT " + json.dumps(out, default=str))
     spark.stop()
 """)
 
 
+RULES = {"dip": "PARTITION BY k " + QUERY,
+         "high": "PARTITION BY k ORDER BY ts MEASURES LAST(B.p) AS high PATTERN (A B) DEFINE A AS p < 5, B AS p > 9"}
+
+
 def test_a_connect_session_gives_the_classic_answers():
-    done = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps([QUERY, DATA])], capture_output=True, text=True,
+    script = SCRIPT.replace("import sparkcep\n", f"import sparkcep\nRULES = {RULES!r}\n", 1)
+    done = subprocess.run([sys.executable, "-c", script, json.dumps([QUERY, DATA])], capture_output=True, text=True,
                           timeout=600)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, done.stdout[-2000:] + done.stderr[-4000:]
@@ -148,3 +163,11 @@ def test_a_connect_session_gives_the_classic_answers():
     assert figures["matches"] == done["matches"] - done["end_of_input_matches"] > 0, (figures, done)
     assert figures["buffered"] > 0 and figures["state_bytes"] > 0, figures
     assert got["explain"] == sparkcep.explain(pd.DataFrame(DATA), QUERY).splitlines()[0]
+    # The stream of rules: each rule's matches (JSON) are the batch engine's over every row.
+    count, rows_of_rules = got["rule stream"]
+    assert count == len(rows_of_rules) > 3
+    for name, text in RULES.items():
+        mine = sorted(json.dumps(m, sort_keys=True) for r, m in rows_of_rules if r == name)
+        want = sparkcep.match_recognize(frame, text)
+        assert mine == sorted(json.dumps(r, sort_keys=True) for r in json.loads(json.dumps(
+            want.to_dict("records"), default=str))), name

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sparkcep
-from sparkcep.errors import OptionError
+from sparkcep.errors import OptionError, SparkCepError
 from sparkcep.spark.rule_stream import rule_errors
 from tests.tiers import examples
 
@@ -41,6 +41,13 @@ def _file(folder, i: int, rng) -> pd.DataFrame:
                        "p": rng.integers(0, 20, ROWS)})
     df.to_json(folder / "in" / f"f{i:03d}.json", orient="records", lines=True)
     return df
+
+
+def _in_order(folder, files: int) -> None:
+    """The files' times one second apart: a file source reads the oldest first (files written
+    in one millisecond would come in any order, their rows late)."""
+    for i in range(files):
+        os.utime(folder / "in" / f"f{i:03d}.json", (1_700_000_000 + i, 1_700_000_000 + i))
 
 
 def _matches(got: pd.DataFrame, rule: str, column: str | None = None) -> list[tuple]:
@@ -89,6 +96,7 @@ def test_rules_added_edited_broken_removed_and_restarted(spark, folders, data_ba
     frames.append(_file(folders, 0, rng))
     q.processAllAvailable()
     (rules / "spike.sql").write_text(SPIKE)  # added: sees the rows from the next micro-batch on
+    (rules / "dip_late.sql").write_text(DIP)  # a copy of a running rule, added: starts empty all the same
     (rules / "ratio.sql").write_text(DIP.replace("COUNT(*) AS n", "1 / (COUNT(*) - 3) AS n"))  # fails on data
     frames.append(_file(folders, 1, rng))
     q.processAllAvailable()
@@ -125,6 +133,7 @@ def test_rules_added_edited_broken_removed_and_restarted(spark, folders, data_ba
     assert list(got.columns) == ["rule", "match"]
     # dip ran from the start to the end (its broken edit kept the last good version)
     assert _matches(got, "dip") == _alone(frames, DIP) and len(_matches(got, "dip")) > 5
+    assert _matches(got, "dip_late") == _alone(frames[1:], DIP) != _alone(frames, DIP)
     # high: the first version over files 0-1, the second from file 2 on
     assert _matches(got, "high", "high2") == _alone(frames[2:], HIGH2)
     # (a rule that goes: the matches its last micro-batch left undecided go with it)
@@ -193,9 +202,104 @@ def test_matches_as_json_are_what_python_writes(ints, floats, texts, flags):
     assert as_json(t.slice(0, 0)).to_pylist() == []
 
 
+def test_rule_sets_follow_the_order_they_were_decided_in_not_their_times(tmp_path):
+    # A micro-batch's set is named by its time, which a clock stepping back may make smaller
+    # than an earlier one's: the set before is the one decided last, and a version's start
+    # is counted in decisions, so its state is not taken for older than its start.
+    import pyarrow as pa
+
+    from sparkcep.spark.rule_stream import RuleCheck, rule_errors, rule_set
+
+    folder, store = tmp_path / "rules", str(tmp_path / "ck" / "sparkcep-rules")
+    folder.mkdir()
+    schema = pa.schema([("ts", pa.int64()), ("k", pa.string()), ("p", pa.int64())])
+    check = RuleCheck(schema.serialize().to_pybytes(), "sql", "ts", ("k",))
+    (folder / "dip.sql").write_text(DIP)
+    first = rule_set(store, 1000, str(folder), check)
+    (folder / "high.sql").write_text(HIGH)
+    second = rule_set(store, 900, str(folder), check)  # the clock stepped back
+    (folder / "dip.sql").write_text("PARTITION BY k ORDER BY ts PATTERN (A")  # broken: dip runs on
+    third = rule_set(store, 950, str(folder), check)
+    assert (first["seq"], second["seq"], third["seq"]) == (1, 2, 3)
+    assert second["since"] == {"dip": 1, "high": 2} and third["since"] == {"dip": 1, "high": 2}
+    assert third["rules"] == {"dip": DIP, "high": HIGH}
+    assert set(rule_errors(str(tmp_path / "ck"))) == {"dip"}  # (the set decided last: 950's)
+    assert rule_set(store, 900, str(folder), check)["seq"] == 2  # a replay reads its own set
+
+
 def test_a_checkpoint_the_workers_cannot_open_is_refused():
     from sparkcep.spark.rule_stream import local_path
 
     assert local_path("file:/tmp/ck") == "/tmp/ck" and local_path("file:///tmp/ck") == "/tmp/ck"
     assert local_path("ck") == os.path.abspath("ck")
     assert local_path("dbfs:/mnt/ck") is None and local_path("s3a://bucket/ck") is None
+
+
+def test_a_stream_of_rules_runs_to_its_end(spark, folders):
+    # run_to_end over a folder of rules: the micro-batches' matches, then each rule's keys
+    # ended (a rule with $ too, which only a stream whose input ends can decide); every
+    # rule's rows are the batch engine's over every row; metrics count rows and matches.
+    import pyarrow.parquet as pq
+
+    from sparkcep.spark.stream import StreamMetrics
+
+    rng = np.random.default_rng(11)
+    frames = [_file(folders, i, rng) for i in range(3)]
+    _in_order(folders, 3)
+    last = ("PARTITION BY k ORDER BY ts MEASURES FIRST(A.p) AS first_p, COUNT(*) AS tail "
+            "PATTERN (A B+ $) DEFINE A AS p > 15, B AS p <= 15")
+    texts = {"dip": DIP, "dip_copy": DIP, "high": HIGH, "tail": last}  # (copies step once, out under each name)
+    for name, text in texts.items():
+        (folders / "rules" / f"{name}.sql").write_text(text)
+    # fails on the data at the end of input only ($): it stops there, not the end of input
+    (folders / "rules" / "boom.sql").write_text(last.replace("COUNT(*) AS tail", "1 / (COUNT(*) - COUNT(*)) AS r"))
+    (folders / "rules" / "broken.sql").write_text("PARTITION BY k ORDER BY ts PATTERN (A B DEFINE A AS p > 1")
+    events = (spark.readStream.schema("ts long, k string, g long, p long").option("maxFilesPerTrigger", 1)
+              .json(str(folders / "in")))
+    metrics = StreamMetrics.create(spark)
+    ck, out = str(folders / "ck"), str(folders / "out")
+    got = sparkcep.run_to_end(events, path=out, checkpoint=ck, rules=str(folders / "rules"), event_time="ts",
+                              partition_by="k", watermark=3, metrics=metrics)
+    table = pq.read_table(out).to_pandas()
+    assert got["matches"] == len(table) and got["end_of_input_matches"] > 0
+    assert metrics.snapshot()["rows"] == 3 * ROWS and metrics.snapshot()["matches"] == got["matches"] - \
+        got["end_of_input_matches"]
+    for name, text in texts.items():
+        assert _matches(table, name) == _alone(frames, text), name
+    assert set(rule_errors(ck)) == {"broken"} and "boom" not in set(table["rule"])
+    with pytest.raises(SparkCepError, match="flushed already"):
+        sparkcep.flush(spark, None, ck)
+    with pytest.raises(OptionError, match="stream of rules'"):
+        sparkcep.flush(spark, DIP, ck)
+    (folders / "one").mkdir()
+    with pytest.raises(OptionError, match="stream of one clause's"):
+        sparkcep.flush(spark, None, str(folders / "one"))
+
+
+@pytest.mark.slow
+def test_command_line_stream_of_rules(spark, folders):
+    # `sparkcep stream --rules`: a folder of rules over JSON files to its end; the status
+    # line names the rules skipped, the closing lines why; each rule's rows as in batch.
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(5)
+    frames = [_file(folders, i, rng) for i in range(2)]
+    _in_order(folders, 2)
+    (folders / "rules" / "dip.sql").write_text(DIP)
+    (folders / "rules" / "high.sql").write_text(HIGH)
+    (folders / "rules" / "broken.sql").write_text("PARTITION BY k ORDER BY ts PATTERN (A B DEFINE A AS p > 1")
+    args = [sys.executable, "-m", "sparkcep.cli.main", "stream", "--rules", "rules", "--event-time", "ts",
+            "--partition-by", "k", "-i", "in", "-o", "out", "--checkpoint", "ck", "--watermark", "3",
+            "--schema", "ts long, k string, g long, p long", "--end-of-input"]
+    r = subprocess.run(args, cwd=folders, env=dict(os.environ, SPARKCEP_MASTER="local[2]", COLUMNS="200"),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rules skipped 1" in r.stdout and "rule broken skipped:" in r.stdout, r.stdout
+    table = pq.read_table(folders / "out").to_pandas()
+    for name, text in {"dip": DIP, "high": HIGH}.items():
+        assert _matches(table, name) == _alone(frames, text), name
+    r = subprocess.run(args[:4] + ["-q", "x.sql"] + args[4:], cwd=folders, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "one of them" in r.stderr
