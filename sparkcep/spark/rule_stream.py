@@ -192,16 +192,18 @@ def _read_rule(path: pathlib.Path) -> Rule:
 
 
 # ---------------------------------------------------------------- rule sets per micro-batch
-def rule_set(store: str, batch: int, folder: str, checker: RuleCheck) -> dict:
+def rule_set(store: str, batch: int, folder: str, checker: RuleCheck, run: str | None = None) -> dict:
     """The rules of the micro-batch of time ``batch``: {"rules": {name: text}, "seq": the set's
     place in the order they were decided, "since": {name: the seq its version started in},
     "errors": {name: why}, "news": the errors that are new since the set before, if this call
     decided}, read from the checkpoint if a task of this micro-batch (or its first run)
     decided it, else decided now from the folder and the set decided before, and kept. Sets
-    are ordered by seq, not by time (a clock may step back between micro-batches)."""
+    are ordered by seq, not by time (a clock may step back between micro-batches). "skipped":
+    how much the count of rules skipped moved, for the metrics of the query's ``run`` (all of
+    them where the set before was another run's), if this call decided."""
     path = os.path.join(store, f"{batch:020d}.json")
     if os.path.exists(path):
-        return {**_read(store, batch), "news": {}}
+        return {**_read(store, batch), "news": {}, "skipped": 0}
     os.makedirs(os.path.join(store, "texts"), exist_ok=True)
     before = _newest(store, other_than=batch)
     previous = _read(store, before) if before is not None else {"rules": {}, "since": {}, "errors": {}, "seq": 0}
@@ -228,7 +230,7 @@ def rule_set(store: str, batch: int, folder: str, checker: RuleCheck) -> dict:
             last = previous["rules"].get(rule.name)
             if why is None and last is not None and rule_id(rule.name, last) not in failed:
                 rules[rule.name] = last  # its last good version runs on
-    body = {"batch": batch, "seq": seq, "rules": {}, "errors": errors}
+    body = {"batch": batch, "seq": seq, "run": run, "rules": {}, "errors": errors}
     for name, text in rules.items():
         digest = _digest(text)
         _keep_text(store, digest, text)
@@ -238,7 +240,8 @@ def rule_set(store: str, batch: int, folder: str, checker: RuleCheck) -> dict:
     _prune(store)
     # What the decider reports (once, not once a worker): rules refused since the set before.
     news = {n: why for n, why in errors.items() if previous["errors"].get(n) != why} if decided else {}
-    return {**_read(store, batch), "news": news}
+    before_count = len(previous["errors"]) if previous.get("run") == run else 0
+    return {**_read(store, batch), "news": news, "skipped": len(errors) - before_count if decided else 0}
 
 
 def rule_id(name: str, text: str) -> str:
@@ -327,7 +330,8 @@ def _read(store: str, batch: int) -> dict:
     for name, (digest, first) in body["rules"].items():
         texts[name] = _text(os.path.join(store, "texts", f"{digest}.sql"))
         since[name] = first
-    return {"rules": texts, "since": since, "errors": body["errors"], "seq": body.get("seq", batch)}
+    return {"rules": texts, "since": since, "errors": body["errors"], "seq": body.get("seq", batch),
+            "run": body.get("run")}
 
 
 def _seq(store: str, batch: int) -> int:
@@ -487,8 +491,11 @@ class RulesOperator:
             batch = _batch_id(state)
             rules = self._sets.get(batch)
             if rules is None:
-                rules = rule_set(self.store, batch, self.folder, self.checker)
+                rules = rule_set(self.store, batch, self.folder, self.checker,
+                                 None if self.metrics is None else self.metrics.run)
                 self._sets = {batch: rules}  # (one micro-batch at a time)
+                if self.metrics is not None and rules["skipped"]:
+                    self.metrics.rules_skipped.add(rules["skipped"])
                 for name, why in rules["news"].items():
                     log.warning("sparkcep: rule %s is skipped: %s", name, why)
             yield from self._run(pdfs, state, rules, batch)

@@ -38,7 +38,9 @@ class StreamMetrics:
     """Live figures of a stream, summed from the workers over this run of the query (a
     restarted query starts them again): rows accepted, late rows, matches and timeouts out,
     and, summed over the keys this run has touched, rows buffered in state, undecided start
-    rows (partial matches that may still grow) and state bytes. Pass one to
+    rows (partial matches that may still grow) and state bytes; for a stream of rules, the
+    rules its latest micro-batch skipped (files that do not parse or analyze, rules stopped
+    by the data). Pass one to
     ``stream(..., metrics=)`` and read ``snapshot()``.
 
     On a classic session Spark accumulators sum them as the tasks finish. A Spark Connect
@@ -56,6 +58,7 @@ class StreamMetrics:
     buffered: Any
     undecided: Any
     state_bytes: Any
+    rules_skipped: Any  # a stream of rules': the rules its latest micro-batch skipped
     run: str
     observed: str | None = None  # the observation's name (Connect)
     # (run, batch) of the progress reports counted (Connect: the listener and run_to_end
@@ -96,7 +99,7 @@ class StreamMetrics:
                     getattr(self, name).add(figures.get(name) or 0)
 
 
-METRICS = ("rows", "late", "matches", "timeouts", "buffered", "undecided", "state_bytes")
+METRICS = ("rows", "late", "matches", "timeouts", "buffered", "undecided", "state_bytes", "rules_skipped")
 _ABSORBING = threading.Lock()
 
 

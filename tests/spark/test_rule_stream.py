@@ -267,6 +267,7 @@ def test_a_stream_of_rules_runs_to_its_end(spark, folders):
     for name, text in texts.items():
         assert _matches(table, name) == _alone(frames, text), name
     assert set(rule_errors(ck)) == {"broken"} and "boom" not in set(table["rule"])
+    assert metrics.snapshot()["rules_skipped"] == 1
     with pytest.raises(SparkCepError, match="flushed already"):
         sparkcep.flush(spark, None, ck)
     with pytest.raises(OptionError, match="stream of rules'"):
