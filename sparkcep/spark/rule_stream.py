@@ -378,7 +378,7 @@ def _batch_id(state) -> int:
     """The running micro-batch's identity: its batch time (ms), the same for every task of
     the micro-batch and kept in Spark's offset log for a replay. (Its number is not: on
     Spark Connect, foreachBatch runs the micro-batch from another thread, whose tasks do not
-    carry it.) Rule sets are named and ordered by it."""
+    carry it.) Rule sets are named by it (and ordered by the order they were decided in)."""
     return int(state.getCurrentProcessingTimeMs())
 
 
