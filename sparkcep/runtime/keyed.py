@@ -392,7 +392,7 @@ class KeyedMatcher:
             try:  # (exact in the column's own unit; past the largest time: key by key, as _timer says it)
                 deadline = self.clock.timers(pc.add_checked(starts, pa.scalar(within, pa.duration(t.unit))))
             except pa.ArrowInvalid:
-                deadline = None
+                pass
         if deadline is None:
             deadline = np.array([self._deadline(v) for v in starts.to_pylist()], dtype=np.int64)
         timer = meta["timer"]

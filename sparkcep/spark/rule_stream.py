@@ -119,7 +119,7 @@ def rule_errors(checkpoint: str) -> dict[str, str]:
     by name: why (a rule whose new text was refused keeps running its last good one)."""
     store = os.path.join(local_path(checkpoint) or str(checkpoint), SNAPSHOTS)
     latest = _newest(store)
-    return {} if latest is None else dict(_read(store, latest)["errors"])
+    return {} if latest is None else dict(_body(store, latest)["errors"])
 
 
 class RuleCheck:
@@ -205,7 +205,8 @@ def rule_set(store: str, batch: int, folder: str, checker: RuleCheck, run: str |
     if os.path.exists(path):
         return {**_read(store, batch), "news": {}, "skipped": 0}
     os.makedirs(os.path.join(store, "texts"), exist_ok=True)
-    before = _newest(store, other_than=batch)
+    order = [b for b in _by_seq(store) if b != batch]
+    before = order[-1] if order else None
     previous = _read(store, before) if before is not None else {"rules": {}, "since": {}, "errors": {}, "seq": 0}
     seq = previous["seq"] + 1
     failed = _failed(store)
@@ -237,7 +238,7 @@ def rule_set(store: str, batch: int, folder: str, checker: RuleCheck, run: str |
         kept = previous["rules"].get(name) == text and name in previous["since"]
         body["rules"][name] = [digest, previous["since"][name] if kept else seq]
     decided = _create_once(path, json.dumps(body))  # the first to decide wins; the others read its set
-    _prune(store)
+    _prune(store, [*order, batch])
     # What the decider reports (once, not once a worker): rules refused since the set before.
     news = {n: why for n, why in errors.items() if previous["errors"].get(n) != why} if decided else {}
     before_count = len(previous["errors"]) if previous.get("run") == run else 0
@@ -314,29 +315,27 @@ def _text(path: str) -> str:
     return got
 
 
-def _read(store: str, batch: int) -> dict:
+def _body(store: str, batch: int) -> dict:
+    """A rule set's file as written (texts by digest)."""
     path = os.path.join(store, f"{batch:020d}.json")
     for _ in range(50):
         try:
-            body = json.loads(_text(path))
-            break
+            return json.loads(_text(path))
         except json.JSONDecodeError:  # (being written: see _create_once)
             import time
 
             time.sleep(0.02)
-    else:
-        body = json.loads(_text(path))
+    return json.loads(_text(path))
+
+
+def _read(store: str, batch: int) -> dict:
+    body = _body(store, batch)
     texts, since = {}, {}
     for name, (digest, first) in body["rules"].items():
         texts[name] = _text(os.path.join(store, "texts", f"{digest}.sql"))
         since[name] = first
     return {"rules": texts, "since": since, "errors": body["errors"], "seq": body.get("seq", batch),
             "run": body.get("run")}
-
-
-def _seq(store: str, batch: int) -> int:
-    body = json.loads(_text(os.path.join(store, f"{batch:020d}.json")) or "{}")
-    return body.get("seq", batch)
 
 
 def _batches(store: str) -> list[int]:
@@ -352,22 +351,22 @@ def _by_seq(store: str) -> list[int]:
     found = []
     for b in _batches(store):
         try:
-            found.append((_seq(store, b), b))
+            found.append((_body(store, b).get("seq", b), b))
         except (OSError, json.JSONDecodeError):  # (pruned or being written meanwhile)
             continue
     return [b for _, b in sorted(found)]
 
 
-def _newest(store: str, other_than: int | None = None) -> int | None:
-    """The micro-batch time of the set decided last (other than ``other_than``'s)."""
-    found = [b for b in _by_seq(store) if b != other_than]
+def _newest(store: str) -> int | None:
+    """The micro-batch time of the set decided last."""
+    found = _by_seq(store)
     return found[-1] if found else None
 
 
-def _prune(store: str) -> None:
-    """Rule sets of micro-batches long committed go (Spark replays only the last one): the
-    newest _KEEP stay."""
-    for b in _by_seq(store)[:-_KEEP]:
+def _prune(store: str, order: list[int]) -> None:
+    """Rule sets of micro-batches long committed go (Spark replays only the last one): of
+    the sets in decision order, the newest _KEEP stay."""
+    for b in order[:-_KEEP]:
         try:
             os.unlink(os.path.join(store, f"{b:020d}.json"))
         except FileNotFoundError:

@@ -559,7 +559,6 @@ def state_blobs(spark, checkpoint: str):
 
 def _waiting(spark, clause: str, checkpoint: str, mode: str, timeouts: bool):
     """What a stopped stream's checkpoint still holds, run to the end of each key's partition."""
-
     from pyspark.sql.types import StructType
 
     from sparkcep.data.output import output_schema
