@@ -4,15 +4,18 @@ from ``spark.sql``, notebooks' SQL cells and any SQL client of the session.
 A Python UDTF: Spark calls ``analyze`` when it analyzes the call, with the table's schema and
 the literal clause, which gives the output schema and asks Catalyst for the clause's
 partitioning (PARTITION BY's keys, or one partition). Each partition's rows then come to one
-instance, row by row (``eval``), and ``terminate`` matches them on the local engine, as the
-``partition`` strategy's tasks do. Spark's Arrow table functions would take whole batches
-but cannot compute their schema from an argument (no ``analyze``): the row hand-off is
-Spark's, and it is most of the cost (see docs/spark.md)."""
+instance (``eval``), and ``terminate`` matches them on the local engine, as the ``partition``
+strategy's tasks do.
+
+The rows come as Arrow batches: the function is registered as an Arrow table function
+(``SQL_ARROW_UDTF``). PySpark's ``arrow_udtf`` decorator refuses an ``analyze`` method
+(SPARK-53286: a fixed return type only), but its workers and Spark's analyzer take one, so
+the function is made with the eval type directly (PySpark 4.1 and later)."""
 
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
+import sys
 from typing import Any
 
 import pyarrow as pa
@@ -58,8 +61,7 @@ class MatchRecognizeFunction:
         keys = [PartitioningColumn(_quoted(k.column)) for k in q.partition_by]
         select = []
         if q.rows_per_match == "ONE":
-            # Only the columns the query reads reach Python (ONE ROW outputs keys and measures):
-            # each row's hand-off is most of the cost.
+            # Only the columns the query reads reach Python (ONE ROW outputs keys and measures).
             read = sorted(referenced_columns(q)) or [0]
             if len(read) < len(arrow_schema):
                 select = [SelectedColumn(_quoted(arrow_schema.field(i).name)) for i in read]
@@ -70,21 +72,68 @@ class MatchRecognizeFunction:
     def __init__(self, analyze_result: Analyzed):
         self.clause = analyze_result.clause
         self.schema = analyze_result.arrow_schema
-        self.rows: list = []
+        self.batches: list[pa.RecordBatch] = []
+        self.vectorized = _vectorize_boundaries(sys._getframe(1))
 
-    def eval(self, row, *args, **kwargs):
-        self.rows.append(row)
+    def eval(self, batch: pa.RecordBatch, *args, **kwargs):
+        self.batches.append(batch)
 
     def terminate(self):
         from sparkcep.query import compile_query
         from sparkcep.spark.partition import run_in_task
 
-        table = rows_to_table(self.rows, self.schema)
-        self.rows = []
-        if not table.num_rows:
-            return
-        out = run_in_task(compile_query(self.clause, table), table)
-        yield from zip(*(c.to_pylist() for c in out.columns), strict=True)
+        table = batches_to_table(self.batches, self.schema)
+        self.batches = []
+        if table.num_rows:
+            yield run_in_task(compile_query(self.clause, table), table)
+
+
+def _vectorize_boundaries(frame, depth: int = 4) -> bool:
+    """Give PySpark's per-partition wrapper of an Arrow table function (the caller a few
+    frames up, ``ArrowUDTFWithPartition`` in PySpark 4.1-4.3) a vectorized boundary finder:
+    its own compares each pair of neighbouring rows in Python (``as_py``), 1.3 s of CPU per
+    million rows, as long as the matching itself. Same boundaries (a NULL equals a NULL, a
+    value never equals NULL); a PySpark that does it otherwise keeps its own."""
+    for _ in range(depth):
+        if frame is None:
+            return False
+        wrapper = frame.f_locals.get("self")
+        if type(wrapper).__name__ == "ArrowUDTFWithPartition" and hasattr(wrapper, "_detect_partition_boundaries"):
+            if "_detect_partition_boundaries" not in vars(wrapper):  # once per wrapper, not per key
+                _replace_boundaries(wrapper)
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _replace_boundaries(wrapper) -> None:
+    own = wrapper._detect_partition_boundaries
+    wrapper._detect_partition_boundaries = lambda batch: partition_boundaries(
+        batch, wrapper._partition_child_indexes, own)
+
+
+def partition_boundaries(batch: pa.RecordBatch, indexes: list[int], fallback=None) -> list[int]:
+    """Where a batch sorted by the columns ``indexes`` starts each run of equal keys, and
+    its length: ``[0, s1, ..., n]``. Keys Arrow cannot compare go to ``fallback``."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    n = batch.num_rows
+    if n <= 1:
+        return [0, n]
+    changed = np.zeros(n - 1, dtype=bool)
+    for i in indexes:
+        column = batch.column(i)
+        after, before = column.slice(1), column.slice(0, n - 1)
+        try:
+            differ = pc.not_equal(after, before)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+            if fallback is None:
+                raise
+            return fallback(batch)
+        one_null = pc.xor(pc.is_null(after), pc.is_null(before))
+        changed |= pc.if_else(pc.is_null(differ), one_null, differ).to_numpy(zero_copy_only=False)
+    return [0, *(np.flatnonzero(changed) + 1).tolist(), n]
 
 
 def _quoted(name: str) -> str:
@@ -107,19 +156,18 @@ def _arguments(args: tuple, kwargs: dict) -> tuple[Any, str]:
     return args[0], clause.value
 
 
-def rows_to_table(rows: list, schema: pa.Schema) -> pa.Table:
-    """Spark's rows as an Arrow table of ``schema``: a TIMESTAMP arrives as the worker's local
-    wall time (PySpark's conversion), an instant again here."""
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+def batches_to_table(batches: list, schema: pa.Schema) -> pa.Table:
+    """One partition's Arrow batches as a table of ``schema`` (Spark sends its own Arrow
+    types: timestamps in UTC, strings maybe large)."""
+    if not batches:
+        return schema.empty_table()
+    table = pa.Table.from_batches(batches)
     arrays = []
-    for values, field in zip(columns, schema, strict=True):
-        if pa.types.is_timestamp(field.type) and field.type.tz is not None:
-            values = [None if v is None else v.astimezone(dt.UTC) for v in values]
-        elif pa.types.is_struct(field.type):
-            values = [None if v is None else v.asDict(recursive=True) for v in values]
+    for field in schema:
+        column = table.column(field.name)
         try:
-            arrays.append(pa.array(values, type=field.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as e:
+            arrays.append(column if column.type == field.type else column.cast(field.type))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise DataError(f"the table function could not read this column's values as {field.type}: {e}",
                             column=field.name) from None
     return pa.Table.from_arrays(arrays, schema=schema)
@@ -127,11 +175,17 @@ def rows_to_table(rows: list, schema: pa.Schema) -> pa.Table:
 
 def register_table_function(spark, name: str = "match_recognize") -> None:
     """Register ``name`` as a SQL table function of the session ``spark`` (classic or Connect)."""
-    from pyspark.sql.functions import udtf
+    from pyspark.util import PythonEvalType
 
-    # Rows pickled, not Arrow: PySpark's Arrow hand-off of a row UDTF converts each value
-    # again, 2.5x slower here (RIP Q7, 200 000 events: 3.7 s against 9.4 s).
-    spark.udtf.register(name, udtf(_with_user_functions(functions.user_functions()), useArrow=False))
+    from sparkcep.spark.session import is_connect
+
+    if is_connect(spark):
+        from pyspark.sql.connect.udtf import UserDefinedTableFunction
+    else:
+        from pyspark.sql.udtf import UserDefinedTableFunction
+    handler = _with_user_functions(functions.user_functions())
+    spark.udtf.register(name, UserDefinedTableFunction(handler, returnType=None, name=name,
+                                                       evalType=PythonEvalType.SQL_ARROW_UDTF))
 
 
 def _with_user_functions(registered: dict) -> type:

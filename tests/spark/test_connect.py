@@ -58,6 +58,9 @@ SCRIPT = textwrap.dedent("""
     sparkcep.register_table_function(spark)
     got = spark.sql("SELECT * FROM match_recognize(TABLE(events), '" + query + "')")
     out["table function"] = got.toPandas().sort_values("top", kind="stable").to_dict("records")
+    df.withColumn("k", df.ts % 3).createOrReplaceTempView("keyed_events")
+    got = spark.sql("SELECT * FROM match_recognize(TABLE(keyed_events), 'PARTITION BY k " + query + "')")
+    out["keyed table function"] = got.toPandas().sort_values(["k", "top"], kind="stable").to_dict("records")
     # Extended SNOOP, its tasks evaluated by Spark tasks
     events = pd.DataFrame({"ts": range(60), "type": [("A", "B", "C")[(i * 7) % 3] for i in range(60)],
                            "x": [(i * 5) % 6 for i in range(60)]})
@@ -142,7 +145,7 @@ def test_a_connect_session_gives_the_classic_answers():
     assert got["snoop"][0] == got["snoop"][1] and len(got["snoop"][1]) > 3
     frame = pd.DataFrame(DATA).assign(k=lambda d: d.ts % 3)
     keyed = sparkcep.match_recognize(frame, "PARTITION BY k " + QUERY).sort_values(["k", "top"], kind="stable")
-    assert got["keyed"] == got["keyed runs"] == json.loads(json.dumps(keyed.to_dict("records"), default=str))
+    assert got["keyed"] == got["keyed runs"] == got["keyed table function"] == json.loads(json.dumps(keyed.to_dict("records"), default=str))
     rules = {"keyed": "PARTITION BY k " + QUERY, "whole": QUERY}
     local = sparkcep.match_rules(frame, rules).sort_values(["rule", "k", "top"], kind="stable")
     assert got["rules"] == json.loads(json.dumps(local.astype(object).where(local.notna(), None).to_dict("records"),

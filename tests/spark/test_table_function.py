@@ -7,9 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep.errors import OptionError
+from sparkcep.spark.table_function import Analyzed, MatchRecognizeFunction, partition_boundaries
+from tests.tiers import examples
 
 CLAUSE = """PARTITION BY symbol ORDER BY ts
     MEASURES A.price AS top, COUNT(*) AS length, FIRST(A.ts) AS t0, LAST(C.price) - A.price AS gain
@@ -108,3 +112,77 @@ def test_registration_checks_its_arguments(spark):
         sparkcep.register_table_function(5)
     with pytest.raises(OptionError, match="SQL identifier"):
         sparkcep.register_table_function(spark, "match recognize")
+
+
+def test_keys_spanning_arrow_batches_and_a_null_key(spark, trades):
+    """Rows reach the function in Arrow batches of a few rows (each key's across several,
+    several keys in one), one key NULL; each key is matched whole, as the local engine does."""
+    rows = trades.assign(symbol=trades.symbol.where(trades.symbol != "c", None))
+    spark.createDataFrame(rows).createOrReplaceTempView("trades_null_key")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        got = spark.sql(f"SELECT * FROM match_recognize(TABLE(trades_null_key), '{CLAUSE}')").toPandas()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    want = sparkcep.match_recognize(rows, CLAUSE)
+    assert want.symbol.isna().sum() > 3
+    _same(got.fillna({"symbol": "-"}), want.fillna({"symbol": "-"}), ["symbol", "t0"])
+
+
+class _Probe(MatchRecognizeFunction):
+    """Reports whether PySpark's per-key wrapper took the vectorized boundary finder."""
+
+    @staticmethod
+    def analyze(table, clause):
+        from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+        from pyspark.sql.udtf import PartitioningColumn
+
+        return Analyzed(schema=StructType([StructField("vectorized", BooleanType()), StructField("n", LongType())]),
+                        partitionBy=[PartitioningColumn("symbol")])
+
+    def terminate(self):
+        import pyarrow as pa
+
+        yield pa.table({"vectorized": [self.vectorized], "n": [sum(b.num_rows for b in self.batches)]})
+
+
+def test_pyspark_s_key_wrapper_finds_key_boundaries_vectorized(spark, trades):
+    from pyspark.sql.udtf import UserDefinedTableFunction
+    from pyspark.util import PythonEvalType
+
+    spark.udtf.register("probe", UserDefinedTableFunction(_Probe, returnType=None,
+                                                          evalType=PythonEvalType.SQL_ARROW_UDTF))
+    got = spark.sql("SELECT * FROM probe(TABLE(trades), 'x')").toPandas()
+    assert got.vectorized.all() and len(got) == 3 and got.n.sum() == len(trades)
+
+
+def _boundaries_as_pyspark_finds_them(batch, indexes):
+    """PySpark's own loop: a new key where any key column's Python value differs."""
+    out = [0]
+    for i in range(1, batch.num_rows):
+        if any(batch.column(c)[i].as_py() != batch.column(c)[i - 1].as_py() for c in indexes):
+            out.append(i)
+    return [*out, batch.num_rows] if batch.num_rows > 1 else [0, batch.num_rows]
+
+
+_KEY_VALUES = {
+    "int": st.one_of(st.none(), st.integers(-2, 2)),
+    "str": st.one_of(st.none(), st.sampled_from(["", "a", "b", "é"])),
+    "float": st.one_of(st.none(), st.sampled_from([0.0, -0.0, 1.5, float("nan"), float("inf")])),
+    "bool": st.one_of(st.none(), st.booleans()),
+}
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.data())
+def test_vectorized_key_boundaries_are_pyspark_s(data):
+    import pyarrow as pa
+
+    n = data.draw(st.integers(0, 12))
+    kinds = data.draw(st.lists(st.sampled_from(sorted(_KEY_VALUES)), min_size=1, max_size=3))
+    columns = [pa.array(data.draw(st.lists(_KEY_VALUES[k], min_size=n, max_size=n)),
+                        type={"int": pa.int64(), "str": pa.string(), "float": pa.float64(), "bool": pa.bool_()}[k])
+               for k in kinds]
+    batch = pa.RecordBatch.from_arrays([*columns, pa.array(range(n))], names=[f"k{i}" for i in range(len(kinds))] + ["v"])
+    indexes = list(range(len(kinds)))
+    assert partition_boundaries(batch, indexes) == _boundaries_as_pyspark_finds_them(batch, indexes)
