@@ -445,7 +445,11 @@ class AsReadBackend:
 
 def output_frame(plan: Plan, first, spark_schema, seams: list[pa.Table], kept: list, more: list):
     """One DataFrame of output rows: the seams' (one local relation), the kept first-pass
-    rows of ``first`` (one join) and the DataFrames ``more``."""
+    rows of ``first`` (one join) and the DataFrames ``more``, in as many partitions as the
+    session has task slots (each part brings its own: a file written per partition costs
+    more than the few matches in it)."""
+    from sparkcep.spark.session import parallelism
+
     spark = first.sparkSession
     frames = []
     if seams:
@@ -457,7 +461,7 @@ def output_frame(plan: Plan, first, spark_schema, seams: list[pa.Table], kept: l
     frames += more
     if not frames:
         return spark.createDataFrame([], spark_schema)
-    return functools.reduce(lambda a, b: a.unionByName(b), frames)
+    return functools.reduce(lambda a, b: a.unionByName(b), frames).coalesce(parallelism(spark))
 
 
 def _again_task(payload, batches):

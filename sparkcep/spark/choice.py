@@ -99,15 +99,16 @@ def choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
         else:
             run.strategy, run.reason = "runs", f"no PARTITION BY, more than {batch} rows"
         return
-    n = base.count()
+    # The rows, the keys and the largest key's rows in one read of the input.
+    sizes = base.groupBy(*[k.column for k in q.partition_by]).count()
+    stats = sizes.agg(F.count("*").alias("keys"), F.max("count").alias("largest"),
+                      F.sum("count").alias("rows")).collect()[0]
+    n, keys, largest = stats["rows"] or 0, stats["keys"], stats["largest"]
     run.rows = n
-    slots_ = parallelism(base.sparkSession)
     if n <= batch:
         run.strategy, run.reason = "sequential", f"{n} rows fit in one batch of {batch}"
         return
-    sizes = base.groupBy(*[k.column for k in q.partition_by]).count()
-    stats = sizes.agg(F.count("*").alias("keys"), F.max("count").alias("largest")).collect()[0]
-    keys, largest = stats["keys"], stats["largest"]
+    slots_ = parallelism(base.sparkSession)
     run.partitions = keys
     if largest > batch and largest * slots_ > n:
         run.strategy = "runs"

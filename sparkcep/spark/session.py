@@ -147,14 +147,23 @@ _parallelism: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def parallelism(spark) -> int:
     """Spark's default parallelism (the task slots a stage fills). A Connect client cannot
     ask the SparkContext: it counts the partitions of a range Spark cuts at that width,
-    once per session (a job of the JVM alone, ~0.1 s)."""
+    once per session (a job of the JVM alone, ~0.1 s); a range takes
+    ``spark.sql.leafNodeDefaultParallelism`` where it is set, so the probe runs without it."""
     if not is_connect(spark):
         return spark.sparkContext.defaultParallelism
     got = _parallelism.get(spark)
     if got is None:
         from pyspark.sql import functions as F
 
-        n = spark.range(0, 1 << 20).select(F.spark_partition_id().alias("p")).agg(F.countDistinct("p")).first()[0]
+        leaf = "spark.sql.leafNodeDefaultParallelism"
+        set_to = spark.conf.get(leaf, None)
+        if set_to is not None:
+            spark.conf.unset(leaf)
+        try:
+            n = spark.range(0, 1 << 20).select(F.spark_partition_id().alias("p")).agg(F.countDistinct("p")).first()[0]
+        finally:
+            if set_to is not None:
+                spark.conf.set(leaf, set_to)
         got = _parallelism[spark] = max(1, int(n))
     return got
 

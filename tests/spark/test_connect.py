@@ -120,6 +120,11 @@ SCRIPT = textwrap.dedent("""
                                rules=folder, event_time="ts", partition_by="k", watermark="3 seconds")
     got = spark.read.parquet(os.path.join(d, "rules-out")).toPandas()
     out["rule stream"] = [done["matches"], [[r, json.loads(m)] for r, m in zip(got["rule"], got["match"])]]
+    # the session's task slots, asked again where a range's width is set apart from them
+    from sparkcep.spark import session as sessions
+    sessions._parallelism.clear()
+    spark.conf.set("spark.sql.leafNodeDefaultParallelism", "5")
+    out["parallelism"] = [sessions.parallelism(spark), spark.conf.get("spark.sql.leafNodeDefaultParallelism")]
     print("RESULT " + json.dumps(out, default=str))
     spark.stop()
 """)
@@ -141,6 +146,7 @@ def test_a_connect_session_gives_the_classic_answers():
     assert want, "the query should find matches"
     for strategy in ("sequential", "partition", "auto", "runs", "table function"):
         assert got[strategy] == want, (strategy, got[strategy])
+    assert got["parallelism"] == [2, "5"]  # local[2], and the user's setting kept
     assert got["sql"] == [{"top": r["top"], "n": r["n"], "tag": "{sparkcep_match}"} for r in want if r["n"] > 2]
     assert got["snoop"][0] == got["snoop"][1] and len(got["snoop"][1]) > 3
     frame = pd.DataFrame(DATA).assign(k=lambda d: d.ts % 3)
