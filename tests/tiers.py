@@ -1,7 +1,8 @@
 """The two test tiers. ``make test`` runs the fast tier (the default): every module's tests,
 property tests with a tenth of their examples, a sample of the conformance corpus on Spark.
 ``make test-all`` (what CI runs) sets SPARKCEP_TEST_TIER=full: every example, every case,
-and the tests marked ``slow`` or ``cluster``. SPARKCEP_PROPERTY_EXAMPLES, when set, fixes the
+and the tests marked ``slow`` or ``cluster`` — among them the Spark-layer suites once more on
+a Spark Connect session (tests/spark/test_connect_suites.py). SPARKCEP_PROPERTY_EXAMPLES, when set, fixes the
 count of the property tests that scale with it, in either tier."""
 
 from __future__ import annotations

@@ -52,13 +52,22 @@ def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), chec
     (the stream's keys); ``checkpoint`` is the folder the query is started with (required:
     the rule set of each micro-batch is kept there). ``end_of_input``: the input ends (an
     ``availableNow`` run, then ``flush(spark, None, checkpoint)``), so rules may use ``$``.
-    ``metrics``: a StreamMetrics of a classic session (rows, late rows, matches, and the
-    state gauges summed over rules). Other options as sparkcep.stream."""
+    ``metrics``: a StreamMetrics (rows, late rows, matches, rules skipped and the state
+    gauges summed over rules; on Connect each call's figures come in an observed row, as
+    for a stream of one clause). Other options as sparkcep.stream."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.types import StringType, StructField, StructType
 
     from sparkcep.spark.frames import TZ
-    from sparkcep.spark.stream import BUCKET, LATE_POLICIES, prepared, state_type
+    from sparkcep.spark.stream import (
+        BUCKET,
+        LATE_POLICIES,
+        observed_output,
+        prepared,
+        state_type,
+        with_metrics,
+    )
     from sparkcep.spark.worker_python import check_workers
 
     if not getattr(df, "isStreaming", False):
@@ -81,10 +90,6 @@ def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), chec
         raise OptionError(f"late must be one of {', '.join(LATE_POLICIES)}, not {late!r}")
     if not isinstance(max_state_rows, int) or max_state_rows < 1:
         raise OptionError("max_state_rows must be a positive number of rows")
-    if metrics is not None and metrics.observed is not None:
-        raise OptionError("a stream of rules on Spark Connect takes no metrics yet (they are summed by accumulators, "
-                          "which Connect has not); read the query's progress, and rule_errors(checkpoint) for the "
-                          "rules skipped")
     check_workers(df.sparkSession)
     arrow_schema = to_arrow_schema(df.schema, timezone=TZ)
     store = os.path.join(local, SNAPSHOTS)
@@ -92,10 +97,14 @@ def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), chec
     for name, error in checker.errors(folder).items():  # told now; the stream skips them
         log.warning("sparkcep: rule %s is skipped: %s", name, error)
     data, wire, delay_millis, buckets = prepared(df, event_time, watermark, keys, buckets, local, arrow_schema)
-    operator = RulesOperator(str(folder), store, checker, buckets, late, max_state_rows, delay_millis, wire, metrics)
-    return data.groupBy(BUCKET).applyInPandasWithState(
-        operator, outputStructType=OUTPUT, stateStructType=state_type(buckets), outputMode="append",
-        timeoutConf=GroupStateTimeout.EventTimeTimeout)
+    observed = metrics is not None and metrics.observed is not None  # (Connect: no accumulators)
+    operator = RulesOperator(str(folder), store, checker, buckets, late, max_state_rows, delay_millis, wire,
+                             None if observed else metrics, metrics.run if observed else None)
+    output = StructType([StructField("rule", StringType()), StructField("match", StringType())])
+    out = data.groupBy(BUCKET).applyInPandasWithState(
+        operator, outputStructType=with_metrics(output) if observed else output, stateStructType=state_type(buckets),
+        outputMode="append", timeoutConf=GroupStateTimeout.EventTimeTimeout)
+    return observed_output(out, metrics, output.names) if observed else out
 
 
 def local_path(checkpoint) -> str | None:
@@ -474,10 +483,11 @@ class RulesOperator:
     bucket's keys, matched by every rule of the micro-batch, each with its keys' state."""
 
     def __init__(self, folder: str, store: str, checker: RuleCheck, buckets: int, late: str, max_rows: int,
-                 delay_ms: int, wire: tuple, metrics=None):
+                 delay_ms: int, wire: tuple, metrics=None, observed: str | None = None):
         self.folder, self.store, self.checker, self.buckets = folder, store, checker, buckets
         self.late_policy, self.max_rows, self.delay_ms, self.wire = late, max_rows, delay_ms, wire
         self.metrics = metrics  # a classic session's StreamMetrics (accumulators), or None
+        self.observed = observed  # Connect: the metrics' run, each call reporting its figures in a row
         self._sets: dict = {}
 
     def __getstate__(self):
@@ -487,17 +497,26 @@ class RulesOperator:
         from sparkcep.spark.wire import errors_to_driver
 
         with errors_to_driver():
-            batch = _batch_id(state)
-            rules = self._sets.get(batch)
-            if rules is None:
-                rules = rule_set(self.store, batch, self.folder, self.checker,
-                                 None if self.metrics is None else self.metrics.run)
-                self._sets = {batch: rules}  # (one micro-batch at a time)
-                if self.metrics is not None and rules["skipped"]:
-                    self.metrics.rules_skipped.add(rules["skipped"])
-                for name, why in rules["news"].items():
-                    log.warning("sparkcep: rule %s is skipped: %s", name, why)
-            yield from self._run(pdfs, state, rules, batch)
+            if self.observed is None:
+                yield from self._call(pdfs, state)
+                return
+            from sparkcep.spark.stream import call_metrics, reported
+
+            self.metrics = call_metrics(self.observed)  # this call's figures
+            yield from reported(self._call(pdfs, state), self.metrics, ["rule", "match"])
+
+    def _call(self, pdfs, state) -> Iterator:
+        batch = _batch_id(state)
+        rules = self._sets.get(batch)
+        if rules is None:
+            rules = rule_set(self.store, batch, self.folder, self.checker,
+                             None if self.metrics is None else self.metrics.run)
+            self._sets = {batch: rules}  # (one micro-batch at a time)
+            if self.metrics is not None and rules["skipped"]:
+                self.metrics.rules_skipped.add(rules["skipped"])
+            for name, why in rules["news"].items():
+                log.warning("sparkcep: rule %s is skipped: %s", name, why)
+        yield from self._run(pdfs, state, rules, batch)
 
     def _matcher(self, rid: str, text: str):
         """The rule version's matcher, kept by this worker for the tasks to come."""

@@ -189,7 +189,6 @@ def stream(df, clause: str | None = None, *, watermark: str | float, mode: str =
                             buckets=buckets, end_of_input=end_of_input, metrics=metrics)
     if event_time is not None or partition_by:
         raise OptionError("event_time and partition_by belong to a stream of rules (rules=); a clause says its own")
-    from pyspark.sql import functions as F
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     from sparkcep.analysis.patterns import find_in_pattern
@@ -229,18 +228,36 @@ def stream(df, clause: str | None = None, *, watermark: str | float, mode: str =
                                None if observed else metrics, max_state_rows, delay_millis, wire,
                                (metrics.run, spark_schema.names) if observed else None)
     out = data.groupBy(BUCKET).applyInPandasWithState(
-        operator, outputStructType=_with_metrics(spark_schema) if observed else spark_schema,
+        operator, outputStructType=with_metrics(spark_schema) if observed else spark_schema,
         stateStructType=state_type(buckets), outputMode="append", timeoutConf=GroupStateTimeout.EventTimeTimeout)
-    if not observed:
-        return out
-    # Connect: each call's figures come in a row of their own, summed per micro-batch by
-    # the observation and dropped (see StreamMetrics).
-    return (out.observe(metrics.observed, *[F.sum(F.col(_METRIC.format(n))).alias(n) for n in METRICS])
-            .where(F.col(_METRIC.format("rows")).isNull())
-            .select(*[F.col("`" + n.replace("`", "``") + "`") for n in spark_schema.names]))
+    return observed_output(out, metrics, spark_schema.names) if observed else out
 
 
 _METRIC = "__sparkcep_metric_{}"
+
+
+def observed_output(out, metrics: StreamMetrics, names: list[str]):
+    """Connect: each call's figures come in a row of their own (``reported``), summed per
+    micro-batch by the observation and dropped (see StreamMetrics)."""
+    from pyspark.sql import functions as F
+
+    return (out.observe(metrics.observed, *[F.sum(F.col(_METRIC.format(n))).alias(n) for n in METRICS])
+            .where(F.col(_METRIC.format("rows")).isNull())
+            .select(*[F.col("`" + n.replace("`", "``") + "`") for n in names]))
+
+
+def reported(frames: Iterator, metrics: StreamMetrics, names: list[str]) -> Iterator:
+    """A call's output frames with NULL figure columns, then one row of its figures
+    (``metrics``, filled in while the frames were made) for ``observed_output``."""
+    for frame in frames:
+        yield frame.assign(**{_METRIC.format(n): pd.array([None] * len(frame), dtype="Int64") for n in METRICS})
+    figures = {_METRIC.format(n): pd.array([getattr(metrics, n).value], dtype="Int64") for n in METRICS}
+    yield pd.DataFrame({**{n: [None] for n in names}, **figures})
+
+
+def call_metrics(run: str) -> StreamMetrics:
+    """One call's figures, where the session has no accumulators (Connect)."""
+    return StreamMetrics(*(_Count() for _ in METRICS), run=run)
 
 
 def prepared(df, time_col: str, watermark, keys: list[str], buckets: int | None, checkpoint: str | None,
@@ -322,7 +339,7 @@ def arrived(pdfs, arrow_schema: pa.Schema, wire: tuple) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive").cast(arrow_schema)
 
 
-def _with_metrics(spark_schema):
+def with_metrics(spark_schema):
     """The operator's output with a column per figure (NULL on output rows); every column
     nullable, as the figures' rows leave the output's empty."""
     from pyspark.sql.types import LongType, StructField, StructType
@@ -737,13 +754,8 @@ class _BucketOperator:
                 yield from self._run(pdfs, state)
                 return
             run, names = self.observed
-            self.metrics = StreamMetrics(*(_Count() for _ in METRICS), run=run)  # this call's figures
-            for frame in self._run(pdfs, state):
-                yield frame.assign(**{_METRIC.format(n): pd.array([None] * len(frame), dtype="Int64")
-                                      for n in METRICS})
-            figures = {_METRIC.format(n): pd.array([getattr(self.metrics, n).value], dtype="Int64")
-                       for n in METRICS}
-            yield pd.DataFrame({**{n: [None] for n in names}, **figures})
+            self.metrics = call_metrics(run)  # this call's figures
+            yield from reported(self._run(pdfs, state), self.metrics, names)
 
     # ------------------------------------------------------------ the bucket's state
     def _load(self, state):

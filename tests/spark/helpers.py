@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 from collections import Counter
 
 import pandas as pd
@@ -39,8 +40,35 @@ def assert_same(spark, pdf: pd.DataFrame, clause: str, **options):
     strategies = options.pop("strategies", ("sequential", "partition", "runs", "rr"))
     local = pa.Table.from_pandas(pdf, preserve_index=False) if isinstance(pdf, pd.DataFrame) else pdf
     expected = rows(sparkcep.match_recognize(local, clause, mode=options.get("mode", "sql")))
-    df = spark.createDataFrame(pdf)  # pandas, or Arrow (which keeps every column's type)
+    df = frame(spark, pdf)  # pandas, or Arrow (which keeps every column's type)
     for strategy in strategies:
         got = rows(sparkcep.match_recognize(df, clause, strategy=strategy, **options))
         assert got == expected, f"strategy {strategy}: {len(got)} rows vs {len(expected)} expected\n{clause}"
     return expected
+
+
+def frame(spark, data):
+    """A Spark DataFrame of pandas or Arrow ``data``, on classic and Connect sessions alike (a
+    Connect client infers no schema from no rows: it is given the Arrow one)."""
+    if isinstance(data, pa.Table) and data.num_rows == 0:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return spark.createDataFrame(data, schema=from_arrow_schema(data.schema))
+    return spark.createDataFrame(data)
+
+
+def executed_plan(df) -> str:
+    """The physical plan's text, on classic and Connect sessions."""
+    from sparkcep.spark.session import is_connect
+
+    if is_connect(df):
+        return df._explain_string(mode="simple")
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def classic_env(**extra) -> dict:
+    """The environment for a command line that runs its own classic session: without the
+    variables PySpark sets in a process that started a Spark Connect session."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "SPARK_REMOTE")}
+    return {**env, **extra}

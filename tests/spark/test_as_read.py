@@ -18,6 +18,7 @@ import sparkcep
 from sparkcep import DataError
 from sparkcep.api import compile_query
 from sparkcep.spark.batch import SparkRun, collect_errors, match_recognize_spark
+from sparkcep.spark.session import is_connect
 from tests.spark.helpers import rows
 from tests.test_properties import queries, tables
 from tests.tiers import FULL
@@ -110,7 +111,10 @@ def test_a_source_read_otherwise_the_second_time_takes_the_cached_path(spark, mo
     df = _in_order(spark, pa.Table.from_pandas(_trades(3000), preserve_index=False), 4)
     assert as_read.reads_alike(df)
     assert not as_read.reads_alike(df.repartitionByRange(2, "ts").sortWithinPartitions("ts"))
-    assert not as_read.reads_alike(df.withColumn("r", F.rand()))
+    if not is_connect(spark):
+        # (a Connect client reads the plan's text, which does not say which expressions are
+        # nondeterministic: there the digest check below sends such a run to the cached path)
+        assert not as_read.reads_alike(df.withColumn("r", F.rand()))
     clause = ("ORDER BY ts MEASURES FIRST(ts) AS s, MATCH_NUMBER() * 2 AS m "
               "PATTERN (A B+) DEFINE A AS v > 60, B AS v < PREV(v)")
     want = rows(sparkcep.match_recognize(_trades(3000), clause))

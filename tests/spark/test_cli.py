@@ -11,13 +11,13 @@ import pytest
 
 import sparkcep
 from sparkcep.workloads import rip
-from tests.spark.helpers import rows
+from tests.spark.helpers import classic_env, rows
 
 CLI = [sys.executable, "-m", "sparkcep.cli.main"]
 
 
 def run_cli(*args, cwd):
-    env = dict(os.environ, SPARKCEP_MASTER="local[2]", COLUMNS="200")
+    env = classic_env(SPARKCEP_MASTER="local[2]", COLUMNS="200")
     return subprocess.run([*CLI, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -46,7 +46,7 @@ def test_run_writes_parquet_and_prints_summary(workdir):
 def test_run_on_a_spark_connect_server(workdir):
     """--remote: the job on a Spark Connect session (a local server here), its progress from
     the server's, the summary naming it."""
-    env = dict(os.environ, COLUMNS="200", PYSPARK_PYTHON=sys.executable)
+    env = classic_env(COLUMNS="200", PYSPARK_PYTHON=sys.executable)
     env.pop("SPARKCEP_MASTER", None)
     r = subprocess.run([*CLI, "run", "-q", "q7.sql", "-i", "stock.parquet", "-o", "out_remote", "--strategy",
                         "partition", "--remote", "local[2]"], cwd=workdir, env=env, capture_output=True, text=True,
@@ -85,7 +85,7 @@ def test_a_csv_holding_only_its_header_writes_no_rows(workdir):
 def test_a_small_parquet_input_runs_without_spark(workdir):
     """No master named: a small Parquet input is read, matched and written in this process
     (the summary says so), with Spark's answer; --master starts Spark."""
-    env = {k: v for k, v in os.environ.items() if k != "SPARKCEP_MASTER"}
+    env = {k: v for k, v in classic_env().items() if k != "SPARKCEP_MASTER"}
     env["COLUMNS"] = "200"
     r = subprocess.run([*CLI, "run", "-q", "q7.sql", "-i", "stock.parquet", "-o", "out_local"], cwd=workdir, env=env,
                        capture_output=True, text=True, timeout=600)
@@ -188,7 +188,7 @@ def test_a_folder_of_rules_runs_in_one_pass_here_and_on_spark(workdir):
     for name in ("Q2", "Q7", "Q12"):
         (folder / f"{name.lower()}.sql").write_text(rip.query(name, partition_by="symbol"))
     expected = sparkcep.match_rules(pq.read_table(workdir / "stock.parquet"), folder)
-    env = {k: v for k, v in os.environ.items() if k != "SPARKCEP_MASTER"}
+    env = {k: v for k, v in classic_env().items() if k != "SPARKCEP_MASTER"}
     r = subprocess.run([*CLI, "run", "--rules", "rules", "-i", "stock.parquet", "-o", "out_rules"], cwd=workdir,
                        env=dict(env, COLUMNS="200"), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -258,7 +258,7 @@ def test_version_and_python_dash_m():
     r = subprocess.run([sys.executable, "-m", "sparkcep", "--version"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == f"sparkcep {sparkcep.__version__}", r.stdout + r.stderr
     r = subprocess.run([sys.executable, "-m", "sparkcep", "--help"], capture_output=True, text=True, timeout=120,
-                       env=dict(os.environ, COLUMNS="200"))
+                       env=classic_env(COLUMNS="200"))
     assert r.returncode == 0 and "Usage: sparkcep" in r.stdout and "stream" in r.stdout
 
 
@@ -286,7 +286,7 @@ def test_the_wheel_installs_into_a_fresh_environment_and_runs(workdir, tmp_path)
     with open(os.path.join(fresh, "dependencies.pth"), "w") as f:  # this environment's packages, after the wheel's
         f.write("\n".join(site.getsitepackages()) + "\n")
     (tmp_path / "work").mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = {k: v for k, v in classic_env().items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(SPARKCEP_MASTER="local[2]", COLUMNS="200")
     r = subprocess.run([python, "-c", "import sparkcep, sys; print(sparkcep.__file__)"], cwd=tmp_path / "work",
                        env=env, capture_output=True, text=True, timeout=120)

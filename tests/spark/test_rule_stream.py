@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import sparkcep
 from sparkcep.errors import OptionError, SparkCepError
 from sparkcep.spark.rule_stream import rule_errors
+from tests.spark.helpers import classic_env
 from tests.tiers import examples
 
 DIP = ("PARTITION BY k ORDER BY ts MEASURES FIRST(A.p) AS top, LAST(C.p) AS end_p, COUNT(*) AS n "
@@ -295,7 +296,7 @@ def test_command_line_stream_of_rules(spark, folders):
     args = [sys.executable, "-m", "sparkcep.cli.main", "stream", "--rules", "rules", "--event-time", "ts",
             "--partition-by", "k", "-i", "in", "-o", "out", "--checkpoint", "ck", "--watermark", "3",
             "--schema", "ts long, k string, g long, p long", "--end-of-input"]
-    r = subprocess.run(args, cwd=folders, env=dict(os.environ, SPARKCEP_MASTER="local[2]", COLUMNS="200"),
+    r = subprocess.run(args, cwd=folders, env=classic_env(SPARKCEP_MASTER="local[2]", COLUMNS="200"),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "rules skipped 1" in r.stdout and "rule broken skipped:" in r.stdout, r.stdout

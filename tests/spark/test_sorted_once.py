@@ -16,7 +16,7 @@ from sparkcep import DataError
 from sparkcep.api import compile_query
 from sparkcep.spark import runs
 from sparkcep.spark.batch import SparkRun, collect_errors, match_recognize_spark
-from tests.spark.helpers import rows
+from tests.spark.helpers import frame, rows
 from tests.test_properties import queries, tables
 from tests.tiers import FULL
 
@@ -40,7 +40,7 @@ def test_keys_whole_and_crossing_partitions(spark, monkeypatch, once):
     want = rows(sparkcep.match_recognize(table, CLAUSE))
     run = SparkRun("runs", "requested")
     with collect_errors():
-        got = rows(match_recognize_spark(spark.createDataFrame(table), CLAUSE, strategy="runs", batch=300, shared=20,
+        got = rows(match_recognize_spark(frame(spark, table), CLAUSE, strategy="runs", batch=300, shared=20,
                                          run=run))
     assert got == want and len(want) > 300
     assert run.partitions == 40, run.describe()
@@ -57,7 +57,7 @@ def test_unordered_input_without_keys(spark, monkeypatch, once):
     clause = CLAUSE.replace("PARTITION BY k ", "")
     run = SparkRun("runs", "requested")
     with collect_errors():
-        got = rows(match_recognize_spark(spark.createDataFrame(table), clause, strategy="runs", batch=400, shared=20,
+        got = rows(match_recognize_spark(frame(spark, table), clause, strategy="runs", batch=400, shared=20,
                                          run=run))
     assert got == rows(sparkcep.match_recognize(table, clause))
     assert ("sorted, read once" in run.reason) == once, run.describe()
@@ -74,7 +74,7 @@ def test_bodies_needing_their_rows_again_take_the_cached_path(spark, clause, sha
     table = _keyed(3000, 5, 3)
     run = SparkRun("runs", "requested")
     with collect_errors():
-        got = rows(match_recognize_spark(spark.createDataFrame(table), clause, strategy="runs", batch=300,
+        got = rows(match_recognize_spark(frame(spark, table), clause, strategy="runs", batch=300,
                                          shared=shared, run=run))
     assert got == rows(sparkcep.match_recognize(table, clause))
     assert "sorted, read once" not in run.reason, run.describe()
@@ -94,7 +94,7 @@ def test_random_keyed_queries_sorted_once(spark, query, pieces, batch, once):
     before = runs.SORT_ONCE
     runs.SORT_ONCE = once
     try:
-        df = spark.createDataFrame(table)
+        df = frame(spark, table)
         try:
             want = rows(sparkcep.match_recognize(table, text, mode=mode))
         except DataError as local:

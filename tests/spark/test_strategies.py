@@ -17,7 +17,7 @@ from sparkcep.api import compile_query
 from sparkcep.spark.batch import collect_errors
 from sparkcep.workloads import matchregex, rip
 from sparkcep.workloads.stock import stock_trades, trade_stream
-from tests.spark.helpers import assert_same, rows
+from tests.spark.helpers import assert_same, classic_env, executed_plan, frame, rows
 from tests.test_properties import queries, tables
 from tests.tiers import FULL, sample
 
@@ -104,7 +104,7 @@ def test_hot_key_is_cut_into_batches_at_range_sorted_partitions(spark):
     want = rows(sparkcep.match_recognize(table, clause))
     run = SparkRun("runs", "requested")
     with collect_errors():
-        got = rows(match_recognize_spark(spark.createDataFrame(table), clause, strategy="runs", batch=200, shared=4,
+        got = rows(match_recognize_spark(frame(spark, table), clause, strategy="runs", batch=200, shared=4,
                                          run=run))
     assert got == want and len(want) > 50
     assert run.partitions == 12 and run.stats["batches"] >= 12 + 5, run.describe()
@@ -247,7 +247,7 @@ def test_random_queries_on_spark(spark, query, table, batch):
         sparkcep.match_recognize(table, text, mode=mode)
     except DataError as local:
         # The same error, raised by the Spark workers, names the row by its key instead.
-        df = spark.createDataFrame(table)
+        df = frame(spark, table)
         for strategy in strategies:
             with pytest.raises(DataError) as remote, collect_errors():
                 sparkcep.match_recognize(df, text, mode=mode, strategy=strategy, batch=batch).collect()
@@ -379,7 +379,7 @@ def test_ordered_input_plan_has_no_sort_or_exchange(spark, tmp_path):
                 result = match_recognize_spark(df, clause, strategy="runs", batch=500, shared=20, run=run)
                 got = sorted(map(tuple, result.collect()))
             assert got == want and len(want) > 20
-            plan = result._jdf.queryExecution().executedPlan().toString()
+            plan = executed_plan(result)
             if ordered:
                 # No shuffle and no sort of the rows (a broadcast of the batches' small table is fine).
                 assert not re.search(r"(?<!Broadcast)Exchange|\bSort \[", plan), plan
@@ -491,7 +491,7 @@ def test_a_task_given_several_cpus_makes_its_expensive_calls_ahead(tmp_path):
     script = tmp_path / "task_cpus.py"
     script.write_text(_TASK_CPUS_SCRIPT)
     (tmp_path / "pids").mkdir()
-    r = subprocess.run([sys.executable, str(script), str(tmp_path / "pids")], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, str(script), str(tmp_path / "pids")], env=classic_env(), capture_output=True, text=True,
                        timeout=600, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert int(r.stdout.strip().splitlines()[-1]) >= 2

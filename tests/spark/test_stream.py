@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 import sparkcep
+from tests.spark.helpers import classic_env
 from tests.tiers import sample
 
 SCHEMA = StructType([StructField("ts", TimestampType()), StructField("k", StringType()), StructField("v", LongType())])
@@ -249,7 +250,7 @@ def test_a_checkpoint_of_the_per_key_operator_is_refused_with_what_to_do(tmp_pat
     (tmp_path / "in").mkdir()
     run = subprocess.run([sys.executable, "-m", "sparkcep.cli.main", "stream", "-q", "q.sql", "-i", "in", "-o", "out",
                           "--checkpoint", "ckpt", "--watermark", "3 seconds"], cwd=tmp_path, capture_output=True,
-                         text=True, env=dict(os.environ, COLUMNS="200"))
+                         text=True, env=classic_env(COLUMNS="200"))
     assert run.returncode != 0 and "earlier sparkcep.stream" in run.stderr + run.stdout
     assert "Traceback" not in run.stderr
 
@@ -324,7 +325,7 @@ def _cli_stream(tmp_path, query: str, rows: list[dict], files: int) -> tuple[lis
     per = len(rows) // files
     for f in range(files):
         _write(str(tmp_path / "in"), f"part{f}.json", rows[f * per:(f + 1) * per], f)
-    env = dict(os.environ, SPARKCEP_MASTER="local[2]", COLUMNS="200")
+    env = classic_env(SPARKCEP_MASTER="local[2]", COLUMNS="200")
     args = [sys.executable, "-m", "sparkcep.cli.main", "stream", "-q", "q.sql", "-i", "in", "-o", "out",
             "--checkpoint", "ckpt", "--watermark", "3 seconds", "--schema", "ts timestamp, k string, v long"]
     return args, env

@@ -129,28 +129,32 @@ def test_keys_spanning_arrow_batches_and_a_null_key(spark, trades):
     _same(got.fillna({"symbol": "-"}), want.fillna({"symbol": "-"}), ["symbol", "t0"])
 
 
-class _Probe(MatchRecognizeFunction):
-    """Reports whether PySpark's per-key wrapper took the vectorized boundary finder."""
-
-    @staticmethod
-    def analyze(table, clause):
-        from pyspark.sql.types import BooleanType, LongType, StructField, StructType
-        from pyspark.sql.udtf import PartitioningColumn
-
-        return Analyzed(schema=StructType([StructField("vectorized", BooleanType()), StructField("n", LongType())]),
-                        partitionBy=[PartitioningColumn("symbol")])
-
-    def terminate(self):
-        import pyarrow as pa
-
-        yield pa.table({"vectorized": [self.vectorized], "n": [sum(b.num_rows for b in self.batches)]})
-
-
 def test_pyspark_s_key_wrapper_finds_key_boundaries_vectorized(spark, trades):
-    from pyspark.sql.udtf import UserDefinedTableFunction
     from pyspark.util import PythonEvalType
 
-    spark.udtf.register("probe", UserDefinedTableFunction(_Probe, returnType=None,
+    class Probe(MatchRecognizeFunction):  # (defined here: pickled by value for the server's workers)
+        """Reports whether PySpark's per-key wrapper took the vectorized boundary finder."""
+
+        @staticmethod
+        def analyze(table, clause):
+            from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+            from pyspark.sql.udtf import PartitioningColumn
+
+            return Analyzed(schema=StructType([StructField("vectorized", BooleanType()), StructField("n", LongType())]),
+                            partitionBy=[PartitioningColumn("symbol")])
+
+        def terminate(self):
+            import pyarrow as pa
+
+            yield pa.table({"vectorized": [self.vectorized], "n": [sum(b.num_rows for b in self.batches)]})
+
+    from sparkcep.spark.session import is_connect
+
+    if is_connect(spark):
+        from pyspark.sql.connect.udtf import UserDefinedTableFunction
+    else:
+        from pyspark.sql.udtf import UserDefinedTableFunction
+    spark.udtf.register("probe", UserDefinedTableFunction(Probe, returnType=None,
                                                           evalType=PythonEvalType.SQL_ARROW_UDTF))
     got = spark.sql("SELECT * FROM probe(TABLE(trades), 'x')").toPandas()
     assert got.vectorized.all() and len(got) == 3 and got.n.sum() == len(trades)
