@@ -58,7 +58,7 @@ class MatchRecognizeFunction:
             raise e.with_traceback(None) from None
         q = plan.query
         out = from_arrow_schema(output_schema(q, arrow_schema))
-        keys = [PartitioningColumn(_quoted(k.column)) for k in q.partition_by]
+        keys = [PartitioningColumn(_partition_key(k.column, arrow_schema)) for k in q.partition_by]
         select = []
         if q.rows_per_match == "ONE":
             # Only the columns the query reads reach Python (ONE ROW outputs keys and measures).
@@ -92,8 +92,9 @@ def _vectorize_boundaries(frame, depth: int = 4) -> bool:
     """Give PySpark's per-partition wrapper of an Arrow table function (the caller a few
     frames up, ``ArrowUDTFWithPartition`` in PySpark 4.1-4.3) a vectorized boundary finder:
     its own compares each pair of neighbouring rows in Python (``as_py``), 1.3 s of CPU per
-    million rows, as long as the matching itself. Same boundaries (a NULL equals a NULL, a
-    value never equals NULL); a PySpark that does it otherwise keeps its own."""
+    million rows, as long as the matching itself. The same boundaries (a NULL equals a NULL,
+    a value never equals NULL), but for zoned times, which it compares as instants where
+    Python compares the wall times of one zone; a PySpark that does it otherwise keeps its own."""
     for _ in range(depth):
         if frame is None:
             return False
@@ -140,6 +141,16 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def _partition_key(column: str, schema: pa.Schema) -> str:
+    """What Spark partitions the call's rows by for a PARTITION BY column. PySpark's wrapper
+    starts a new partition where a key differs from the row before it in Python, where NaN
+    differs from NaN: a floating key's NaN is handed over as +Infinity (its own group still
+    for the engine, which partitions the rows it gets by the real key)."""
+    if pa.types.is_floating(schema.field(column).type):
+        return f"nanvl({_quoted(column)}, CAST('Infinity' AS DOUBLE))"
+    return _quoted(column)
+
+
 def _arguments(args: tuple, kwargs: dict) -> tuple[Any, str]:
     """The table and the clause, or an error that says what the function takes."""
     if kwargs:
@@ -163,11 +174,11 @@ def batches_to_table(batches: list, schema: pa.Schema) -> pa.Table:
         return schema.empty_table()
     table = pa.Table.from_batches(batches)
     arrays = []
-    for field in schema:
-        column = table.column(field.name)
+    for i, field in enumerate(schema):  # (by place: a table may hold two columns of one name)
+        column = table.column(i)
         try:
             arrays.append(column if column.type == field.type else column.cast(field.type))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
             raise DataError(f"the table function could not read this column's values as {field.type}: {e}",
                             column=field.name) from None
     return pa.Table.from_arrays(arrays, schema=schema)

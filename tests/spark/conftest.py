@@ -3,10 +3,7 @@ import sys
 
 import pytest
 
-# SPARKCEP_TEST_SESSION=connect: the Spark-layer tests on a Spark Connect session (a local
-# Connect server over local[2]), as the full tier runs a selection of them
-# (test_connect_suites.py); else a classic session.
-CONNECT = os.environ.get("SPARKCEP_TEST_SESSION") == "connect"
+from tests.spark.helpers import CONNECT
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,11 @@ import pyarrow as pa
 
 import sparkcep
 
+# SPARKCEP_TEST_SESSION=connect: the Spark-layer tests on a Spark Connect session (a local
+# Connect server over local[2]), as the full tier runs them (test_connect_suites.py); else
+# a classic session (conftest.py's ``spark``).
+CONNECT = os.environ.get("SPARKCEP_TEST_SESSION") == "connect"
+
 
 def _norm(v):
     if isinstance(v, float) and math.isnan(v):

@@ -12,8 +12,7 @@ import pytest
 import sparkcep
 from sparkcep.errors import DataError, QueryError
 from sparkcep.spark.batch import collect_errors
-from tests.spark.conftest import CONNECT
-from tests.spark.helpers import executed_plan, rows
+from tests.spark.helpers import CONNECT, executed_plan, rows
 
 RULES = {
     "dip": ("PARTITION BY sym ORDER BY ts MEASURES FIRST(A.price) AS top, COUNT(*) AS n "

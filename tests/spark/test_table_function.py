@@ -129,6 +129,25 @@ def test_keys_spanning_arrow_batches_and_a_null_key(spark, trades):
     _same(got.fillna({"symbol": "-"}), want.fillna({"symbol": "-"}), ["symbol", "t0"])
 
 
+def test_a_nan_key_is_one_partition_and_not_infinity_s(spark, trades):
+    """A floating PARTITION BY key: NaN is one key (PySpark's wrapper alone would start a
+    partition at every NaN row) and stays apart from +Infinity, which it is handed over as."""
+    keyed = trades.assign(k=np.select([trades.symbol == "a", trades.symbol == "b"], [np.nan, np.inf], 1.5))
+    import pyarrow as pa
+
+    table = pa.Table.from_pandas(keyed.drop(columns="k"), preserve_index=False)
+    table = table.append_column("k", pa.array(keyed.k.to_numpy(), pa.float64(), from_pandas=False))  # NaN, not NULL
+    spark.createDataFrame(table).createOrReplaceTempView("trades_nan_key")
+    assert spark.sql("SELECT count(*) FROM trades_nan_key WHERE isnan(k)").first()[0] > 100  # NaN, not NULL
+    clause = CLAUSE.replace("PARTITION BY symbol", "PARTITION BY k").replace("A.price AS top", "A.price AS top, "
+                                                                              "FIRST(A.symbol) AS s")
+    got = spark.sql(f"SELECT * FROM match_recognize(TABLE(trades_nan_key), '{clause}')").toPandas()
+    want = sparkcep.match_recognize(table, clause).to_pandas()
+    assert want.k.isna().sum() > 3 and (want.k == np.inf).sum() > 3
+    assert (want.s[want.k.isna()] == "a").all()
+    _same(got.fillna({"k": -1.0}), want.fillna({"k": -1.0}), ["k", "t0"])
+
+
 def test_pyspark_s_key_wrapper_finds_key_boundaries_vectorized(spark, trades):
     from pyspark.util import PythonEvalType
 
