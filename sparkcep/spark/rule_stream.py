@@ -33,7 +33,7 @@ from sparkcep.errors import DataError, OptionError, QueryError, SparkCepError
 from sparkcep.rules.rule_set import Rule, in_rule, rule_files
 
 SNAPSHOTS = "sparkcep-rules"  # the checkpoint's folder of rule sets, one file per micro-batch
-OUTPUT = "rule string, match string"
+OUTPUT_NAMES = ["rule", "match"]  # both strings: the rule's name, its match as JSON
 _MAGIC = b"SPCEPR1\n"  # a bucket's state: meta as JSON (its rules in order), then each rule's keys
 _KEEP = 200  # micro-batches whose rule sets stay in the checkpoint (Spark replays only the last)
 _PLANS: dict = {}  # rules' plans by text, schema and mode
@@ -57,7 +57,6 @@ def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), chec
     for a stream of one clause). Other options as sparkcep.stream."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
-    from pyspark.sql.types import StringType, StructField, StructType
 
     from sparkcep.spark.frames import TZ
     from sparkcep.spark.stream import (
@@ -100,11 +99,18 @@ def stream_rules(df, rules, *, watermark, event_time: str, partition_by=(), chec
     observed = metrics is not None and metrics.observed is not None  # (Connect: no accumulators)
     operator = RulesOperator(str(folder), store, checker, buckets, late, max_state_rows, delay_millis, wire,
                              None if observed else metrics, metrics.run if observed else None)
-    output = StructType([StructField("rule", StringType()), StructField("match", StringType())])
+    output = output_type()
     out = data.groupBy(BUCKET).applyInPandasWithState(
         operator, outputStructType=with_metrics(output) if observed else output, stateStructType=state_type(buckets),
         outputMode="append", timeoutConf=GroupStateTimeout.EventTimeTimeout)
     return observed_output(out, metrics, output.names) if observed else out
+
+
+def output_type():
+    """A stream of rules' rows: ``OUTPUT_NAMES``, strings."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    return StructType([StructField(n, StringType()) for n in OUTPUT_NAMES])
 
 
 def local_path(checkpoint) -> str | None:
@@ -419,8 +425,8 @@ def flush_rules(spark, checkpoint: str, *, mode: str = "sql"):
     latest = _committed_set(checkpoint, store)
     blobs = state_blobs(spark, checkpoint)
     if blobs is None or latest is None:
-        return spark.createDataFrame([], OUTPUT)
-    return blobs.mapInArrow(_Finisher(store, latest, mode), OUTPUT)
+        return spark.createDataFrame([], output_type())
+    return blobs.mapInArrow(_Finisher(store, latest, mode), output_type())
 
 
 def is_rule_checkpoint(checkpoint: str) -> bool:
@@ -503,7 +509,7 @@ class RulesOperator:
             from sparkcep.spark.stream import call_metrics, reported
 
             self.metrics = call_metrics(self.observed)  # this call's figures
-            yield from reported(self._call(pdfs, state), self.metrics, ["rule", "match"])
+            yield from reported(self._call(pdfs, state), self.metrics, OUTPUT_NAMES)
 
     def _call(self, pdfs, state) -> Iterator:
         batch = _batch_id(state)

@@ -186,6 +186,11 @@ def batches_to_table(batches: list, schema: pa.Schema) -> pa.Table:
 
 def register_table_function(spark, name: str = "match_recognize") -> None:
     """Register ``name`` as a SQL table function of the session ``spark`` (classic or Connect)."""
+    spark.udtf.register(name, arrow_table_function(spark, _with_user_functions(functions.user_functions()), name))
+
+
+def arrow_table_function(spark, handler: type, name: str | None = None):
+    """``handler`` (with ``analyze``) as an Arrow table function of ``spark``'s kind of session."""
     from pyspark.util import PythonEvalType
 
     from sparkcep.spark.session import is_connect
@@ -194,9 +199,7 @@ def register_table_function(spark, name: str = "match_recognize") -> None:
         from pyspark.sql.connect.udtf import UserDefinedTableFunction
     else:
         from pyspark.sql.udtf import UserDefinedTableFunction
-    handler = _with_user_functions(functions.user_functions())
-    spark.udtf.register(name, UserDefinedTableFunction(handler, returnType=None, name=name,
-                                                       evalType=PythonEvalType.SQL_ARROW_UDTF))
+    return UserDefinedTableFunction(handler, returnType=None, name=name, evalType=PythonEvalType.SQL_ARROW_UDTF)
 
 
 def _with_user_functions(registered: dict) -> type:

@@ -12,7 +12,12 @@ from hypothesis import strategies as st
 
 import sparkcep
 from sparkcep.errors import OptionError
-from sparkcep.spark.table_function import Analyzed, MatchRecognizeFunction, partition_boundaries
+from sparkcep.spark.table_function import (
+    Analyzed,
+    MatchRecognizeFunction,
+    arrow_table_function,
+    partition_boundaries,
+)
 from tests.tiers import examples
 
 CLAUSE = """PARTITION BY symbol ORDER BY ts
@@ -149,8 +154,6 @@ def test_a_nan_key_is_one_partition_and_not_infinity_s(spark, trades):
 
 
 def test_pyspark_s_key_wrapper_finds_key_boundaries_vectorized(spark, trades):
-    from pyspark.util import PythonEvalType
-
     class Probe(MatchRecognizeFunction):  # (defined here: pickled by value for the server's workers)
         """Reports whether PySpark's per-key wrapper took the vectorized boundary finder."""
 
@@ -167,14 +170,7 @@ def test_pyspark_s_key_wrapper_finds_key_boundaries_vectorized(spark, trades):
 
             yield pa.table({"vectorized": [self.vectorized], "n": [sum(b.num_rows for b in self.batches)]})
 
-    from sparkcep.spark.session import is_connect
-
-    if is_connect(spark):
-        from pyspark.sql.connect.udtf import UserDefinedTableFunction
-    else:
-        from pyspark.sql.udtf import UserDefinedTableFunction
-    spark.udtf.register("probe", UserDefinedTableFunction(Probe, returnType=None,
-                                                          evalType=PythonEvalType.SQL_ARROW_UDTF))
+    spark.udtf.register("probe", arrow_table_function(spark, Probe))
     got = spark.sql("SELECT * FROM probe(TABLE(trades), 'x')").toPandas()
     assert got.vectorized.all() and len(got) == 3 and got.n.sum() == len(trades)
 
