@@ -6,12 +6,14 @@ rows on local[1] and local[2], and a model of wall time on more cores fitted to 
 Strategies: ``runs`` on a file already in ORDER BY order (matched where it lies), ``runs``
 on the same rows shuffled (one range sort first), ``rr`` (RB, no shared part) on the
 ordered file, ``partition`` on trades of 50 symbols (PARTITION BY symbol; its own local
-engine time), and ``runs`` on those keyed trades too (what ``auto`` picks for a hot key:
-batches cut at range-sorted partitions and at key boundaries). Each Spark master runs in its own process; timings are warm (one untimed run
-first), each the median of three calls. Summary line, JSON and PNG in out/bench/ (the figure also in docs/figures/).
+engine time), ``runs`` on those keyed trades too (no key holds a batch: each key whole),
+and ``runs`` on trades where one symbol holds half the rows (what ``auto`` picks for a hot
+key: the key's rows cut into ranges of about a batch, the other keys whole). Each Spark
+master runs in its own process; timings are warm (one untimed run first), each the median
+of three calls. Summary line, JSON and PNG in out/bench/ (the figure also in docs/figures/).
 
 Each strategy is also set against Spark's *floor*: a job that reads the same file and hands
-every row to Python once, returning nothing (``mapInArrow``; for the keyed file, after a
+every row to Python once, returning nothing (``mapInArrow``; for the keyed files, after a
 shuffle by key, ``groupBy().applyInArrow``). The same cases and floors run on a Spark
 Connect session (a local Connect server over local[2], as hosted and serverless Spark offer
 only Connect), where every sparkcep call is DataFrame operations.
@@ -33,11 +35,13 @@ CASES = (  # (name, strategy, file kind)
     ("rr", "rr", "ordered"),
     ("partition", "partition", "keyed"),
     ("runs, PARTITION BY", "runs", "keyed"),
+    ("runs, a hot key", "runs", "hot"),
 )
+KEYED = ("keyed", "hot")  # the files of 50 symbols (PARTITION BY symbol)
 GOALS = {"runs": 3.0, "partition": 2.0, "rr": 4.0}
 FLOOR_GOAL = 1.3  # runs over its floor
 CONNECT = "connect local[2]"  # a local Connect server: the master name the worker knows it by
-CONNECT_CASES = ("runs", "runs, PARTITION BY", "partition")
+CONNECT_CASES = ("runs", "runs, PARTITION BY", "runs, a hot key", "partition")
 REPEATS = 3
 CORES = (1, 2, 16, 64, 256)
 
@@ -55,7 +59,7 @@ def _files(out: pathlib.Path, rows: int) -> dict[str, str]:
     from sparkcep.workloads.files import write_parquet
     from sparkcep.workloads.stock import stock_trades
 
-    paths = {kind: out / f"scale_{kind}_{rows}.parquet" for kind in ("ordered", "shuffled", "keyed")}
+    paths = {kind: out / f"scale_{kind}_{rows}.parquet" for kind in ("ordered", "shuffled", *KEYED)}
     if not paths["ordered"].exists():
         write_parquet(stock_trades(rows, symbols=1, seed=1), paths["ordered"])
     if not paths["shuffled"].exists():
@@ -64,6 +68,10 @@ def _files(out: pathlib.Path, rows: int) -> dict[str, str]:
         pq.write_table(t, paths["shuffled"], row_group_size=200_000)
     if not paths["keyed"].exists():
         write_parquet(stock_trades(rows, symbols=50, seed=1), paths["keyed"])
+    if not paths["hot"].exists():  # S000 holds about half the trades
+        trades = stock_trades(rows, symbols=50, seed=1)
+        trades.loc[np.random.default_rng(3).random(rows) < 0.5, "symbol"] = "S000"
+        write_parquet(trades, paths["hot"])
     return {k: str(v) for k, v in paths.items()}
 
 
@@ -75,7 +83,7 @@ def local_engine(files: dict[str, str], tmp: pathlib.Path) -> dict[str, float]:
     from sparkcep.api import run_local
 
     out: dict[str, float] = {}
-    for kind, keyed in (("ordered", False), ("keyed", True)):
+    for kind, keyed in (("ordered", False), ("keyed", True), ("hot", True)):
         for _ in range(2):  # the first run compiles the kernel; the best of two counts
             t0 = time.perf_counter()
             table = pq.read_table(files[kind])
@@ -124,12 +132,12 @@ def worker(master: str, spec: str) -> list[dict]:
     small = job["sizes"][0]
     for _name, strategy, kind in cases:
         warm = spark.read.parquet(small[kind]).limit(50_000)
-        match_recognize_spark(warm, _query(kind == "keyed"), strategy=strategy, batch=10_000).count()
+        match_recognize_spark(warm, _query(kind in KEYED), strategy=strategy, batch=10_000).count()
     for files in job["sizes"]:
         # With stages_only (local[1]): only the run strategy over ordered input, for the model.
         if not job["stages_only"]:
-            for kind in ("ordered", "keyed"):
-                calls = sorted(timed(lambda kind=kind, files=files: _floor(spark, files[kind], kind == "keyed"))
+            for kind in ("ordered", *KEYED):
+                calls = sorted(timed(lambda kind=kind, files=files: _floor(spark, files[kind], kind in KEYED))
                                for _ in range(REPEATS))
                 results.append({"kind": "floor", "master": master, "file": kind, "rows": files["rows"],
                                 "seconds": calls[len(calls) // 2], "calls": calls})
@@ -143,7 +151,7 @@ def worker(master: str, spec: str) -> list[dict]:
                     run.reason, run.stats = "bench", {}  # what the last call chose and did
                     df = spark.read.parquet(files[kind])
                     with collect_errors():
-                        out = match_recognize_spark(df, _query(kind == "keyed"), strategy=strategy, run=run,
+                        out = match_recognize_spark(df, _query(kind in KEYED), strategy=strategy, run=run,
                                                     batch=job["batch"])
                         out.write.mode("overwrite").parquet(target)
 
@@ -272,7 +280,8 @@ def main() -> None:
         sizes.append(files)
         engine[rows] = local_engine(files, tmp)
         print(f"  engine    {rows:>11,} {'local engine':>22}: {engine[rows]['ordered']:7.1f} s plain "
-              f"({engine[rows]['match']:.1f} s matching), {engine[rows]['keyed']:.1f} s keyed", flush=True)
+              f"({engine[rows]['match']:.1f} s matching), {engine[rows]['keyed']:.1f} s keyed, "
+              f"{engine[rows]['hot']:.1f} s with a hot key", flush=True)
     results = run_workers("benchmarks.spark_scale", ("local[2]", CONNECT), json.dumps(
         {"sizes": sizes, "batch": args.batch, "tmp": str(tmp), "stages_only": False}))
     results += run_workers("benchmarks.spark_scale", ("local[1]",), json.dumps(
@@ -282,8 +291,8 @@ def main() -> None:
     ratios = {}
     for r in results:
         if r["kind"] == "case" and r["master"] == "local[2]":
-            keyed = next(kind for name, _, kind in CASES if name == r["case"]) == "keyed"
-            base = engine[r["rows"]]["keyed" if keyed else "ordered"]
+            kind = next(kind for name, _, kind in CASES if name == r["case"])
+            base = engine[r["rows"]][kind if kind in KEYED else "ordered"]
             r["ratio_to_engine"] = r["seconds"] / base
             ratios[f"{r['case']} @ {r['rows']:,}"] = r["ratio_to_engine"]
     floors = {(r["master"], r["file"], r["rows"]): r["seconds"] for r in results if r["kind"] == "floor"}
@@ -291,7 +300,7 @@ def main() -> None:
     for r in results:
         if r["kind"] == "case" and r["master"] in ("local[2]", CONNECT):
             kind = next(kind for name, _, kind in CASES if name == r["case"])
-            r["ratio_to_floor"] = r["seconds"] / floors[(r["master"], "keyed" if kind == "keyed" else "ordered",
+            r["ratio_to_floor"] = r["seconds"] / floors[(r["master"], kind if kind in KEYED else "ordered",
                                                          r["rows"])]
             where = "" if r["master"] == "local[2]" else " on Connect"
             to_floor[f"{r['case']}{where} @ {r['rows']:,}"] = r["ratio_to_floor"]

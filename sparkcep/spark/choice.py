@@ -10,6 +10,7 @@ from sparkcep.errors import OptionError, SparkCepError
 from sparkcep.options import SPARK_STRATEGIES
 from sparkcep.parallel.run_batches import default_shared
 from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, max_task_rows, plan_for
+from sparkcep.spark.routes import KeySizes, key_sizes
 from sparkcep.spark.session import parallelism
 
 STRATEGIES = SPARK_STRATEGIES
@@ -26,6 +27,7 @@ class SparkRun:
     shared: int | None = None
     partitions: int | None = None
     rows: int | None = None
+    sizes: KeySizes | None = None  # auto's count of the keys, which the run strategy reuses
     stats: dict[str, int] = field(default_factory=dict)
 
     def describe(self) -> str:
@@ -71,8 +73,6 @@ def check_strategy(plan: Plan, strategy: str) -> None:
 
 def choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
     """auto: look at sizes and key counts, then pick."""
-    from pyspark.sql import functions as F
-
     q = plan.query
     batch = batch or DEFAULT_BATCH
     why = whole_partitions(plan)
@@ -99,11 +99,10 @@ def choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
         else:
             run.strategy, run.reason = "runs", f"no PARTITION BY, more than {batch} rows"
         return
-    # The rows, the keys and the largest key's rows in one read of the input.
-    sizes = base.groupBy(*[k.column for k in q.partition_by]).count()
-    stats = sizes.agg(F.count("*").alias("keys"), F.max("count").alias("largest"),
-                      F.sum("count").alias("rows")).collect()[0]
-    n, keys, largest = stats["rows"] or 0, stats["keys"], stats["largest"]
+    # The rows, the keys, the largest key's rows and the hot keys in one read of the input
+    # (the run strategy cuts by them).
+    run.sizes = sizes = key_sizes(plan, base, batch)
+    n, keys, largest = sizes.rows, sizes.keys, sizes.largest
     run.rows = n
     if n <= batch:
         run.strategy, run.reason = "sequential", f"{n} rows fit in one batch of {batch}"

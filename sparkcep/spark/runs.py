@@ -1,9 +1,11 @@
 """The run strategy on sorted Spark partitions (RIP's RB+ and RB): batches are Spark
 partitions of the rows in PARTITION BY, ORDER BY order (cut further where a key begins).
-Input already in that order (without PARTITION BY) is matched where it lies; other input
-takes one range sort, which also cuts a hot key's rows into batches, and is first matched
-in one pass over the sorted rows (``spark.sorted_once``); what follows here is the cached
-path, for runs that one pass cannot settle. Small JVM jobs collect
+Input already in that order (without PARTITION BY) is matched where it lies. Keyed input
+is counted by key first (``spark.routes``): with no key larger than a batch each key is
+matched whole, as the partition strategy does; else a hot key's rows are cut into ranges
+at values of its order, the other keys go whole to buckets, and one pass matches them
+(``spark.sorted_once``). Other input takes one range sort and the same one pass; what
+follows here is the cached path, for runs that one pass cannot settle. Small JVM jobs collect
 each partition's row count, first rows and last rows (and each key's rows); a partition's
 task reads its rows with the last rows of the one before (what PREV looks back at) and the
 first rows of the ones after (the shared part), so no row is copied to other tasks and rows
@@ -42,6 +44,9 @@ SPECULATED = "__sparkcep_speculated__"
 # Input that must be sorted is matched in one pass over the sorted rows (spark.sorted_once)
 # before it is sorted and cached here; tests turn it off to reach the cached path.
 SORT_ONCE = True
+# Keyed input is routed by its keys' counts (spark.routes) rather than range-sorted;
+# tests turn it off to reach the range sort.
+ROUTE_KEYS = True
 
 
 def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
@@ -86,6 +91,11 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
         as_read.unpersist()
         n = backend.n
     cols = sort_columns(plan)
+    if plan.query.partition_by:
+        result = _by_keys(plan, base, arrow_schema, spark_schema, run)
+        if result is not None:
+            return result
+        n = run.rows
     if n is None:  # the sort's width: from the edges above, from auto's count, or counted
         n = run.rows if run.rows is not None else base.count()
     k = max(1, -(-n // run.batch))
@@ -105,6 +115,38 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
     backend = _backend(plan, ordered, arrow_schema, spark_schema, run)
     run.rows, run.partitions = backend.n, len(backend.keys)
     return drive(plan, backend, [k.n for k in backend.keys], run, ordered, backend.layout())
+
+
+def _by_keys(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
+    """Keyed runs from one count of the keys (auto's, or counted here): with no key larger
+    than a batch every key is a batch of its own, matched whole as the partition strategy
+    does; else routed (``spark.routes``), a hot key cut at quantiles of its order. None
+    where the rows must be range-sorted instead (run.rows then holds their count)."""
+    from sparkcep.spark.as_read import Widen
+    from sparkcep.spark.partition import by_groups
+    from sparkcep.spark.routes import key_sizes, routes
+    from sparkcep.spark.sorted_once import routed_once_runs
+
+    sizes = run.sizes if run.sizes is not None and run.sizes.batch == run.batch else key_sizes(plan, base, run.batch)
+    run.rows = sizes.rows
+    if not ROUTE_KEYS:
+        return None
+    if not sizes.hot:
+        run.partitions = sizes.keys
+        run.reason += f"; no key holds more than a batch ({run.batch} rows): each key whole, as in partition"
+        return by_groups(plan, base, spark_schema, single=False)
+    if not SORT_ONCE or plan.measure_match_number:
+        return None
+    r = routes(plan, base, sizes)
+    if r is None:
+        return None
+    try:
+        result = routed_once_runs(plan, base, arrow_schema, spark_schema, run, sizes, r)
+    except Widen:
+        return None
+    hot = f"{len(sizes.hot)} hot key" + ("s" if len(sizes.hot) > 1 else "")
+    run.reason += f"; {hot} cut into {r.ranges} ranges at quantiles, read once"
+    return result
 
 
 class Unordered(Exception):  # noqa: N818 - a signal between the first pass and by_sorted_runs, never raised out

@@ -44,7 +44,7 @@ def drive(plan: Plan, backend, sizes: list[int], run, cached, bounds: dict | Non
         run.stats.update(batches=stats.batches, passes=stats.passes, follow_up_tasks=stats.follow_up_starts,
                          matches=stats.matches)
         for name in ("ranged", "kept", "again", "inner_rows"):
-            if hasattr(backend, name):
+            if getattr(backend, name, None) is not None:
                 run.stats[name] = getattr(backend, name)
     except BaseException:
         _release([cached, *getattr(backend, "held", [])])

@@ -1,6 +1,6 @@
 """The run strategy over input it must sort (rows out of ORDER BY order, or PARTITION BY,
-where a hot key's rows are cut into batches), in one range sort, one pass and no cache of
-the rows.
+where a hot key's rows are cut into batches), in one range sort (or, keyed, one shuffle
+by route: ``spark.routes``), one pass and no cache of the rows.
 
 The range sort by (PARTITION BY, ORDER BY, input position) makes Spark partitions that
 follow each other in the whole order; one pass hands each to Python once. In a partition,
@@ -10,6 +10,9 @@ on in the neighbours: each is a *piece*, which the as-read path (``spark.as_read
 as it treats a partition of ordered input — a body matched as if it began free, edge rows
 to the driver — and the driver stitches each such key's pieces as one run partition.
 
+Routed rows come unsorted: a task sorts each route's rows as the local engine sorts. A
+hot key's range is a piece, named by its route; a bucket's keys are all final.
+
 A body that cannot keep its first pass would need the sorted rows again, and a second sort
 may sample other bounds: such a run takes the cached path instead — a query reading
 MATCH_NUMBER() inside an expression from the start (runs.by_sorted_runs), a search that
@@ -18,13 +21,16 @@ runs past the shared rows once found (``Widen``)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 import json
 
+import numpy as np
 import pyarrow as pa
 
 from sparkcep.compile.plan import Plan
 from sparkcep.data.ingest import table_from_ipc
-from sparkcep.data.partitions import key_runs, named_by_key
+from sparkcep.data.partitions import key_runs, named_by_key, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.parallel.run_batches import Summary, Task
 from sparkcep.runtime.selection import Selection
@@ -37,11 +43,13 @@ from sparkcep.spark.as_read import (
     first_pass_job,
     output_frame,
 )
-from sparkcep.spark.frames import WIN, sort_columns
+from sparkcep.spark.frames import ROW, WIN, sort_columns
+from sparkcep.spark.routes import ROUTE, KeySizes, Routes, placed
 from sparkcep.spark.seams import AT, SUMMARY, drive
 
 PID = "__sparkcep_pid__"  # a row's Spark partition after the range sort
 INNER = -1  # the WIN of a partition's inner keys' rows, final in the first pass
+ONE_HASH = "one_hash"  # a range's summary: it holds another key of its hot key's hash
 PIECE_BITS = 32  # a piece's name: its partition << PIECE_BITS | its key's place there
 
 
@@ -53,21 +61,60 @@ def sorted_once_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, ru
     cols = sort_columns(plan)
     ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
                .withColumn(PID, F.spark_partition_id()))
-    first, backend = first_pass_job(plan, ordered, arrow_schema, spark_schema, run, _first_task,
+    return _once(plan, ordered, arrow_schema, spark_schema, run, None, None)
+
+
+def routed_once_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run, sizes: KeySizes, r: Routes):
+    """The run strategy over ``base`` routed by key (``spark.routes``): a hot key's ranges
+    are its pieces, a bucket's keys are whole; raises Widen as sorted_once_runs does."""
+    ordered = placed(plan, base, r).withColumnRenamed(ROUTE, PID)
+    return _once(plan, ordered, arrow_schema, spark_schema, run, r.ranges, sizes)
+
+
+def _once(plan: Plan, ordered, arrow_schema: pa.Schema, spark_schema, run, whole_from: int | None,
+          sizes: KeySizes | None):
+    first, backend = first_pass_job(plan, ordered, arrow_schema, spark_schema, run,
+                                    functools.partial(_first_task, whole_from=whole_from),
                                     lambda names, margins, first, meta: PiecesBackend(
-                                        plan, ordered, first, names, margins, spark_schema, meta))
+                                        plan, ordered, first, names, margins, spark_schema, meta, sizes))
     run.rows, run.partitions = backend.rows, backend.keys
     return drive(plan, backend, backend.sizes, run, first, backend.layout)
 
 
-def _first_task(payload, batches):
+def _first_task(payload, batches, whole_from: int | None = None):
+    """A task's rows, by piece name (PID: its Spark partition after a range sort, its rows
+    sorted there; or its route, of which a task may hold more than one, its rows in no
+    order): keys inside a name's rows are final here, its first and last keys are pieces;
+    from route ``whole_from`` on, every key is final."""
     p, names, margins, schema = payload
     batches = [b for b in batches if b.num_rows]
     if not batches:
         return
     table = pa.Table.from_batches(batches)
-    part = table.column(PID)[0].as_py()
+    pid = table.column(PID).to_numpy()
+    if whole_from is not None:
+        # By route, then input position (which breaks ORDER BY ties); each route's rows are
+        # sorted below as the local engine sorts.
+        at = np.lexsort((table.column(ROW).to_numpy(), pid))
+        table, pid = table.take(pa.array(at)), pid[at]
+    starts = [0, *(np.flatnonzero(pid[1:] != pid[:-1]) + 1).tolist(), len(pid)]
     table = table.select(names)
+    for lo, hi in itertools.pairwise(starts):
+        part = int(pid[lo])
+        rows = table.slice(lo, hi - lo)
+        if whole_from is not None and part >= whole_from:
+            yield from _inner(p, rows, schema).to_batches()  # a bucket: whole keys
+            continue
+        if whole_from is not None:
+            rows = rows.take(pa.array(sort_and_partition(rows, p.query).order))
+            if len(key_runs(rows, p.query.partition_by)) > 1:  # another key of a hot key's hash
+                yield from first_pass(p, part << PIECE_BITS, rows.slice(0, 0), margins, schema, {ONE_HASH: True},
+                                      sorted_here=True)
+                continue
+        yield from _named(p, part, rows, margins, schema)
+
+
+def _named(p: Plan, part: int, table: pa.Table, margins, schema: pa.Schema):
     runs = key_runs(table, p.query.partition_by)
     inner = _inner(p, table.slice(runs[1][0], runs[-2][1] - runs[1][0]), schema) if len(runs) > 2 else None
     if inner is not None:
@@ -100,16 +147,19 @@ class PiecesBackend:
     partition's edge is a run partition of its pieces, stitched by an AsReadBackend of its
     own (which knows itself as partition 0)."""
 
-    def __init__(self, plan: Plan, ordered, first, names: list[str], margins: Margins, spark_schema, meta: pa.Table):
+    def __init__(self, plan: Plan, ordered, first, names: list[str], margins: Margins, spark_schema, meta: pa.Table,
+                 sizes: KeySizes | None = None):
         self.plan, self.first, self.spark_schema = plan, first, spark_schema
         meta = meta.sort_by(WIN)
         groups: list[list[int]] = []  # rows of meta, per key
         self.rows = self.keys = 0
-        self.inner_rows = 0  # output rows of the keys whole in one partition (made in the first pass)
+        self.inner_rows: int | None = 0  # output rows of the keys whole in one partition (made in the first pass)
         last = None
         for j, (text, edges) in enumerate(zip(meta.column(SUMMARY).to_pylist(), meta.column(EDGES).to_pylist(),
                                               strict=True)):
             info = json.loads(text)
+            if info.get(ONE_HASH):
+                raise Widen  # a range holding two keys: their pieces would not follow each other
             self.rows += info.get("partition_rows", 0)
             self.keys += info.get("partition_keys", 0)
             self.inner_rows += info.get("inner_rows", 0)
@@ -121,6 +171,9 @@ class PiecesBackend:
             else:
                 groups.append([j])
             last = head
+        if sizes is not None:  # routed: buckets send no summary, the key count told all
+            self.rows, self.keys = sizes.rows, sizes.keys
+            self.inner_rows = None  # (a bucket's output rows are not counted)
         self.subs = [AsReadBackend(plan, ordered, first, names, margins, spark_schema, meta.take(g),
                                    sorted_here=True)
                      for g in groups]

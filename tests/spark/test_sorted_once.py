@@ -1,7 +1,8 @@
 """The run strategy over input it sorts, in one pass over the sorted rows: keys whole in a
 Spark partition are matched there, keys crossing a partition's edge are stitched from their
 pieces, and a run whose bodies need their rows again takes the cached path (real local
-Spark). Every case is also run on the cached path, forced."""
+Spark). Every keyed case runs on each path, forced: routed by key counts (spark.routes),
+range-sorted, and cached."""
 
 import os
 
@@ -29,13 +30,25 @@ def _keyed(n: int, keys: int, seed: int) -> pa.Table:
     return t.take(rng.permutation(n))
 
 
+# Each path: (runs.ROUTE_KEYS, runs.SORT_ONCE) and what the run's reason says of it.
+PATHS = {"routed": (True, True, "at quantiles, read once"), "sorted": (False, True, "sorted, read once"),
+         "cached": (False, False, None)}
+
+
+def _path(monkeypatch, path: str) -> str | None:
+    route, once, says = PATHS[path]
+    monkeypatch.setattr(runs, "ROUTE_KEYS", route)
+    monkeypatch.setattr(runs, "SORT_ONCE", once)
+    return says
+
+
 CLAUSE = """PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n, FIRST(ts) AS t0, MATCH_NUMBER() AS m
     PATTERN (A B+) DEFINE A AS v < 4, B AS v > PREV(v)"""
 
 
-@pytest.mark.parametrize("once", [True, False])
-def test_keys_whole_and_crossing_partitions(spark, monkeypatch, once):
-    monkeypatch.setattr(runs, "SORT_ONCE", once)
+@pytest.mark.parametrize("path", list(PATHS))
+def test_keys_whole_and_crossing_partitions(spark, monkeypatch, path):
+    says = _path(monkeypatch, path)
     table = _keyed(4000, 40, 1)
     want = rows(sparkcep.match_recognize(table, CLAUSE))
     run = SparkRun("runs", "requested")
@@ -44,10 +57,14 @@ def test_keys_whole_and_crossing_partitions(spark, monkeypatch, once):
                                          run=run))
     assert got == want and len(want) > 300
     assert run.partitions == 40, run.describe()
-    assert ("sorted, read once" in run.reason) == once, run.describe()
-    if once:
+    assert says is None or says in run.reason, run.describe()
+    assert "read once" in run.reason or says is None, run.describe()
+    if path == "sorted":
         # the hot key crosses many partitions; the small keys mostly lie whole in one
         assert run.stats["inner_rows"] > 0 and run.stats["batches"] > 14, run.describe()
+    if path == "routed":
+        # the hot key (about 2 000 rows) cut into ranges of about a batch
+        assert "1 hot key cut into 7 ranges" in run.reason and run.stats["batches"] > 14, run.describe()
 
 
 @pytest.mark.parametrize("once", [True, False])
@@ -82,8 +99,8 @@ def test_bodies_needing_their_rows_again_take_the_cached_path(spark, clause, sha
 
 @settings(max_examples=int(os.environ.get("SPARKCEP_SPARK_EXAMPLES", "12" if FULL else "4")), deadline=None,
           suppress_health_check=list(HealthCheck))
-@given(queries(), st.lists(tables(), min_size=1, max_size=6), st.integers(2, 40), st.booleans())
-def test_random_keyed_queries_sorted_once(spark, query, pieces, batch, once):
+@given(queries(), st.lists(tables(), min_size=1, max_size=6), st.integers(2, 40), st.sampled_from(list(PATHS)))
+def test_random_keyed_queries_sorted_once(spark, query, pieces, batch, path):
     text, mode = query
     # (one chunk: PySpark's createDataFrame of an Arrow table whose first chunks are empty
     # loses its rows: two empty chunks before one row give a DataFrame of none)
@@ -91,8 +108,8 @@ def test_random_keyed_queries_sorted_once(spark, query, pieces, batch, once):
     plan = compile_query(text, table, mode)
     if plan.define_match_number:
         return  # the run strategies refuse it
-    before = runs.SORT_ONCE
-    runs.SORT_ONCE = once
+    before = runs.ROUTE_KEYS, runs.SORT_ONCE
+    runs.ROUTE_KEYS, runs.SORT_ONCE = PATHS[path][:2]
     try:
         df = frame(spark, table)
         try:
@@ -105,4 +122,4 @@ def test_random_keyed_queries_sorted_once(spark, query, pieces, batch, once):
         with collect_errors():
             assert rows(match_recognize_spark(df, text, mode=mode, strategy="runs", batch=batch)) == want
     finally:
-        runs.SORT_ONCE = before
+        runs.ROUTE_KEYS, runs.SORT_ONCE = before
