@@ -11,11 +11,12 @@ to hash to p), so no Spark job samples the rows for range bounds, and a route is
 its number, not by where Spark put it.
 
 Keys are told apart by a 64-bit hash of their values, floating -0.0 read as 0.0 (as GROUP
-BY groups them). Keys of one hash share a bucket (a bucket holds many keys anyway); a range
-must hold one key (else its keys' pieces would not follow each other), so two hot keys of
-one hash are not routed, and a range's task that finds a second key (another key of a hot
-key's hash) sends the run to the range sort (``Widen``). Where a cut falls decides
-balance, never which rows match."""
+BY groups them) and which of them are NULL. Keys of one hash share a bucket (a bucket
+holds many keys anyway); a hot key's ranges must hold its rows alone (else its pieces
+would not follow each other), so two hot keys of one hash are not routed, and another key
+found among a hot key's routes (a task finding two keys in a range, or the driver a
+second key's pieces between the hot key's) sends the run to the range sort (``Widen``).
+Where a cut falls decides balance, never which rows match."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ ORDER, LEAST, MOST = "__sparkcep_order__", "__sparkcep_least__", "__sparkcep_mos
 KEYS, LARGEST = "__sparkcep_keys__", "__sparkcep_largest__"
 ROUTE = "__sparkcep_route__"
 HASH = "__sparkcep_hash__"
+# Hot ranges one route expression holds (a CASE branch per hot key, a binary search of its
+# cut points); more go to the range sort, which cuts any number of batches.
+MAX_RANGES = 1024
 
 
 @dataclass(frozen=True)
@@ -52,13 +56,21 @@ class Hot:
 @dataclass(frozen=True)
 class KeySizes:
     """The input's rows, its keys, its largest key's rows, and each hot key (a key of more
-    than ``batch`` rows) by its hash."""
+    than ``batch`` rows) by its hash; counted for these PARTITION BY columns and this first
+    ORDER BY column (rules of one PARTITION BY share a count only where both agree)."""
 
     rows: int
     keys: int
     largest: int
     batch: int
     hot: dict[int, Hot] = field(default_factory=dict)
+    columns: tuple[str, ...] = ()
+    order: str | None = None
+
+    def fits(self, plan: Plan, batch: int) -> bool:
+        q = plan.query
+        return (self.batch == batch and self.columns == tuple(k.column for k in q.partition_by)
+                and self.order == q.order_by[0].column)
 
     @property
     def hot_rows(self) -> int:
@@ -81,10 +93,16 @@ def _key_columns(plan: Plan, base) -> list:
     return out
 
 
-def key_hash(plan: Plan, base):
+def _hash(cols: list):
+    """A key's 64-bit hash: its values and which are NULL (Spark's hash skips a NULL, so
+    (1, NULL) and (NULL, 1) would hash alike)."""
     from pyspark.sql import functions as F
 
-    return F.xxhash64(*_key_columns(plan, base))
+    return F.xxhash64(*cols, *[c.isNull() for c in cols])
+
+
+def key_hash(plan: Plan, base):
+    return _hash(_key_columns(plan, base))
 
 
 def _order(plan: Plan, base):
@@ -124,7 +142,7 @@ def key_sizes(plan: Plan, base, batch: int) -> KeySizes:
         cols.append(order.alias(ORDER))
         per_key += [F.min(ORDER).alias(LEAST), F.max(ORDER).alias(MOST)]
         over += [F.min(LEAST).alias(LEAST), F.max(MOST).alias(MOST)]
-    hot = F.when(F.col(COUNT) > batch, F.xxhash64(*[F.col(n) for n in names]))
+    hot = F.when(F.col(COUNT) > batch, _hash([F.col(n) for n in names]))
     got = collect_arrow(base.select(*cols).groupBy(*names).agg(*per_key).groupBy(hot.alias(HOT)).agg(*over))
     rows = got.column(COUNT).to_pylist()
     if order is not None:
@@ -136,7 +154,7 @@ def key_sizes(plan: Plan, base, batch: int) -> KeySizes:
                                              strict=True)
                 if h is not None}
     return KeySizes(sum(rows), sum(got.column(KEYS).to_pylist()), max(got.column(LARGEST).to_pylist(), default=0),
-                    batch, hot_keys)
+                    batch, hot_keys, tuple(k.column for k in plan.query.partition_by), plan.query.order_by[0].column)
 
 
 def _numbers(col) -> list[float | None]:
@@ -165,25 +183,37 @@ class Routes:
     def width(self) -> int:
         return self.ranges + self.buckets
 
+    def spans(self) -> list[tuple[int, int]]:
+        """Each hot key's routes [first, end), in the order route_column numbers them."""
+        out, at = [], 0
+        for key in sorted(self.cuts):
+            out.append((at, at + len(self.cuts[key]) + 1))
+            at = out[-1][1]
+        return out
+
 
 def routes(plan: Plan, base, sizes: KeySizes) -> Routes | None:
-    """Where the rows go (None: the first ORDER BY column has no values to cut at): a hot
-    key of n rows in about n / batch ranges, evenly spaced over its values."""
+    """Where the rows go: a hot key of n rows in about n / batch ranges, evenly spaced over
+    its values. None where the rows must be range-sorted instead: the first ORDER BY column
+    has no values to cut at, a hot key cannot be cut (one value, or none finite), two hot
+    keys share a hash, or the cut points are too many for one expression (MAX_RANGES)."""
     order, t = _order(plan, base)
-    if sizes.hot and (order is None or any(h.keys > 1 for h in sizes.hot.values())):
-        return None  # (a range must hold one key: else its keys' pieces would not follow each other)
     cold_keys = sizes.keys - len(sizes.hot)
     cold = sizes.rows - sizes.hot_rows
     buckets = max(1, min(cold_keys, max(-(-cold // sizes.batch), 4 * parallelism(base.sparkSession))))
+    if not sizes.hot:
+        return Routes({}, buckets)
+    pieces = {key: -(-hot.rows // sizes.batch) for key, hot in sizes.hot.items()}
+    if order is None or sum(pieces.values()) > MAX_RANGES:
+        return None
     cuts = {}
     for key, hot in sizes.hot.items():
-        j = -(-hot.rows // sizes.batch)
-        at: set[float] = set()  # (none where all values are one, or NULL, or not finite: one range)
-        if hot.least is not None and hot.most is not None and math.isfinite(hot.most - hot.least) \
-                and hot.least < hot.most:
-            step = (hot.most - hot.least) / j
-            at = {_typed_point(hot.least + i * step, t) for i in range(1, j)}
-        cuts[key] = sorted(at)
+        if hot.keys > 1 or hot.least is None or hot.most is None or not hot.least < hot.most \
+                or not math.isfinite(hot.most - hot.least):
+            return None
+        j = pieces[key]
+        step = (hot.most - hot.least) / j
+        cuts[key] = sorted({_typed_point(hot.least + i * step, t) for i in range(1, j)})
     return Routes(cuts, buckets)
 
 
@@ -213,7 +243,7 @@ def _literal(x: float, t):
 
 
 def route_column(plan: Plan, base, r: Routes, h):
-    """A row's route from its key's hash ``h``: a hot key's range (the cut points its
+    """A row's route from its key's hash ``h``: a hot key's range (how many cut points its
     first ORDER BY value passes, read in that column's direction and NULL order), else its
     bucket after all ranges."""
     from pyspark.sql import functions as F
@@ -226,15 +256,26 @@ def route_column(plan: Plan, base, r: Routes, h):
     at = 0
     for key in sorted(r.cuts):
         cuts = r.cuts[key]
-        # NULL compares to nothing (counted 0: first); NaN is greater than every number.
-        passed = [F.coalesce((c < _literal(x, t)) if first.descending else (c > _literal(x, t)), F.lit(False))
-                  .cast("long") for x in cuts]
-        within = sum(passed[1:], passed[0]) if passed else F.lit(0).cast("long")
+        within = _passed(c, [_literal(x, t) for x in (cuts[::-1] if first.descending else cuts)], first.descending,
+                         0, len(cuts))
         if not first.nulls_first:
-            within = F.when(c.isNull(), F.lit(len(cuts)).cast("long")).otherwise(within)
+            within = F.when(c.isNull(), F.lit(len(cuts))).otherwise(within)
         out = F.when(h == F.lit(key), F.lit(at) + within).otherwise(out)
         at += len(cuts) + 1
     return out
+
+
+def _passed(c, cuts: list, descending: bool, lo: int, hi: int):
+    """How many of ``cuts`` (in the column's order) a value passes, as a binary search of
+    CASEs (log2 of the cuts' comparisons per row). NULL compares to nothing: 0, first;
+    NaN is greater than every number."""
+    from pyspark.sql import functions as F
+
+    if lo == hi:
+        return F.lit(lo)
+    mid = (lo + hi) // 2
+    beyond = (c < cuts[mid]) if descending else (c > cuts[mid])
+    return F.when(beyond, _passed(c, cuts, descending, mid + 1, hi)).otherwise(_passed(c, cuts, descending, lo, mid))
 
 
 def placed(plan: Plan, base, r: Routes):

@@ -120,14 +120,14 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
 def _by_keys(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
     """Keyed runs from one count of the keys (auto's, or counted here): with no key larger
     than a batch every key is a batch of its own, matched whole as the partition strategy
-    does; else routed (``spark.routes``), a hot key cut at quantiles of its order. None
+    does; else routed (``spark.routes``), a hot key cut at values of its order. None
     where the rows must be range-sorted instead (run.rows then holds their count)."""
     from sparkcep.spark.as_read import Widen
     from sparkcep.spark.partition import by_groups
     from sparkcep.spark.routes import key_sizes, routes
     from sparkcep.spark.sorted_once import routed_once_runs
 
-    sizes = run.sizes if run.sizes is not None and run.sizes.batch == run.batch else key_sizes(plan, base, run.batch)
+    sizes = run.sizes if run.sizes is not None and run.sizes.fits(plan, run.batch) else key_sizes(plan, base, run.batch)
     run.rows = sizes.rows
     if not ROUTE_KEYS:
         return None
@@ -145,7 +145,7 @@ def _by_keys(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
     except Widen:
         return None
     hot = f"{len(sizes.hot)} hot key" + ("s" if len(sizes.hot) > 1 else "")
-    run.reason += f"; {hot} cut into {r.ranges} ranges at quantiles, read once"
+    run.reason += f"; {hot} cut into {r.ranges} ranges by its order's values, read once"
     return result
 
 

@@ -61,22 +61,22 @@ def sorted_once_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, ru
     cols = sort_columns(plan)
     ordered = (base.repartitionByRange(k, *cols).sortWithinPartitions(*cols)
                .withColumn(PID, F.spark_partition_id()))
-    return _once(plan, ordered, arrow_schema, spark_schema, run, None, None)
+    return _once(plan, ordered, arrow_schema, spark_schema, run)
 
 
 def routed_once_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run, sizes: KeySizes, r: Routes):
     """The run strategy over ``base`` routed by key (``spark.routes``): a hot key's ranges
     are its pieces, a bucket's keys are whole; raises Widen as sorted_once_runs does."""
     ordered = placed(plan, base, r).withColumnRenamed(ROUTE, PID)
-    return _once(plan, ordered, arrow_schema, spark_schema, run, r.ranges, sizes)
+    return _once(plan, ordered, arrow_schema, spark_schema, run, r.ranges, sizes, r.spans())
 
 
-def _once(plan: Plan, ordered, arrow_schema: pa.Schema, spark_schema, run, whole_from: int | None,
-          sizes: KeySizes | None):
+def _once(plan: Plan, ordered, arrow_schema: pa.Schema, spark_schema, run, whole_from: int | None = None,
+          sizes: KeySizes | None = None, spans: list[tuple[int, int]] | None = None):
     first, backend = first_pass_job(plan, ordered, arrow_schema, spark_schema, run,
                                     functools.partial(_first_task, whole_from=whole_from),
                                     lambda names, margins, first, meta: PiecesBackend(
-                                        plan, ordered, first, names, margins, spark_schema, meta, sizes))
+                                        plan, ordered, first, names, margins, spark_schema, meta, sizes, spans))
     run.rows, run.partitions = backend.rows, backend.keys
     return drive(plan, backend, backend.sizes, run, first, backend.layout)
 
@@ -148,7 +148,7 @@ class PiecesBackend:
     own (which knows itself as partition 0)."""
 
     def __init__(self, plan: Plan, ordered, first, names: list[str], margins: Margins, spark_schema, meta: pa.Table,
-                 sizes: KeySizes | None = None):
+                 sizes: KeySizes | None = None, spans: list[tuple[int, int]] | None = None):
         self.plan, self.first, self.spark_schema = plan, first, spark_schema
         meta = meta.sort_by(WIN)
         groups: list[list[int]] = []  # rows of meta, per key
@@ -171,6 +171,12 @@ class PiecesBackend:
             else:
                 groups.append([j])
             last = head
+        if spans is not None:
+            # Routed: a hot key's routes hold its pieces alone, one group; more than one is
+            # another key of its hash between them (its pieces would not follow each other).
+            firsts = [meta.column(WIN)[g[0]].as_py() >> PIECE_BITS for g in groups]
+            if any(sum(lo <= f < hi for f in firsts) > 1 for lo, hi in spans):
+                raise Widen
         if sizes is not None:  # routed: buckets send no summary, the key count told all
             self.rows, self.keys = sizes.rows, sizes.keys
             self.inner_rows = None  # (a bucket's output rows are not counted)

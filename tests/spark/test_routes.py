@@ -1,4 +1,4 @@
-"""Keyed runs routed by their keys' counts (spark.routes): hot keys cut at quantiles of
+"""Keyed runs routed by their keys' counts (spark.routes): hot keys cut at values of
 their first ORDER BY column in every direction, NULL order and type, keys that GROUP BY
 groups as one (-0.0 and 0.0, NaN, NULL) kept together, the other keys whole, and Spark's
 hash partitioning sending route p to partition p (real local Spark)."""
@@ -70,7 +70,7 @@ def _run(spark, table: pa.Table, clause: str, batch: int = 300, strategy: str = 
 
 @pytest.mark.parametrize("kind", ["int", "double", "decimal", "timestamp", "ntz", "date"])
 @pytest.mark.parametrize("order", ["t", "t DESC", "t NULLS LAST", "t DESC NULLS FIRST"])
-def test_hot_key_cut_at_quantiles_of_each_order(spark, kind, order):
+def test_hot_key_cut_at_values_of_each_order(spark, kind, order):
     run = _run(spark, _table(kind, 1), _clause(order + ", v"))
     # about 1 800 rows of key 0 in ranges of about a batch
     assert "1 hot key cut into" in run.reason and run.stats["batches"] > 5, run.describe()
@@ -170,6 +170,43 @@ def test_a_range_finding_another_key_sends_the_run_to_the_range_sort(spark, monk
 
     from sparkcep.spark import routes
 
-    monkeypatch.setattr(routes, "key_hash", lambda plan, base: F.xxhash64(F.lit(0).cast("long")))
+    monkeypatch.setattr(routes, "key_hash", lambda plan, base: routes._hash([F.lit(0).cast("long")]))
     run = _run(spark, _table("int", 9), _clause("t"))
     assert "sorted, read once" in run.reason, run.describe()
+
+
+def test_another_key_between_a_hot_keys_ranges_sends_the_run_to_the_range_sort(spark, monkeypatch):
+    """A key of a hot key's hash whose rows fill a range of their own, between the hot
+    key's (made here by hashing key 1 as key 0): the hot key's pieces are split by it, so
+    the driver sends the run to the range sort (the match from t=29 to t=70 crosses it)."""
+    from pyspark.sql import functions as F
+
+    from sparkcep.spark import routes
+
+    monkeypatch.setattr(routes, "key_hash", lambda plan, base: routes._hash(
+        [F.when(F.col("k") == 1, F.lit(0).cast("long")).otherwise(F.col("k"))]))
+    t = [*range(30), *range(70, 100), *range(40, 45)]
+    table = pa.table({"k": [0] * 60 + [1] * 5, "t": t, "v": [0] * 65})
+    clause = "PARTITION BY k ORDER BY t MEASURES A.t AS a, B.t AS b PATTERN (A B) DEFINE B AS t > PREV(t) + 20"
+    run = _run(spark, table, clause, batch=10)
+    assert "sorted, read once" in run.reason, run.describe()
+
+
+def test_rules_of_one_partition_by_and_other_orders_count_their_own(spark):
+    """auto's count is shared by rules of one PARTITION BY only where their first ORDER BY
+    column is one: a rule ordered by another column cuts by its own values."""
+    table = _table("timestamp", 10).append_column("i", pa.array(np.arange(N) * 3, pa.int32()))
+    rules = {"by_time": _clause("t"), "by_i": _clause("i")}
+    want = rows(sparkcep.match_rules(table, rules))
+    with collect_errors():
+        got = rows(sparkcep.match_rules(frame(spark, table), rules, strategy="auto", batch=300))
+    assert got == want
+
+
+def test_multi_column_keys_differing_by_their_nulls_are_two_keys(spark):
+    """(1, NULL) and (NULL, 1): Spark's hash skips NULLs; the route's hash reads them too."""
+    n = N // 2
+    table = pa.table({"a": pa.array([1, None] * n), "b": pa.array([None, 1] * n), "t": list(range(N)),
+                      "v": list((np.arange(N) * 7919) % 13)})
+    run = _run(spark, table, _clause("t").replace("PARTITION BY k", "PARTITION BY a, b"))
+    assert "2 hot keys cut into" in run.reason, run.describe()
