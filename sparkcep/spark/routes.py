@@ -40,6 +40,7 @@ HASH = "__sparkcep_hash__"
 # Hot ranges one route expression holds (a CASE branch per hot key, a binary search of its
 # cut points); more go to the range sort, which cuts any number of batches.
 MAX_RANGES = 1024
+MAX_HOT_KEYS = 128  # (a cold row is compared with each hot key's hash)
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,8 @@ def routes(plan: Plan, base, sizes: KeySizes) -> Routes | None:
     """Where the rows go: a hot key of n rows in about n / batch ranges, evenly spaced over
     its values. None where the rows must be range-sorted instead: the first ORDER BY column
     has no values to cut at, a hot key cannot be cut (one value, or none finite), two hot
-    keys share a hash, or the cut points are too many for one expression (MAX_RANGES)."""
+    keys share a hash, or the hot keys or cut points are too many for one expression
+    (MAX_HOT_KEYS, MAX_RANGES)."""
     order, t = _order(plan, base)
     cold_keys = sizes.keys - len(sizes.hot)
     cold = sizes.rows - sizes.hot_rows
@@ -204,7 +206,7 @@ def routes(plan: Plan, base, sizes: KeySizes) -> Routes | None:
     if not sizes.hot:
         return Routes({}, buckets)
     pieces = {key: -(-hot.rows // sizes.batch) for key, hot in sizes.hot.items()}
-    if order is None or sum(pieces.values()) > MAX_RANGES:
+    if order is None or sum(pieces.values()) > MAX_RANGES or len(pieces) > MAX_HOT_KEYS:
         return None
     cuts = {}
     for key, hot in sizes.hot.items():
@@ -230,7 +232,15 @@ def _literal(x: float, t):
     """A cut point as a literal of the ORDER BY column's type (a time without zone from
     its wall clock's fields, never through the session's zone)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+    from pyspark.sql.types import (
+        ByteType,
+        DateType,
+        IntegerType,
+        IntegralType,
+        ShortType,
+        TimestampNTZType,
+        TimestampType,
+    )
 
     if isinstance(t, TimestampType):
         return F.timestamp_micros(F.lit(int(x)))
@@ -239,6 +249,9 @@ def _literal(x: float, t):
         return F.lit(wall.isoformat(sep=" ", timespec="microseconds")).cast(t)
     if isinstance(t, DateType):
         return F.date_from_unix_date(F.lit(int(x)))
+    if isinstance(t, IntegralType):  # (a point rounded past the type's end: its end)
+        bits = 8 * {ByteType: 1, ShortType: 2, IntegerType: 4}.get(type(t), 8)
+        return F.lit(min(max(int(x), -(1 << bits - 1)), (1 << bits - 1) - 1)).cast(t)
     return F.lit(x).cast(t)
 
 
@@ -248,21 +261,20 @@ def route_column(plan: Plan, base, r: Routes, h):
     bucket after all ranges."""
     from pyspark.sql import functions as F
 
-    out = F.pmod(h, F.lit(r.buckets)) + F.lit(r.ranges)
+    bucket = F.pmod(h, F.lit(r.buckets)) + F.lit(r.ranges)
     if not r.cuts:
-        return out
+        return bucket
     first = plan.query.order_by[0]
     c, t = F.col(first.column), base.schema[first.column].dataType
-    at = 0
-    for key in sorted(r.cuts):
+    case = None  # one CASE, a branch per hot key (not nested: Connect bounds a plan's depth)
+    for (at, _), key in zip(r.spans(), sorted(r.cuts), strict=True):
         cuts = r.cuts[key]
         within = _passed(c, [_literal(x, t) for x in (cuts[::-1] if first.descending else cuts)], first.descending,
                          0, len(cuts))
         if not first.nulls_first:
             within = F.when(c.isNull(), F.lit(len(cuts))).otherwise(within)
-        out = F.when(h == F.lit(key), F.lit(at) + within).otherwise(out)
-        at += len(cuts) + 1
-    return out
+        case = (F.when if case is None else case.when)(h == F.lit(key), F.lit(at) + within)
+    return case.otherwise(bucket)
 
 
 def _passed(c, cuts: list, descending: bool, lo: int, hi: int):

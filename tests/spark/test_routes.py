@@ -81,7 +81,10 @@ def test_wall_clock_order_in_a_zone_with_dst(spark):
     from pyspark.sql import functions as F
 
     table = _table("ntz", 7)
-    df = frame(spark, table).withColumn("t", F.col("t").cast("timestamp_ntz"))  # (made in UTC)
+    # From text: a cast of text to TIMESTAMP_NTZ reads no zone (a Connect client resolves
+    # a cast when the query runs, here in New York's zone).
+    text = pa.array([None if v is None else v.isoformat(sep=" ") for v in table.column("t").to_pylist()])
+    df = frame(spark, table.set_column(1, "t", text)).withColumn("t", F.col("t").cast("timestamp_ntz"))
     zone = spark.conf.get("spark.sql.session.timeZone")
     spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     try:
@@ -210,3 +213,22 @@ def test_multi_column_keys_differing_by_their_nulls_are_two_keys(spark):
                       "v": list((np.arange(N) * 7919) % 13)})
     run = _run(spark, table, _clause("t").replace("PARTITION BY k", "PARTITION BY a, b"))
     assert "2 hot keys cut into" in run.reason, run.describe()
+
+
+def test_many_hot_keys_in_one_flat_case(spark):
+    """A hundred hot keys: one CASE of a hundred branches (nested, a Connect server refused
+    the plan's depth from about fifty)."""
+    rng = np.random.default_rng(11)
+    table = pa.table({"k": np.repeat(np.arange(100), 30), "t": rng.permutation(3000),
+                      "v": (np.arange(3000) * 7919) % 13})
+    run = _run(spark, table, _clause("t"), batch=20)
+    assert "100 hot keys cut into" in run.reason, run.describe()
+
+
+def test_cut_points_near_the_end_of_a_long(spark):
+    """Values at the top of BIGINT: a point rounded (as a float) past its end is its end."""
+    top = 2**63 - 1
+    rng = np.random.default_rng(12)
+    t = pa.array(top - rng.integers(0, 2048, N), pa.int64())
+    run = _run(spark, _table("int", 12).set_column(1, "t", t), _clause("t"))
+    assert "1 hot key cut into" in run.reason, run.describe()
