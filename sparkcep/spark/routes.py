@@ -45,8 +45,9 @@ MAX_HOT_KEYS = 128  # (a cold row is compared with each hot key's hash)
 
 @dataclass(frozen=True)
 class Hot:
-    """A hot key's rows, the hot keys of its hash (more than one: never routed), and the least and greatest value of its first ORDER BY column as a
-    number (None: no numbers to cut at)."""
+    """A hot key's rows, the hot keys of its hash (more than one: never routed), and the
+    least and greatest value of its first ORDER BY column as a number (None: no numbers to
+    cut at)."""
 
     rows: int
     keys: int = 1

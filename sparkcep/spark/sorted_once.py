@@ -106,8 +106,9 @@ def _first_task(payload, batches, whole_from: int | None = None):
             yield from _inner(p, rows, schema).to_batches()  # a bucket: whole keys
             continue
         if whole_from is not None:
-            rows = rows.take(pa.array(sort_and_partition(rows, p.query).order))
-            if len(key_runs(rows, p.query.partition_by)) > 1:  # another key of a hot key's hash
+            parts = sort_and_partition(rows, p.query)
+            rows = rows.take(pa.array(parts.order))
+            if len(parts.bounds) > 1:  # another key of a hot key's hash (the sort found its keys)
                 yield from first_pass(p, part << PIECE_BITS, rows.slice(0, 0), margins, schema, {ONE_HASH: True},
                                       sorted_here=True)
                 continue
