@@ -4,6 +4,7 @@ partition's columns as the matchers read them."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -285,8 +286,18 @@ class LazyColumns:
         self._arrow = arrays
         self._py: list[list[Any] | None] = [None] * len(arrays)
         # Row-local condition masks over these rows, by condition: rules run over one sorted
-        # input evaluate a condition they define alike once (runtime.fast).
+        # input evaluate a condition they define alike once (runtime.fast); rules on threads
+        # look up, evaluate and keep a mask under the lock (else two would both evaluate it).
         self.masks: dict = {}
+        self.masks_lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        # (the task engine sends columns to its worker processes, and a lock does not pickle)
+        return {k: v for k, v in self.__dict__.items() if k != "masks_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.masks_lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._arrow)
@@ -314,7 +325,7 @@ class LazyColumns:
         no other plan's columns), the condition masks still shared."""
         out = LazyColumns([a if i in used else None for i, a in enumerate(self._arrow)])
         out._py = [p if i in used else None for i, p in enumerate(self._py)]
-        out.masks = self.masks
+        out.masks, out.masks_lock = self.masks, self.masks_lock
         return out
 
     def slice(self, start: int, length: int) -> LazyColumns:

@@ -4,6 +4,7 @@ exactly representable as float64); otherwise runtime.vm runs."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 
@@ -135,15 +136,16 @@ class KernelMatcher:
         arrays = arrays_for(part.cols, self.used, n, part.cache.get("segments"))
         masks = np.ones((len(plan.labels), n), dtype=np.bool_)
         shared = getattr(part.cols, "masks", None)
-        for label, parts in enumerate(plan.local_parts):
-            if parts:
-                got = _shared_mask(shared, parts)
-                if got is not None:
-                    masks[label] = got
-                elif condition_mask(list(parts), arrays, out=masks[label]) is None:
-                    return None
-                elif shared is not None:
-                    _keep_mask(shared, parts, masks[label])
+        with getattr(part.cols, "masks_lock", None) if shared is not None else contextlib.nullcontext():
+            for label, parts in enumerate(plan.local_parts):
+                if parts:
+                    got = _shared_mask(shared, parts)
+                    if got is not None:
+                        masks[label] = got
+                    elif condition_mask(list(parts), arrays, out=masks[label]) is None:
+                        return None
+                    elif shared is not None:
+                        _keep_mask(shared, parts, masks[label])
         k = len(self.spec.columns)
         cols = np.zeros((max(k, 1), n), dtype=np.float64)
         valid = np.zeros((max(k, 1), n), dtype=np.bool_)
