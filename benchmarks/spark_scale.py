@@ -7,8 +7,10 @@ Strategies: ``runs`` on a file already in ORDER BY order (matched where it lies)
 on the same rows shuffled (one range sort first), ``rr`` (RB, no shared part) on the
 ordered file, ``partition`` on trades of 50 symbols (PARTITION BY symbol; its own local
 engine time), ``runs`` on those keyed trades too (no key holds a batch: each key whole),
-and ``runs`` on trades where one symbol holds half the rows (what ``auto`` picks for a hot
-key: the key's rows cut into ranges of about a batch, the other keys whole). Each Spark
+and ``runs`` on trades where one symbol holds half the rows: on two task slots such a key
+keeps its slot no longer than the others are busy, so it is matched whole in a task of its
+own (what ``auto`` does too); the same case again with the key cut into ranges of about a
+batch, the other keys whole (what more slots than two would choose). Each Spark
 master runs in its own process; timings are warm (one untimed run first), each the median
 of three calls. Summary line, JSON and PNG in out/bench/ (the figure also in docs/figures/).
 
@@ -36,12 +38,14 @@ CASES = (  # (name, strategy, file kind)
     ("partition", "partition", "keyed"),
     ("runs, PARTITION BY", "runs", "keyed"),
     ("runs, a hot key", "runs", "hot"),
+    ("runs, a hot key cut", "runs", "hot"),
 )
+CUT = "runs, a hot key cut"  # the case run with every key above a batch cut (routes.CUT_SHARE 0)
 KEYED = ("keyed", "hot")  # the files of 50 symbols (PARTITION BY symbol)
 GOALS = {"runs": 3.0, "partition": 2.0, "rr": 4.0}
 FLOOR_GOAL = 1.3  # runs over its floor
 CONNECT = "connect local[2]"  # a local Connect server: the master name the worker knows it by
-CONNECT_CASES = ("runs", "runs, PARTITION BY", "runs, a hot key", "partition")
+CONNECT_CASES = ("runs", "runs, PARTITION BY", "runs, a hot key", CUT, "partition")
 REPEATS = 3
 CORES = (1, 2, 16, 64, 256)
 
@@ -102,6 +106,7 @@ def local_engine(files: dict[str, str], tmp: pathlib.Path) -> dict[str, float]:
 
 def worker(master: str, spec: str) -> list[dict]:
     """In a child process: every case on every size (``stages_only``: the stage costs)."""
+    from sparkcep.spark import routes
     from sparkcep.spark.batch import SparkRun, collect_errors, match_recognize_spark
     from sparkcep.spark.session import get_session
 
@@ -128,6 +133,7 @@ def worker(master: str, spec: str) -> list[dict]:
         fn()
         return time.perf_counter() - t0
 
+    share = routes.CUT_SHARE
     # Warm up the JVM and the Python workers, untimed.
     small = job["sizes"][0]
     for _name, strategy, kind in cases:
@@ -145,10 +151,11 @@ def worker(master: str, spec: str) -> list[dict]:
                       flush=True)
         for name, strategy, kind in cases[:1] if job["stages_only"] else cases:
                 run = SparkRun(strategy, "bench")
-                target = str(tmp / f"out_{tag}_{strategy}_{kind}")
+                target = str(tmp / f"out_{tag}_{strategy}_{kind}{'_cut' if name == CUT else ''}")
 
-                def go(strategy=strategy, kind=kind, run=run, target=target, files=files):
+                def go(strategy=strategy, kind=kind, run=run, target=target, files=files, name=name):
                     run.reason, run.stats = "bench", {}  # what the last call chose and did
+                    routes.CUT_SHARE = 0.0 if name == CUT else share
                     df = spark.read.parquet(files[kind])
                     with collect_errors():
                         out = match_recognize_spark(df, _query(kind in KEYED), strategy=strategy, run=run,

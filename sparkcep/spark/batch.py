@@ -27,7 +27,7 @@ import logging
 from sparkcep.errors import DataError, OptionError
 from sparkcep.options import check_rows
 from sparkcep.spark.choice import STRATEGIES, SparkRun, check_strategy, choose, choose_strategy
-from sparkcep.spark.frames import GIDX, ROW, compile_for, compile_reading
+from sparkcep.spark.frames import ROW, compile_for, compile_reading
 from sparkcep.spark.partition import by_groups
 from sparkcep.spark.runs import by_sorted_runs
 from sparkcep.spark.wire import collect_errors
@@ -75,7 +75,7 @@ def match_recognize_spark(
         chosen.strategy = strategy
     log.info("sparkcep: %s", chosen.describe())
     if chosen.strategy in ("sequential", "partition"):
-        return by_groups(plan, base, spark_schema, chosen.strategy == "sequential")
+        return by_groups(plan, base, spark_schema, chosen.strategy == "sequential", sizes=chosen.sizes)
     chosen.size_batches(plan, batch, shared)
     return by_sorted_runs(plan, base, arrow_schema, spark_schema, chosen)
 
@@ -86,6 +86,7 @@ def check_call(df, strategy: str, batch: int | None, shared: int | None) -> None
     if strategy not in STRATEGIES:
         raise OptionError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
     check_rows(batch, shared)
-    if ROW in df.columns or GIDX in df.columns:
-        raise DataError("column names starting with __sparkcep_ are reserved", column=ROW)
+    reserved = [c for c in df.columns if c.startswith("__sparkcep_")]
+    if reserved:
+        raise DataError("column names starting with __sparkcep_ are reserved", column=reserved[0])
     check_workers(df.sparkSession)

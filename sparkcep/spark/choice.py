@@ -109,7 +109,7 @@ def choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
         return
     slots_ = parallelism(base.sparkSession)
     run.partitions = keys
-    if largest > batch and largest * slots_ > n:
+    if sizes.worth_cutting(slots_, max_task_rows(base.sparkSession)):
         run.strategy = "runs"
         run.reason = (
             f"{keys} keys, the largest holds {largest} of {n} rows: batches inside partitions"

@@ -14,26 +14,38 @@ from sparkcep.data.partitions import named_by_key, sort_and_partition
 from sparkcep.errors import DataError
 from sparkcep.query import is_segment_plan, run_plan
 from sparkcep.spark.frames import MAX_TASK_ROWS_CONF, ROW, arrow_of, max_task_rows, slots
+from sparkcep.spark.routes import ROUTE, KeySizes, placed, whole_routes
 from sparkcep.spark.wire import errors_to_driver
 
 
-def by_groups(plan: Plan, base, spark_schema, single: bool):
+def by_groups(plan: Plan, base, spark_schema, single: bool, sizes: KeySizes | None = None):
     """Rows hash-partitioned by the PARTITION BY keys (or all to one task), each Spark
     partition's rows matched in one call: the local engine takes all its keys in one pass,
-    where one Python call per key group cost Spark a sort and the engine a call per key."""
+    where one Python call per key group cost Spark a sort and the engine a call per key.
+    With the keys counted (``sizes``), each key larger than a batch has a task of its own."""
     payload = cloudpickle.dumps((plan, max_task_rows(base.sparkSession)))
 
     def task(batches):
         with errors_to_driver():
             yield from _partition_task(*cloudpickle.loads(payload), batches, spark_schema)
 
+    return spread(plan, base, single, sizes).mapInArrow(task, spark_schema)
+
+
+def spread(plan: Plan, base, single: bool, sizes: KeySizes | None = None):
+    """``base`` in one partition, or in partitions by ``plan``'s PARTITION BY keys, each key
+    whole in one; with the keys counted (``sizes``), a key of more than a batch with no
+    other key than those of its hash."""
     keys = [k.column for k in plan.query.partition_by]
     if single or not keys:
-        spread = base.repartition(1)
-    else:
-        # An explicit width keeps adaptive execution from merging all keys into one task.
-        spread = base.repartition(slots(base), *keys)
-    return spread.mapInArrow(task, spark_schema)
+        return base.repartition(1)
+    routed = None if sizes is None or not sizes.hot else whole_routes(base, sizes)
+    if routed is not None:
+        # One shuffle as below, but a hot key shares its task with no other key (by hash,
+        # a key of half the rows took an eighth of the others along on eight partitions).
+        return placed(plan, base, routed).drop(ROUTE)
+    # An explicit width keeps adaptive execution from merging all keys into one task.
+    return base.repartition(slots(base), *keys)
 
 
 def _partition_task(p: Plan, limit: int, batches, spark_schema):

@@ -2,10 +2,11 @@
 
 One aggregate counts each PARTITION BY key's rows and finds the least and greatest value
 of its first ORDER BY column (what ``auto`` reads to choose, and what the run strategy
-reads to cut). A key holding more rows than a batch is *hot*: its rows are cut at evenly
-spaced values of that column into ranges that follow each other in the whole order (as
-even in rows as its events are in time; event times mostly are). Every other key goes
-whole to a bucket by its hash. A row's *route* is a number: the hot keys' ranges first,
+reads to cut). A key holding more rows than a batch is *hot*. Where one is worth cutting
+(``KeySizes.worth_cutting``), each hot key's rows are cut at evenly spaced values of that
+column into ranges that follow each other in the whole order (as even in rows as its
+events are in time; event times mostly are); else every key stays whole, a hot key in a
+route of its own (``whole_routes``). Every other key goes whole to a bucket by its hash. A row's *route* is a number: the hot keys' ranges first,
 then the buckets; Spark partition p receives route p (hash partitioning of a value chosen
 to hash to p), so no Spark job samples the rows for range bounds, and a route is named by
 its number, not by where Spark put it.
@@ -13,7 +14,7 @@ its number, not by where Spark put it.
 Keys are told apart by a 64-bit hash of their values, floating -0.0 read as 0.0 (as GROUP
 BY groups them) and which of them are NULL. Keys of one hash share a bucket (a bucket
 holds many keys anyway); a hot key's ranges must hold its rows alone (else its pieces
-would not follow each other), so two hot keys of one hash are not routed, and another key
+would not follow each other), so two hot keys of one hash are not cut, and another key
 found among a hot key's routes (a task finding two keys in a range, or the driver a
 second key's pieces between the hot key's) sends the run to the range sort (``Widen``).
 Where a cut falls decides balance, never which rows match."""
@@ -41,11 +42,18 @@ HASH = "__sparkcep_hash__"
 # cut points); more go to the range sort, which cuts any number of batches.
 MAX_RANGES = 1024
 MAX_HOT_KEYS = 128  # (a cold row is compared with each hot key's hash)
+# A hot key is cut only where, matched whole, it would keep its task slot busy well after
+# the others finish: where it holds more than CUT_SHARE times a slot's share of the rows.
+# Below that every slot is busy anyway, and cutting costs more than it saves: a second job
+# reading the first pass back and the driver's stitch, some 30 % of Spark's floor for a
+# key of half the rows on two slots (benchmarks/spark_scale). Tests set 0 to cut every key
+# larger than a batch.
+CUT_SHARE = 1.3
 
 
 @dataclass(frozen=True)
 class Hot:
-    """A hot key's rows, the hot keys of its hash (more than one: never routed), and the
+    """A hot key's rows, the hot keys of its hash (more than one: never cut), and the
     least and greatest value of its first ORDER BY column as a number (None: no numbers to
     cut at)."""
 
@@ -73,6 +81,12 @@ class KeySizes:
         q = plan.query
         return (self.batch == batch and self.columns == tuple(k.column for k in q.partition_by)
                 and self.order == q.order_by[0].column)
+
+    def worth_cutting(self, slots: int, bound: int) -> bool:
+        """Whether the largest key must be cut into batches on ``slots`` task slots: it
+        holds more than a batch, and more than one task's ``bound`` of rows or more than
+        CUT_SHARE times a slot's share of the rows."""
+        return self.largest > self.batch and (self.largest > bound or self.largest * slots > CUT_SHARE * self.rows)
 
     @property
     def hot_rows(self) -> int:
@@ -201,9 +215,7 @@ def routes(plan: Plan, base, sizes: KeySizes) -> Routes | None:
     keys share a hash, or the hot keys or cut points are too many for one expression
     (MAX_HOT_KEYS, MAX_RANGES)."""
     order, t = _order(plan, base)
-    cold_keys = sizes.keys - len(sizes.hot)
-    cold = sizes.rows - sizes.hot_rows
-    buckets = max(1, min(cold_keys, max(-(-cold // sizes.batch), 4 * parallelism(base.sparkSession))))
+    buckets = _buckets(base, sizes)
     if not sizes.hot:
         return Routes({}, buckets)
     pieces = {key: -(-hot.rows // sizes.batch) for key, hot in sizes.hot.items()}
@@ -218,6 +230,22 @@ def routes(plan: Plan, base, sizes: KeySizes) -> Routes | None:
         step = (hot.most - hot.least) / j
         cuts[key] = sorted({_typed_point(hot.least + i * step, t) for i in range(1, j)})
     return Routes(cuts, buckets)
+
+
+def whole_routes(base, sizes: KeySizes) -> Routes | None:
+    """Routes that keep every key whole: each hot key a route of its own (its task holds
+    no other key but those of its hash), the other keys in buckets by hash; None past
+    MAX_HOT_KEYS."""
+    if len(sizes.hot) > MAX_HOT_KEYS:
+        return None
+    return Routes({key: [] for key in sizes.hot}, _buckets(base, sizes))
+
+
+def _buckets(base, sizes: KeySizes) -> int:
+    """Buckets for the keys that are not hot: about a batch each, a few per task slot."""
+    cold_keys = sizes.keys - len(sizes.hot)
+    cold = sizes.rows - sizes.hot_rows
+    return max(1, min(cold_keys, max(-(-cold // sizes.batch), 4 * parallelism(base.sparkSession))))
 
 
 def _typed_point(x: float, t) -> float:

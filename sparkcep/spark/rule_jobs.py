@@ -20,8 +20,9 @@ from sparkcep.query import is_segment_plan
 from sparkcep.rules.rule_set import RULE, Rule, in_rule, named_step, union_schema, union_tables
 from sparkcep.runtime.local import SharedSorts
 from sparkcep.spark.choice import SparkRun, check_strategy, choose, whole_partitions
-from sparkcep.spark.frames import ROW, arrow_of, compile_for, max_task_rows, slots
-from sparkcep.spark.partition import run_in_task, within_bound
+from sparkcep.spark.frames import ROW, arrow_of, compile_for, max_task_rows
+from sparkcep.spark.partition import run_in_task, spread, within_bound
+from sparkcep.spark.routes import KeySizes
 from sparkcep.spark.wire import errors_to_driver
 
 log = logging.getLogger("sparkcep")
@@ -99,10 +100,11 @@ def _group_frames(frame, keys: tuple, compiled: list[Compiled], options: tuple, 
         (together if run.strategy in ("sequential", "partition") else alone).append((c, run))
     # Rules that need every row in one task (or chose it) in one job; those whose key groups
     # may spread over tasks in another (one shuffle by the group's PARTITION BY).
+    sizes = next((run.sizes for _, run in together if run.sizes is not None), None)  # (auto's count)
     for single in (True, False):
         members = [c for c, run in together if (run.strategy == "sequential" or not keys) == single]
         if members:
-            yield _by_groups(members, base, keys, single, schema, spark_schema)
+            yield _by_groups(members, base, single, schema, spark_schema, sizes)
     for c, run in alone:
         own = {name.lower(): "`" + name.replace("`", "``") + "`" for name in c.schema.names}
         got = _named(c.rule, lambda c=c, run=run: match_recognize_spark(
@@ -114,8 +116,10 @@ def _group_frames(frame, keys: tuple, compiled: list[Compiled], options: tuple, 
         yield got.select(*cols)
 
 
-def _by_groups(compiled: list[Compiled], base, keys: tuple, single: bool, schema: pa.Schema, spark_schema):
-    """One shuffle by ``keys`` (or all rows to one task); each task runs every rule."""
+def _by_groups(compiled: list[Compiled], base, single: bool, schema: pa.Schema, spark_schema,
+               sizes: KeySizes | None):
+    """One shuffle by the rules' PARTITION BY (or all rows to one task; ``sizes``: the keys
+    counted, see partition.spread); each task runs every rule."""
     payload = cloudpickle.dumps(([(c.rule, c.plan, c.schema) for c in compiled], schema,
                                  max_task_rows(base.sparkSession)))
 
@@ -123,8 +127,7 @@ def _by_groups(compiled: list[Compiled], base, keys: tuple, single: bool, schema
         with errors_to_driver():
             yield from _rules_task(*cloudpickle.loads(payload), batches)
 
-    spread = base.repartition(1) if single else base.repartition(slots(base), *keys)
-    return spread.mapInArrow(task, spark_schema)
+    return spread(compiled[0].plan, base, single, sizes).mapInArrow(task, spark_schema)
 
 
 def _rules_task(members: list, schema: pa.Schema, limit: int, batches):

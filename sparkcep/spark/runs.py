@@ -1,7 +1,8 @@
 """The run strategy on sorted Spark partitions (RIP's RB+ and RB): batches are Spark
 partitions of the rows in PARTITION BY, ORDER BY order (cut further where a key begins).
 Input already in that order (without PARTITION BY) is matched where it lies. Keyed input
-is counted by key first (``spark.routes``): with no key larger than a batch each key is
+is counted by key first (``spark.routes``): with no key worth cutting (none larger than a
+batch, or none that would keep its task slot busy well after the others) each key is
 matched whole, as the partition strategy does; else a hot key's rows are cut into ranges
 at values of its order, the other keys go whole to buckets, and one pass matches them
 (``spark.sorted_once``). Other input takes one range sort and the same one pass; what
@@ -26,7 +27,7 @@ from sparkcep.data.ingest import table_from_ipc, table_to_ipc
 from sparkcep.data.partitions import already_ordered
 from sparkcep.parallel.run_batches import Summary, Task, speculation_from
 from sparkcep.runtime.selection import Selection
-from sparkcep.spark.frames import GIDX, POS, WIN, arrow_of, sort_columns, unpersist
+from sparkcep.spark.frames import GIDX, POS, WIN, arrow_of, max_task_rows, sort_columns, unpersist
 from sparkcep.spark.seams import (
     AT,
     SUMMARY,
@@ -118,23 +119,29 @@ def by_sorted_runs(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run)
 
 
 def _by_keys(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
-    """Keyed runs from one count of the keys (auto's, or counted here): with no key larger
-    than a batch every key is a batch of its own, matched whole as the partition strategy
-    does; else routed (``spark.routes``), a hot key cut at values of its order. None
+    """Keyed runs from one count of the keys (auto's, or counted here): with no key worth
+    cutting (KeySizes.worth_cutting) every key is matched whole as the partition strategy
+    does, a key above a batch in a task of its own; else routed (``spark.routes``), a hot
+    key cut at values of its order. None
     where the rows must be range-sorted instead (run.rows then holds their count)."""
     from sparkcep.spark.as_read import Widen
     from sparkcep.spark.partition import by_groups
-    from sparkcep.spark.routes import key_sizes, routes
+    from sparkcep.spark.routes import CUT_SHARE, key_sizes, routes
+    from sparkcep.spark.session import parallelism
     from sparkcep.spark.sorted_once import routed_once_runs
 
     sizes = run.sizes if run.sizes is not None and run.sizes.fits(plan, run.batch) else key_sizes(plan, base, run.batch)
     run.rows = sizes.rows
     if not ROUTE_KEYS:
         return None
-    if not sizes.hot:
+    slots = parallelism(base.sparkSession)
+    if not sizes.worth_cutting(slots, max_task_rows(base.sparkSession)):
         run.partitions = sizes.keys
-        run.reason += f"; no key holds more than a batch ({run.batch} rows): each key whole, as in partition"
-        return by_groups(plan, base, spark_schema, single=False)
+        why = (f"no key holds more than a batch ({run.batch} rows)" if not sizes.hot else
+               f"the largest key ({sizes.largest} of {sizes.rows} rows) holds at most {CUT_SHARE} times a "
+               f"share of {slots} task slots: cutting it would not pay")
+        run.reason += f"; {why}: each key whole, as in partition"
+        return by_groups(plan, base, spark_schema, single=False, sizes=sizes)
     if not SORT_ONCE or plan.measure_match_number:
         return None
     r = routes(plan, base, sizes)

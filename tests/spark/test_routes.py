@@ -12,11 +12,19 @@ import pyarrow as pa
 import pytest
 
 import sparkcep
+from sparkcep.spark import routes
 from sparkcep.spark.batch import SparkRun, collect_errors, match_recognize_spark
 from sparkcep.spark.routes import _murmur3_long, key_sizes, partition_values
 from tests.spark.helpers import frame, rows
 
 N = 3000
+
+
+@pytest.fixture(autouse=True)
+def _cut_every_hot_key(monkeypatch):
+    """Every key above a batch is cut here, however few the task slots (routes.CUT_SHARE;
+    test_a_key_is_cut_only_where_it_pays keeps the rule)."""
+    monkeypatch.setattr(routes, "CUT_SHARE", 0.0)
 
 
 def _order_values(kind: str, n: int, rng) -> pa.Array:
@@ -128,6 +136,84 @@ def test_auto_counts_the_keys_once_for_the_run(spark):
     run = _run(spark, table, _clause("t"), strategy="auto")
     assert run.strategy == "runs" and "hot key cut into" in run.reason, run.describe()
     assert run.sizes is not None and run.sizes.rows == N and len(run.sizes.hot) == 1
+
+
+@pytest.mark.parametrize("share", [0.6, 0.9])
+def test_a_key_is_cut_only_where_it_pays(spark, monkeypatch, share):
+    """On this session's task slots, a hot key of 60 % of the rows keeps no slot busy
+    longer than its share by CUT_SHARE: matched whole, in a task of its own (auto picks
+    partition, likewise); one of 90 % is cut."""
+    from pyspark.sql import functions as F
+
+    from sparkcep.api import compile_query
+    from sparkcep.spark.routes import ROUTE, placed, whole_routes
+    from sparkcep.spark.session import parallelism
+
+    monkeypatch.setattr(routes, "CUT_SHARE", 1.3)
+    made = _whole_routes_made(monkeypatch)
+    assert parallelism(spark) == 2  # (the shares below are chosen for two slots)
+    table = _share(share)
+    run = _run(spark, table, _clause("t"))
+    auto = _run(spark, table, _clause("t"), strategy="auto")
+    if share < 0.65:
+        assert "cutting it would not pay: each key whole" in run.reason, run.describe()
+        assert auto.strategy == "partition", auto.describe()
+        assert len(made) == 2  # the run and auto's partition: the hot key in a task of its own
+        plan = compile_query(_clause("t"), table)
+        df = frame(spark, table)
+        sizes = key_sizes(plan, df, 300)
+        got = placed(plan, df, whole_routes(df, sizes)).drop(ROUTE).select(
+            "k", F.spark_partition_id().alias("p")).distinct().collect()
+        hot = {r.p for r in got if r.k == 0}
+        assert len(hot) == 1 and {r.k for r in got if r.p in hot} == {0}, got
+    else:
+        assert "1 hot key cut into" in run.reason, run.describe()
+        assert auto.strategy == "runs" and "1 hot key cut into" in auto.reason, auto.describe()
+        assert not made
+
+
+def _share(share: float) -> pa.Table:
+    """N rows, key 0 holding about ``share`` of them, the rest of 29 keys."""
+    rng = np.random.default_rng(8)
+    return _table("int", 8, pa.array(np.where(rng.random(N) < share, 0, rng.integers(1, 30, N))))
+
+
+def _whole_routes_made(monkeypatch) -> list:
+    """The key counts each whole-key spread was routed by (partition.whole_routes' calls)."""
+    from sparkcep.spark import partition
+
+    made = []
+    real = partition.whole_routes
+    monkeypatch.setattr(partition, "whole_routes", lambda base, sizes: made.append(sizes) or real(base, sizes))
+    return made
+
+
+def test_rules_keep_a_hot_key_in_a_task_of_its_own(spark, monkeypatch):
+    """Rules of one PARTITION BY that auto runs key by key take its count of the keys too."""
+    monkeypatch.setattr(routes, "CUT_SHARE", 1.3)
+    made = _whole_routes_made(monkeypatch)
+    table = _share(0.6)
+    rules = {"up": _clause("t"), "down": _clause("t").replace("v > PREV(v)", "v < PREV(v)")}
+    with collect_errors():
+        got = rows(sparkcep.match_rules(frame(spark, table), rules, batch=300))
+    assert got == rows(sparkcep.match_rules(table, rules)) and len(made) == 1
+
+
+def test_a_key_above_a_tasks_bound_is_cut(spark, monkeypatch):
+    """A key of more rows than one task may hold (spark.sparkcep.maxTaskRows) is cut, and
+    auto runs it so, where its share alone would keep it whole."""
+    from sparkcep.spark.frames import MAX_TASK_ROWS_CONF
+
+    monkeypatch.setattr(routes, "CUT_SHARE", 1.3)
+    table = _table("int", 9)  # key 0: some 1 800 of 3 000 rows
+    spark.conf.set(MAX_TASK_ROWS_CONF, "1000")
+    try:
+        run = _run(spark, table, _clause("t"))
+        auto = _run(spark, table, _clause("t"), strategy="auto")
+    finally:
+        spark.conf.unset(MAX_TASK_ROWS_CONF)
+    assert "1 hot key cut into" in run.reason, run.describe()
+    assert auto.strategy == "runs", auto.describe()
 
 
 def test_key_sizes(spark):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import sparkcep
 from sparkcep import DataError
 from sparkcep.api import compile_query
-from sparkcep.spark import runs
+from sparkcep.spark import routes, runs
 from sparkcep.spark.batch import SparkRun, collect_errors, match_recognize_spark
 from tests.spark.helpers import frame, rows
 from tests.test_properties import queries, tables
@@ -28,6 +28,12 @@ def _keyed(n: int, keys: int, seed: int) -> pa.Table:
     k = np.where(rng.random(n) < 0.5, 0, rng.integers(1, keys, n))
     t = pa.table({"k": k, "ts": np.arange(n), "v": (np.arange(n) * 7919) % 13})
     return t.take(rng.permutation(n))
+
+
+@pytest.fixture(autouse=True)
+def _cut_every_hot_key(monkeypatch):
+    """Every key above a batch is cut here, however few the task slots (routes.CUT_SHARE)."""
+    monkeypatch.setattr(routes, "CUT_SHARE", 0.0)
 
 
 # Each path: (runs.ROUTE_KEYS, runs.SORT_ONCE) and what the run's reason says of it.

@@ -148,6 +148,16 @@ def test_errors_from_workers_are_data_errors(spark):
         sparkcep.match_recognize(df, "ORDER BY nope MEASURES MATCH_NUMBER() AS m PATTERN (A)")
 
 
+@pytest.mark.parametrize("name", ["__sparkcep_row__", "__sparkcep_hash__", "__sparkcep_route__"])
+def test_a_column_of_a_reserved_name_is_refused(spark, name):
+    """Every name starting with __sparkcep_ (the run's own columns: a key's hash, a row's
+    route, its input position) is refused, never overwritten or dropped."""
+    df = spark.createDataFrame(pd.DataFrame({"k": [1, 1], "ts": [0, 1], name: [5, 6]}))
+    with pytest.raises(DataError, match="reserved") as e:
+        sparkcep.match_recognize(df, "PARTITION BY k ORDER BY ts MEASURES COUNT(*) AS n PATTERN (A)")
+    assert e.value.column == name
+
+
 def test_a_dataframes_plan_comes_from_the_plan_cache(spark, stream):
     from sparkcep.spark.frames import plan_for
 
