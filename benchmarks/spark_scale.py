@@ -364,7 +364,7 @@ def _plot(results, engine, m, projection, path: pathlib.Path) -> None:
         goal = GOALS.get(n.split(",")[0])
         if goal:
             a.hlines(goal, j - 0.1, j + 0.9, colors="red", linestyles="dashed")
-    a.set_xticks([x + width * (len(sizes) - 1) / 2 for x in range(len(names))], names, fontsize=8)
+    a.set_xticks([x + width * (len(sizes) - 1) / 2 for x in range(len(names))], names, fontsize=8, rotation=30, ha="right")
     a.set_ylabel("Spark local[2] time / local engine time")
     a.set_title("End to end, Parquet in and out (red: goal)")
     a.legend()

@@ -45,8 +45,8 @@ MAX_HOT_KEYS = 128  # (a cold row is compared with each hot key's hash)
 # A hot key is cut only where, matched whole, it would keep its task slot busy well after
 # the others finish: where it holds more than CUT_SHARE times a slot's share of the rows.
 # Below that every slot is busy anyway, and cutting costs more than it saves: a second job
-# reading the first pass back and the driver's stitch, some 30 % of Spark's floor for a
-# key of half the rows on two slots (benchmarks/spark_scale). Tests set 0 to cut every key
+# reading the first pass back and the driver's stitch, 10-30 % of Spark's floor for a key
+# of half the rows on two slots (benchmarks/spark_scale). Tests set 0 to cut every key
 # larger than a batch.
 CUT_SHARE = 1.3
 
