@@ -86,7 +86,7 @@ def check_call(df, strategy: str, batch: int | None, shared: int | None) -> None
     if strategy not in STRATEGIES:
         raise OptionError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
     check_rows(batch, shared)
-    reserved = [c for c in df.columns if c.startswith("__sparkcep_")]
+    reserved = [c for c in df.columns if c.lower().startswith("__sparkcep_")]
     if reserved:
         raise DataError("column names starting with __sparkcep_ are reserved", column=reserved[0])
     check_workers(df.sparkSession)

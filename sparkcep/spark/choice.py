@@ -74,6 +74,7 @@ def check_strategy(plan: Plan, strategy: str) -> None:
 def choose(plan: Plan, base, run: SparkRun, batch: int | None) -> None:
     """auto: look at sizes and key counts, then pick."""
     q = plan.query
+    run.sizes = None  # (this query's count, or none: never another's)
     batch = batch or DEFAULT_BATCH
     why = whole_partitions(plan)
     if why is not None:

@@ -100,7 +100,7 @@ def _group_frames(frame, keys: tuple, compiled: list[Compiled], options: tuple, 
         (together if run.strategy in ("sequential", "partition") else alone).append((c, run))
     # Rules that need every row in one task (or chose it) in one job; those whose key groups
     # may spread over tasks in another (one shuffle by the group's PARTITION BY).
-    sizes = next((run.sizes for _, run in together if run.sizes is not None), None)  # (auto's count)
+    sizes = next((run.sizes for run in chosen.values() if run.sizes is not None), None)  # (auto's count)
     for single in (True, False):
         members = [c for c, run in together if (run.strategy == "sequential" or not keys) == single]
         if members:

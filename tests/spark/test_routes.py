@@ -190,8 +190,11 @@ def _whole_routes_made(monkeypatch) -> list:
 
 def test_rules_keep_a_hot_key_in_a_task_of_its_own(spark, monkeypatch):
     """Rules of one PARTITION BY that auto runs key by key take its count of the keys too."""
+    from sparkcep.spark.session import parallelism
+
     monkeypatch.setattr(routes, "CUT_SHARE", 1.3)
     made = _whole_routes_made(monkeypatch)
+    assert parallelism(spark) == 2  # (on two slots a key of 60 % is not worth cutting)
     table = _share(0.6)
     rules = {"up": _clause("t"), "down": _clause("t").replace("v > PREV(v)", "v < PREV(v)")}
     with collect_errors():
@@ -203,8 +206,10 @@ def test_a_key_above_a_tasks_bound_is_cut(spark, monkeypatch):
     """A key of more rows than one task may hold (spark.sparkcep.maxTaskRows) is cut, and
     auto runs it so, where its share alone would keep it whole."""
     from sparkcep.spark.frames import MAX_TASK_ROWS_CONF
+    from sparkcep.spark.session import parallelism
 
     monkeypatch.setattr(routes, "CUT_SHARE", 1.3)
+    assert parallelism(spark) == 2  # (on two slots its share alone would keep it whole)
     table = _table("int", 9)  # key 0: some 1 800 of 3 000 rows
     spark.conf.set(MAX_TASK_ROWS_CONF, "1000")
     try:

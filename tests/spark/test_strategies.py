@@ -148,7 +148,7 @@ def test_errors_from_workers_are_data_errors(spark):
         sparkcep.match_recognize(df, "ORDER BY nope MEASURES MATCH_NUMBER() AS m PATTERN (A)")
 
 
-@pytest.mark.parametrize("name", ["__sparkcep_row__", "__sparkcep_hash__", "__sparkcep_route__"])
+@pytest.mark.parametrize("name", ["__sparkcep_row__", "__sparkcep_hash__", "__SPARKCEP_ROUTE__"])
 def test_a_column_of_a_reserved_name_is_refused(spark, name):
     """Every name starting with __sparkcep_ (the run's own columns: a key's hash, a row's
     route, its input position) is refused, never overwritten or dropped."""
