@@ -136,7 +136,7 @@ class KernelMatcher:
         arrays = arrays_for(part.cols, self.used, n, part.cache.get("segments"))
         masks = np.ones((len(plan.labels), n), dtype=np.bool_)
         shared = getattr(part.cols, "masks", None)
-        with (shared is not None and getattr(part.cols, "masks_lock", None)) or contextlib.nullcontext():
+        with getattr(part.cols, "masks_lock", None) or contextlib.nullcontext():
             for label, parts in enumerate(plan.local_parts):
                 if parts:
                     got = _shared_mask(shared, parts)

@@ -6,10 +6,11 @@ reads to cut). A key holding more rows than a batch is *hot*. Where one is worth
 (``KeySizes.worth_cutting``), each hot key's rows are cut at evenly spaced values of that
 column into ranges that follow each other in the whole order (as even in rows as its
 events are in time; event times mostly are); else every key stays whole, a hot key in a
-route of its own (``whole_routes``). Every other key goes whole to a bucket by its hash. A row's *route* is a number: the hot keys' ranges first,
-then the buckets; Spark partition p receives route p (hash partitioning of a value chosen
-to hash to p), so no Spark job samples the rows for range bounds, and a route is named by
-its number, not by where Spark put it.
+route of its own (``whole_routes``). Every other key goes whole to a bucket by its hash.
+A row's *route* is a number: the hot keys' ranges first, then the buckets; Spark
+partition p receives route p (hash partitioning of a value chosen to hash to p), so no
+Spark job samples the rows for range bounds, and a route is named by its number, not by
+where Spark put it.
 
 Keys are told apart by a 64-bit hash of their values, floating -0.0 read as 0.0 (as GROUP
 BY groups them) and which of them are NULL. Keys of one hash share a bucket (a bucket

@@ -122,8 +122,8 @@ def _by_keys(plan: Plan, base, arrow_schema: pa.Schema, spark_schema, run):
     """Keyed runs from one count of the keys (auto's, or counted here): with no key worth
     cutting (KeySizes.worth_cutting) every key is matched whole as the partition strategy
     does, a key above a batch in a task of its own; else routed (``spark.routes``), a hot
-    key cut at values of its order. None
-    where the rows must be range-sorted instead (run.rows then holds their count)."""
+    key cut at values of its order. None where the rows must be range-sorted instead
+    (run.rows then holds their count)."""
     from sparkcep.spark.as_read import Widen
     from sparkcep.spark.partition import by_groups
     from sparkcep.spark.routes import CUT_SHARE, key_sizes, routes
